@@ -1,0 +1,37 @@
+# Two commands do all the set-up on a machine with only python3 and make:
+#   make demo   seed the embedded SQLite store and open the UI
+#   make test   lint, type-check and run the whole test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit("steplog needs Python >= 3.11, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/steplog demo
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy core
+
+pytest: $(STAMP)
+	$(BIN)/pytest -n 2 --dist loadgroup
+
+bench: $(STAMP)
+	$(BIN)/steplog bench append
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,27 @@
+"""steplog: an event-sourced failure-sample and replay platform for long-horizon agent runs."""
+
+from .errors import (
+    ConcurrencyError,
+    IdempotencyError,
+    InvalidEventError,
+    PayloadTooLargeError,
+    SteplogError,
+)
+from .events import Catalogue, Event, catalogue
+from .store import AppendResult, EventStore, NewEvent, StoredEvent
+
+__all__ = [
+    "AppendResult",
+    "Catalogue",
+    "ConcurrencyError",
+    "Event",
+    "EventStore",
+    "IdempotencyError",
+    "InvalidEventError",
+    "NewEvent",
+    "PayloadTooLargeError",
+    "SteplogError",
+    "StoredEvent",
+    "catalogue",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``steplog bench``: each reports ratios against a baseline run alongside."""

@@ -1,0 +1,361 @@
+"""The event catalogue: typed, versioned, validated payloads, and upcasters for old versions.
+
+An event type is a frozen pydantic model whose class name is the stored ``type`` (a fact in the
+past tense) and whose ``schema_version`` class variable is the version new events are written
+at. When a payload's shape changes, bump ``schema_version`` and register an upcaster from the old
+version; stored events are upgraded on read, never rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import InvalidEventError
+
+JsonDict = dict[str, Any]
+Upcaster = Callable[[JsonDict], JsonDict]
+
+
+class Event(BaseModel):
+    """Base of every event payload. Subclasses are immutable facts named in the past tense."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: ClassVar[int] = 1
+
+    @classmethod
+    def type_name(cls) -> str:
+        """The stored ``type`` of this event."""
+        return cls.__name__
+
+
+class Catalogue:
+    """Maps stored type names to event models, and old schema versions to upcasters."""
+
+    def __init__(self, event_types: Iterable[type[Event]] = ()) -> None:
+        self._types: dict[str, type[Event]] = {}
+        self._upcasters: dict[tuple[str, int], Upcaster] = {}
+        for event_type in event_types:
+            self.register(event_type)
+
+    def register(self, event_type: type[Event]) -> type[Event]:
+        """Add an event type (usable as a class decorator)."""
+        name = event_type.type_name()
+        if name in self._types and self._types[name] is not event_type:
+            raise ValueError(f"event type {name!r} is already registered")
+        self._types[name] = event_type
+        return event_type
+
+    def register_upcaster(self, type_name: str, from_version: int, upcaster: Upcaster) -> None:
+        """Register a function turning a ``from_version`` payload into ``from_version + 1``."""
+        self._upcasters[(type_name, from_version)] = upcaster
+
+    def __contains__(self, type_name: object) -> bool:
+        return type_name in self._types
+
+    def names(self) -> list[str]:
+        """Every registered type name, sorted."""
+        return sorted(self._types)
+
+    def model(self, type_name: str) -> type[Event]:
+        """The model of ``type_name``; :class:`InvalidEventError` if it is not registered."""
+        try:
+            return self._types[type_name]
+        except KeyError:
+            raise InvalidEventError(
+                f"unknown event type {type_name!r}; known types: {', '.join(self.names())}"
+            ) from None
+
+    def upcast(
+        self, type_name: str, schema_version: int, payload: JsonDict
+    ) -> tuple[int, JsonDict]:
+        """Upgrade a stored payload to the current version of its type.
+
+        Unknown types are returned unchanged, so readers never fail on events written by a newer
+        steplog. A missing step in the upcaster chain is an error.
+        """
+        event_type = self._types.get(type_name)
+        if event_type is None:
+            return schema_version, payload
+        current = event_type.schema_version
+        version = schema_version
+        while version < current:
+            upcaster = self._upcasters.get((type_name, version))
+            if upcaster is None:
+                raise InvalidEventError(
+                    f"{type_name} v{version} is stored but no upcaster to v{version + 1} is "
+                    f"registered (current version is {current})"
+                )
+            payload = upcaster(payload)
+            version += 1
+        return version, payload
+
+    def parse(self, type_name: str, payload: Any, schema_version: int | None = None) -> Event:
+        """Validate a raw payload (upcasting it first if it is an older version)."""
+        event_type = self.model(type_name)
+        version = event_type.schema_version if schema_version is None else schema_version
+        if version > event_type.schema_version:
+            raise InvalidEventError(
+                f"{type_name} schema_version {version} is newer than this steplog knows "
+                f"(v{event_type.schema_version}); upgrade steplog"
+            )
+        if not isinstance(payload, Mapping):
+            raise InvalidEventError(
+                f"{type_name} payload must be a JSON object, not {type(payload).__name__}"
+            )
+        _, upgraded = self.upcast(type_name, version, dict(payload))
+        try:
+            return event_type.model_validate(upgraded)
+        except ValidationError as exc:
+            raise InvalidEventError(describe_validation_error(type_name, exc)) from None
+
+
+def describe_validation_error(type_name: str, exc: ValidationError) -> str:
+    """One line per failing field: ``RunStarted.config.max_steps: Input should be ...``."""
+    problems = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"]) or "(payload)"
+        problems.append(f"{type_name}.{where}: {error['msg']}")
+    return "invalid payload: " + "; ".join(problems)
+
+
+catalogue = Catalogue()
+"""The catalogue of steplog's built-in events."""
+
+
+# --- run lifecycle ---------------------------------------------------------------------------
+
+
+class RunConfig(BaseModel):
+    """Execution limits of a run (article 000 §3.5); ``None`` means unlimited."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_steps: int | None = Field(default=None, ge=1)
+    max_retry_per_step: int = Field(default=3, ge=0)
+    allowed_total_retries: int | None = Field(default=None, ge=0)
+    step_token_budget: int | None = Field(default=None, ge=1)
+    run_token_budget: int | None = Field(default=None, ge=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+@catalogue.register
+class RunStarted(Event):
+    """A run of a scenario's task instance began under a model version."""
+
+    scenario: str = Field(min_length=1)
+    task_instance_id: str | None = None
+    task_type: str | None = None
+    model_version: str = Field(min_length=1)
+    agent: str = Field(min_length=1, description="registry name of the agent code")
+    agent_version: str = "1"
+    config: RunConfig = RunConfig()
+    seed: int | None = None
+    input: JsonDict = Field(default_factory=dict)
+    planned_steps: list[str] = Field(default_factory=list)
+    source: str = "harness"
+    replay_of: str | None = None
+    forked_from: str | None = None
+    fork_step: int | None = Field(default=None, ge=0)
+
+
+@catalogue.register
+class RunCompleted(Event):
+    """The run reached its goal; ``output`` is the final result."""
+
+    output: JsonDict = Field(default_factory=dict)
+    output_summary: str | None = None
+
+
+@catalogue.register
+class RunFailed(Event):
+    """The run ended without reaching its goal, at ``step`` (if a step caused it)."""
+
+    step: str | None = None
+    step_index: int | None = Field(default=None, ge=0)
+    error_type: str = Field(min_length=1)
+    message: str = ""
+
+
+@catalogue.register
+class RunAborted(Event):
+    """The run was stopped from outside or by a limit before it could finish."""
+
+    reason: str = Field(min_length=1)
+    step: str | None = None
+    step_index: int | None = Field(default=None, ge=0)
+
+
+@catalogue.register
+class BudgetExceeded(Event):
+    """A configured limit (steps, retries, tokens, time) was reached."""
+
+    budget: Literal[
+        "max_steps",
+        "max_retry_per_step",
+        "allowed_total_retries",
+        "step_token_budget",
+        "run_token_budget",
+        "timeout_seconds",
+    ]
+    limit: float
+    used: float
+    step: str | None = None
+    step_index: int | None = Field(default=None, ge=0)
+
+
+# --- steps -----------------------------------------------------------------------------------
+
+
+@catalogue.register
+class StepStarted(Event):
+    """Attempt ``attempt`` (1-based) of step ``step`` (0-based ``step_index``) began."""
+
+    step: str = Field(min_length=1)
+    step_index: int = Field(ge=0)
+    attempt: int = Field(default=1, ge=1)
+    input: JsonDict = Field(default_factory=dict)
+
+
+@catalogue.register
+class StepAttemptFailed(Event):
+    """An attempt of a step raised an error; ``retryable`` says whether a retry may help."""
+
+    step: str = Field(min_length=1)
+    step_index: int = Field(ge=0)
+    attempt: int = Field(ge=1)
+    error_type: str = Field(min_length=1)
+    message: str = ""
+    retryable: bool = True
+
+
+@catalogue.register
+class ValidationFailed(Event):
+    """A step's output failed a validation layer (schema, business rule or custom check)."""
+
+    step: str = Field(min_length=1)
+    step_index: int = Field(ge=0)
+    attempt: int = Field(ge=1)
+    layer: Literal["schema", "business_rule", "custom"]
+    check: str = Field(min_length=1)
+    message: str = ""
+
+
+@catalogue.register
+class StepCompleted(Event):
+    """A step produced a validated output."""
+
+    step: str = Field(min_length=1)
+    step_index: int = Field(ge=0)
+    attempt: int = Field(default=1, ge=1)
+    output: JsonDict = Field(default_factory=dict)
+    output_summary: str | None = None
+
+
+@catalogue.register
+class StepFailed(Event):
+    """A step gave up: its retries or budget ran out, or its error was not retryable."""
+
+    step: str = Field(min_length=1)
+    step_index: int = Field(ge=0)
+    attempts: int = Field(ge=1)
+    error_type: str = Field(min_length=1)
+    message: str = ""
+
+
+@catalogue.register
+class ApprovalRequested(Event):
+    """A stage gate before ``step`` asked for a decision."""
+
+    step: str = Field(min_length=1)
+    step_index: int = Field(ge=0)
+    policy: Literal["auto-approve", "auto-reject", "manual"]
+    summary: str | None = None
+
+
+@catalogue.register
+class ApprovalDecided(Event):
+    """A stage gate was approved or rejected, by whom and why."""
+
+    step: str = Field(min_length=1)
+    step_index: int = Field(ge=0)
+    approved: bool
+    decided_by: str = "policy"
+    reason: str | None = None
+
+
+# --- nondeterminism: everything replay needs -------------------------------------------------
+
+
+class _RecordedCall(Event):
+    """Fields shared by every recorded nondeterministic act."""
+
+    step_index: int | None = Field(default=None, ge=0)
+    call_index: int = Field(ge=0, description="order of this call within the run")
+    fingerprint: str | None = Field(default=None, description="hash of the canonical request")
+
+
+@catalogue.register
+class ModelCalled(_RecordedCall):
+    """A model was asked something and answered (or failed to)."""
+
+    model: str = Field(min_length=1)
+    request: Any = None
+    response: Any = None
+    error: str | None = None
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    latency_ms: float = Field(default=0.0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0)
+
+
+@catalogue.register
+class ToolCalled(_RecordedCall):
+    """A tool was called with ``args`` and returned ``result`` with ``status``."""
+
+    tool: str = Field(min_length=1)
+    args: Any = None
+    result: Any = None
+    status: Literal["ok", "error"] = "ok"
+    error_type: str | None = None
+    latency_ms: float = Field(default=0.0, ge=0)
+
+
+@catalogue.register
+class RandomDrawn(_RecordedCall):
+    """A random value was drawn from the run's seeded generator."""
+
+    kind: str = Field(min_length=1, description="e.g. random, randint, choice, uuid")
+    value: Any = None
+
+
+@catalogue.register
+class ClockRead(_RecordedCall):
+    """The wall clock was read (seconds since the epoch)."""
+
+    value: float
+
+
+# --- annotations -----------------------------------------------------------------------------
+
+
+@catalogue.register
+class FailureLabeled(Event):
+    """Someone labelled a failed run (and so its failure signature)."""
+
+    label: str = Field(min_length=1)
+    note: str | None = None
+    labeled_by: str | None = None
+    signature: str | None = None
+
+
+@catalogue.register
+class SampleAddedToRegressionSet(Event):
+    """A failed run was promoted to a named regression set."""
+
+    regression_set: str = Field(min_length=1)
+    note: str | None = None
+    added_by: str | None = None

@@ -1,0 +1,1 @@
+"""Getting events in from outside: JSONL files today; OTLP and Inspect AI logs later."""

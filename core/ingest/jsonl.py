@@ -1,0 +1,201 @@
+"""Portable JSONL: one stored event per line, and a tolerant importer that quarantines bad lines.
+
+Line format (the output of ``steplog events tail --json``)::
+
+    {"run_id": "r1", "type": "StepStarted", "payload": {...},
+     "event_id": "<uuid>", "seq": 3, "schema_version": 1, "recorded_at": "2026-...Z"}
+
+``run_id``, ``type`` and ``payload`` are required; ``event_id`` makes re-imports idempotent (a
+missing one is generated); ``seq`` states the run version the line expects; ``position`` is
+ignored (the store assigns positions).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
+from ..events import Catalogue, catalogue
+from ..store import EventStore, NewEvent, check_run_id
+
+MAX_BATCH = 1000
+REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
+"""Errors that condemn the lines of a batch; anything else (database down) propagates."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedLine:
+    """A valid line: the run it belongs to, the event, and the version it expects (if stated)."""
+
+    line_no: int
+    run_id: str
+    seq: int | None
+    event: NewEvent
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line that cannot be stored, with the reason."""
+
+    line_no: int
+    reason: str
+    raw: str
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did: lines stored, lines already present, lines quarantined."""
+
+    appended: int = 0
+    already_stored: int = 0
+    quarantined: list[BadLine] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary."""
+        return {
+            "appended": self.appended,
+            "already_stored": self.already_stored,
+            "quarantined": len(self.quarantined),
+            "errors": [{"line": bad.line_no, "reason": bad.reason} for bad in self.quarantined],
+        }
+
+
+def parse_line(line_no: int, raw: bytes, using: Catalogue = catalogue) -> ParsedLine | BadLine:
+    """Validate one line; never raises for bad content."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return BadLine(line_no, f"not UTF-8 ({exc.reason} at byte {exc.start})", _lossy(raw))
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return BadLine(line_no, f"not JSON: {exc.msg} at column {exc.colno}", text)
+    if not isinstance(record, dict):
+        return BadLine(line_no, f"a line must be a JSON object, not {type(record).__name__}", text)
+    missing = [key for key in ("run_id", "type", "payload") if key not in record]
+    if missing:
+        return BadLine(line_no, f"missing field(s): {', '.join(missing)}", text)
+    try:
+        run_id = record["run_id"]
+        check_run_id(run_id)
+        event = using.parse(record["type"], record["payload"], _opt_int(record, "schema_version"))
+        seq = _opt_int(record, "seq")
+        event_id = uuid.UUID(str(record["event_id"])) if record.get("event_id") else None
+        recorded_at = _opt_time(record.get("recorded_at"))
+    except (SteplogError, ValueError) as exc:
+        return BadLine(line_no, str(exc), text)
+    new = (
+        NewEvent(event, event_id=event_id, recorded_at=recorded_at)
+        if event_id
+        else NewEvent(event, recorded_at=recorded_at)
+    )
+    return ParsedLine(line_no, run_id, seq, new, text)
+
+
+def _opt_int(record: dict[str, Any], key: str) -> int | None:
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def _opt_time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"recorded_at must be an ISO 8601 string, not {value!r}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"recorded_at {value!r} is not an ISO 8601 timestamp") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _lossy(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="backslashreplace")
+
+
+def iter_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """Non-blank lines with their 1-based numbers."""
+    for line_no, raw in enumerate(stream, start=1):
+        stripped = raw.strip()
+        if stripped:
+            yield line_no, stripped
+
+
+def import_jsonl(
+    store: EventStore,
+    path: Path,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Append every valid line of ``path``; quarantine every bad one with its reason.
+
+    Consecutive lines of one run go in one batch. A batch the store refuses (a version conflict,
+    a re-used event id) is retried line by line, so only the offending lines are quarantined.
+    ``on_progress`` receives the number of bytes read so far.
+    """
+    report = ImportReport()
+    source = f"jsonl:{path}"
+    pending: list[ParsedLine] = []
+
+    def flush() -> None:
+        if pending:
+            _store_group(store, pending, report, source)
+            pending.clear()
+
+    with path.open("rb") as stream:
+        for line_no, raw in iter_lines(stream):
+            parsed = parse_line(line_no, raw, store.catalogue)
+            if isinstance(parsed, BadLine):
+                flush()
+                _quarantine(store, report, source, parsed)
+            else:
+                if pending and not _continues(pending, parsed):
+                    flush()
+                pending.append(parsed)
+            if on_progress is not None:
+                on_progress(stream.tell())
+        flush()
+    return report
+
+
+def _continues(group: list[ParsedLine], line: ParsedLine) -> bool:
+    last = group[-1]
+    if line.run_id != last.run_id or len(group) >= MAX_BATCH:
+        return False
+    if line.seq is None and last.seq is None:
+        return True
+    return line.seq is not None and last.seq is not None and line.seq == last.seq + 1
+
+
+def _store_group(
+    store: EventStore, group: list[ParsedLine], report: ImportReport, source: str
+) -> None:
+    try:
+        result = store.append_batch(group[0].run_id, [g.event for g in group], group[0].seq)
+    except REFUSALS as exc:
+        if len(group) == 1:
+            _quarantine(store, report, source, BadLine(group[0].line_no, str(exc), group[0].raw))
+        else:
+            for line in group:
+                _store_group(store, [line], report, source)
+        return
+    if result.duplicate:
+        report.already_stored += len(group)
+    else:
+        report.appended += len(group)
+
+
+def _quarantine(store: EventStore, report: ImportReport, source: str, bad: BadLine) -> None:
+    store.quarantine(source=source, location=f"line {bad.line_no}", reason=bad.reason, raw=bad.raw)
+    report.quarantined.append(bad)

@@ -1,0 +1,483 @@
+"""The event store: an append-only log of immutable events on SQLite or PostgreSQL.
+
+Contract (the same on both engines, checked by one contract test suite):
+
+* ``append`` is atomic per batch and optimistic: the caller states the run's expected version
+  (its number of events) and a mismatch raises :class:`ConcurrencyError`.
+* Re-sending an event with a stored ``event_id`` and identical content is a no-op that returns the
+  original positions; the same id with different content raises :class:`IdempotencyError`.
+* Positions are global and assigned inside the write lock (SQLite ``BEGIN IMMEDIATE``, a
+  transaction-scoped advisory lock on PostgreSQL), so they become visible in commit order and a
+  reader paging by position never skips an event committed late.
+* A returned ``append`` is durably committed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar
+
+from sqlalchemy import Connection, Engine, Row, func, insert, select, text
+from sqlalchemy.exc import IntegrityError, OperationalError
+from uuid6 import uuid7
+
+from .database import (
+    connect_or_explain,
+    create_engine_for,
+    ensure_schema,
+    is_sqlite,
+    redact,
+    resolve_url,
+    write_transaction,
+)
+from .errors import (
+    ConcurrencyError,
+    DatabaseError,
+    IdempotencyError,
+    InvalidEventError,
+    PayloadTooLargeError,
+    SteplogError,
+)
+from .events import Catalogue, Event, JsonDict, catalogue
+from .models import events_table, quarantine_table
+
+DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
+MAX_RUN_ID_LENGTH: Final = 255
+ADVISORY_LOCK_KEY: Final = 0x57E9_106  # "steplog": serializes position assignment on PostgreSQL
+_COLUMNS = (
+    events_table.c.position,
+    events_table.c.event_id,
+    events_table.c.run_id,
+    events_table.c.seq,
+    events_table.c.type,
+    events_table.c.schema_version,
+    events_table.c.recorded_at,
+    events_table.c.payload,
+)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event about to be appended, with the client-generated id that makes re-sends safe."""
+
+    event: Event
+    event_id: uuid.UUID = field(default_factory=uuid7)
+    recorded_at: datetime | None = None
+    """When it happened; defaults to the time of the append (imports keep the original)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event as read back: its place in the log, its payload upcast to the current version."""
+
+    position: int
+    event_id: uuid.UUID
+    run_id: str
+    seq: int
+    type: str
+    schema_version: int
+    recorded_at: datetime
+    payload: JsonDict
+
+    def to_event(self, using: Catalogue = catalogue) -> Event:
+        """The payload as its typed event model."""
+        return using.parse(self.type, self.payload, self.schema_version)
+
+    def to_json(self) -> JsonDict:
+        """The portable form: one JSON object per event (the JSONL line format)."""
+        return {
+            "position": self.position,
+            "event_id": str(self.event_id),
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "type": self.type,
+            "schema_version": self.schema_version,
+            "recorded_at": self.recorded_at.isoformat(),
+            "payload": self.payload,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Positions of an appended batch; ``duplicate`` when it was a re-send already stored."""
+
+    positions: list[int]
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    event_id: uuid.UUID
+    type: str
+    schema_version: int
+    payload_json: str
+    recorded_at: datetime | None
+
+
+class EventStore:
+    """Append-only event log; see the module docstring for the contract."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        catalogue: Catalogue = catalogue,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        retries: int = 5,
+    ) -> None:
+        self.engine = engine
+        self.catalogue = catalogue
+        self.max_payload_bytes = max_payload_bytes
+        self.retries = retries
+        self._sqlite = is_sqlite(engine)
+
+    @classmethod
+    def open(
+        cls, db: str | None = None, *, auto_migrate: bool | None = None, **kwargs: Any
+    ) -> EventStore:
+        """Open the store at ``db`` (URL or SQLite path; default: see :func:`resolve_url`).
+
+        A SQLite database is migrated to head automatically; PostgreSQL must be at head already
+        (``steplog db upgrade``) unless ``auto_migrate`` is true.
+        """
+        engine = create_engine_for(resolve_url(db))
+        ensure_schema(engine, auto_migrate=auto_migrate)
+        return cls(engine, **kwargs)
+
+    def close(self) -> None:
+        """Release the engine's connections."""
+        self.engine.dispose()
+
+    @property
+    def url(self) -> str:
+        """The database URL, password hidden."""
+        return redact(self.engine.url.render_as_string(hide_password=False))
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event | NewEvent],
+        expected_version: int | None = None,
+    ) -> list[int]:
+        """Append ``events`` to run ``run_id`` atomically; return their global positions.
+
+        ``expected_version`` is the number of events the caller believes the run has (0 for a new
+        run); ``None`` appends at the end whatever the version. Transient database errors are
+        retried, which is safe because re-sent event ids are deduplicated.
+        """
+        return self.append_batch(run_id, events, expected_version).positions
+
+    def append_batch(
+        self,
+        run_id: str,
+        events: Sequence[Event | NewEvent],
+        expected_version: int | None = None,
+    ) -> AppendResult:
+        """Like :meth:`append`, and also tells whether the batch was a re-send (a no-op)."""
+        check_run_id(run_id)
+        prepared = self._prepare(events)
+        if not prepared:
+            return AppendResult([])
+        return self._with_retries(lambda: self._append_once(run_id, prepared, expected_version))
+
+    def version(self, run_id: str) -> int:
+        """The run's current version: its number of events (0 if it has none)."""
+        with connect_or_explain(self.engine) as conn:
+            return self._version(conn, run_id)
+
+    def quarantine(self, *, source: str, location: str, reason: str, raw: str) -> int:
+        """Keep input that could not be stored, verbatim, with the reason; return its id."""
+        row = {
+            "received_at": datetime.now(UTC),
+            "source": source[:500],
+            "location": location[:200],
+            "reason": reason,
+            "raw": raw,
+        }
+        with write_transaction(self.engine) as conn:
+            result = conn.execute(insert(quarantine_table).values(row))
+            key = result.inserted_primary_key
+            return int(key[0]) if key else 0
+
+    def _prepare(self, events: Sequence[Event | NewEvent]) -> list[_Prepared]:
+        prepared: list[_Prepared] = []
+        seen: set[uuid.UUID] = set()
+        for index, item in enumerate(events):
+            new = item if isinstance(item, NewEvent) else NewEvent(item)
+            event = new.event
+            if not isinstance(event, Event):
+                raise InvalidEventError(
+                    f"event #{index} is a {type(event).__name__}, not a steplog Event"
+                )
+            type_name = event.type_name()
+            registered = self.catalogue.model(type_name)
+            if registered is not type(event):
+                raise InvalidEventError(
+                    f"event #{index}: {type_name} is not the catalogue's {type_name} model"
+                )
+            if new.event_id in seen:
+                raise InvalidEventError(f"event #{index} ({type_name}) repeats id {new.event_id}")
+            seen.add(new.event_id)
+            payload_json = event.model_dump_json()
+            size = len(payload_json.encode())
+            if size > self.max_payload_bytes:
+                raise PayloadTooLargeError(
+                    f"event #{index} ({type_name}, id {new.event_id}) has a {size:,}-byte payload; "
+                    f"the limit is {self.max_payload_bytes:,} bytes"
+                )
+            prepared.append(
+                _Prepared(
+                    new.event_id, type_name, event.schema_version, payload_json, new.recorded_at
+                )
+            )
+        return prepared
+
+    def _append_once(
+        self, run_id: str, batch: list[_Prepared], expected_version: int | None
+    ) -> AppendResult:
+        try:
+            with write_transaction(self.engine) as conn:
+                self._lock_positions(conn)
+                current = self._version(conn, run_id)
+                if expected_version is not None and expected_version != current:
+                    stored = self._already_stored(conn, run_id, batch)
+                    if stored is not None:
+                        return AppendResult(stored, duplicate=True)
+                    raise ConcurrencyError(run_id, expected_version, current)
+                first_position = self._last_position(conn) + 1
+                self._insert(conn, run_id, current, first_position, batch)
+                return AppendResult(list(range(first_position, first_position + len(batch))))
+        except IntegrityError:
+            # Another writer used one of these event ids (a re-send, or a clash).
+            with connect_or_explain(self.engine) as conn:
+                stored = self._already_stored(conn, run_id, batch)
+            if stored is not None:
+                return AppendResult(stored, duplicate=True)
+            raise IdempotencyError(
+                f"run {run_id!r}: the batch conflicts with stored events but is not a re-send "
+                "of them"
+            ) from None
+
+    def _insert(
+        self, conn: Connection, run_id: str, seq: int, position: int, batch: list[_Prepared]
+    ) -> None:
+        """The hot path: one driver-level ``executemany`` with pre-converted parameters.
+
+        SQLAlchemy's per-row parameter processing costs more than SQLite's insert itself, so the
+        few conversions its types would do (UUID to hex and datetime to text on SQLite) happen
+        here, in the formats those types read back.
+        """
+        now = datetime.now(UTC)
+        if self._sqlite:
+            now_text = _sqlite_datetime(now)
+            params: list[tuple[Any, ...]] = [
+                (
+                    position + i,
+                    item.event_id.hex,
+                    run_id,
+                    seq + i,
+                    item.type,
+                    item.schema_version,
+                    now_text if item.recorded_at is None else _sqlite_datetime(item.recorded_at),
+                    item.payload_json,
+                )
+                for i, item in enumerate(batch)
+            ]
+        else:
+            params = [
+                (
+                    position + i,
+                    item.event_id,
+                    run_id,
+                    seq + i,
+                    item.type,
+                    item.schema_version,
+                    item.recorded_at or now,
+                    item.payload_json,
+                )
+                for i, item in enumerate(batch)
+            ]
+        conn.exec_driver_sql(self._insert_sql, params)
+
+    @property
+    def _insert_sql(self) -> str:
+        mark = "?" if self._sqlite else "%s"
+        columns = ", ".join(column.name for column in _COLUMNS)
+        return f"INSERT INTO events ({columns}) VALUES ({', '.join([mark] * len(_COLUMNS))})"
+
+    def _lock_positions(self, conn: Connection) -> None:
+        if not self._sqlite:  # SQLite already holds the write lock (BEGIN IMMEDIATE)
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY})
+
+    def _already_stored(
+        self, conn: Connection, run_id: str, batch: list[_Prepared]
+    ) -> list[int] | None:
+        """Original positions if the whole batch is stored already with the same content."""
+        ids = [item.event_id for item in batch]
+        rows = {
+            row.event_id: row
+            for chunk in _chunks(ids, 500)
+            for row in conn.execute(
+                select(*_COLUMNS).where(events_table.c.event_id.in_(chunk))
+            ).all()
+        }
+        if not rows:
+            return None
+        for item in batch:
+            row = rows.get(item.event_id)
+            if row is None:
+                raise IdempotencyError(
+                    f"run {run_id!r}: event {item.event_id} ({item.type}) is new but other events "
+                    "of its batch are already stored; a batch is stored whole or not at all"
+                )
+            same = (
+                row.run_id == run_id
+                and row.type == item.type
+                and row.schema_version == item.schema_version
+                and _decode(row.payload) == json.loads(item.payload_json)
+            )
+            if not same:
+                raise IdempotencyError(
+                    f"event id {item.event_id} is already stored (run {row.run_id!r}, seq "
+                    f"{row.seq}, {row.type}) with different content; event ids must be unique"
+                )
+        return [rows[item.event_id].position for item in batch]
+
+    def _with_retries(self, attempt: Callable[[], T]) -> T:
+        delay = 0.05
+        for tries in range(self.retries + 1):
+            try:
+                return attempt()
+            except OperationalError as exc:
+                if tries == self.retries:
+                    raise DatabaseError(
+                        f"the database {self.url} failed {tries + 1} times: "
+                        f"{str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+                    ) from None
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def read_run(self, run_id: str, *, from_seq: int = 0) -> list[StoredEvent]:
+        """The run's events from ``from_seq`` on, in order."""
+        query = (
+            select(*_COLUMNS)
+            .where(events_table.c.run_id == run_id, events_table.c.seq >= from_seq)
+            .order_by(events_table.c.seq)
+        )
+        with connect_or_explain(self.engine) as conn:
+            return [self._to_stored(row) for row in conn.execute(query)]
+
+    def read_all(
+        self, after_position: int = 0, limit: int | None = None, *, page_size: int = 1000
+    ) -> Iterator[StoredEvent]:
+        """Every event after ``after_position`` in position order, streamed page by page.
+
+        Memory stays constant however long the log: each page is read in its own short
+        transaction, and the next page starts after the last position seen.
+        """
+        if page_size < 1:
+            raise SteplogError(f"page_size must be at least 1, not {page_size}")
+        remaining = limit
+        cursor = after_position
+        while remaining is None or remaining > 0:
+            size = page_size if remaining is None else min(page_size, remaining)
+            query = (
+                select(*_COLUMNS)
+                .where(events_table.c.position > cursor)
+                .order_by(events_table.c.position)
+                .limit(size)
+            )
+            with connect_or_explain(self.engine) as conn:
+                rows = conn.execute(query).all()
+            for row in rows:
+                yield self._to_stored(row)
+            if len(rows) < size:
+                return
+            cursor = rows[-1].position
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def last_position(self) -> int:
+        """The position of the newest event (0 for an empty store)."""
+        with connect_or_explain(self.engine) as conn:
+            return self._last_position(conn)
+
+    def count_runs(self) -> int:
+        """How many distinct runs the log holds."""
+        with connect_or_explain(self.engine) as conn:
+            query = select(func.count(func.distinct(events_table.c.run_id)))
+            return int(conn.execute(query).scalar_one())
+
+    def count_quarantined(self) -> int:
+        """How many records sit in quarantine."""
+        with connect_or_explain(self.engine) as conn:
+            return int(
+                conn.execute(select(func.count()).select_from(quarantine_table)).scalar_one()
+            )
+
+    @staticmethod
+    def _version(conn: Connection, run_id: str) -> int:
+        query = select(func.max(events_table.c.seq)).where(events_table.c.run_id == run_id)
+        last = conn.execute(query).scalar()
+        return 0 if last is None else int(last) + 1
+
+    @staticmethod
+    def _last_position(conn: Connection) -> int:
+        return int(conn.execute(select(func.max(events_table.c.position))).scalar() or 0)
+
+    def _to_stored(self, row: Row[Any, Any, Any, Any, Any, Any, Any, Any]) -> StoredEvent:
+        version, payload = self.catalogue.upcast(row.type, row.schema_version, _decode(row.payload))
+        recorded_at = row.recorded_at
+        if recorded_at.tzinfo is None:  # SQLite keeps no zone; steplog always writes UTC
+            recorded_at = recorded_at.replace(tzinfo=UTC)
+        else:
+            recorded_at = recorded_at.astimezone(UTC)
+        return StoredEvent(
+            position=row.position,
+            event_id=row.event_id,
+            run_id=row.run_id,
+            seq=row.seq,
+            type=row.type,
+            schema_version=version,
+            recorded_at=recorded_at,
+            payload=payload,
+        )
+
+
+def check_run_id(run_id: object) -> None:
+    """A run id is a non-empty string of at most 255 characters without control characters."""
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise InvalidEventError(f"run id must be a non-empty string, not {run_id!r}")
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        raise InvalidEventError(
+            f"run id {run_id[:40]!r}... is {len(run_id)} characters; the limit is "
+            f"{MAX_RUN_ID_LENGTH}"
+        )
+    if any(ord(ch) < 32 for ch in run_id):
+        raise InvalidEventError(f"run id {run_id!r} contains control characters")
+
+
+def _sqlite_datetime(moment: datetime) -> str:
+    """UTC, in the text format SQLAlchemy's SQLite ``DateTime`` reads back."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _decode(payload: Any) -> Any:
+    return json.loads(payload) if isinstance(payload, str | bytes) else payload
+
+
+def _chunks(items: list[T], size: int) -> Iterable[list[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

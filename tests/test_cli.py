@@ -1,0 +1,189 @@
+"""The ``steplog`` command line: behaviour, --json output, and clean errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from steplog.cli import app
+from steplog.database import head_revision
+from steplog.store import EventStore
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "seeds" / "example-events.jsonl"
+runner = CliRunner()
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_db_upgrade_and_current(store_url: str) -> None:
+    code, out, _ = invoke("db", "upgrade", "--db", store_url)
+    assert code == 0, out
+    code, out, _ = invoke("db", "current", "--db", store_url, "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["current"] == info["head"] == head_revision()
+    assert info["up_to_date"] is True
+
+
+def test_db_downgrade_needs_confirmation(store_url: str) -> None:
+    code, _, err = invoke("db", "downgrade", "base", "--db", store_url)
+    assert code == 1
+    assert "repeat with --yes" in err
+    assert EventStore.open(store_url).last_position() == 0  # still migrated and usable
+
+
+def test_events_append_is_idempotent_and_tail_round_trips(store_url: str, tmp_path: Path) -> None:
+    code, out, _ = invoke("events", "append", str(EXAMPLE), "--db", store_url, "--json")
+    assert code == 0
+    assert json.loads(out) == {"appended": 9, "already_stored": 0, "quarantined": 0, "errors": []}
+    code, out, _ = invoke("events", "append", str(EXAMPLE), "--db", store_url, "--json")
+    assert json.loads(out)["already_stored"] == 9
+
+    code, out, _ = invoke("events", "tail", "--db", store_url, "--json", "--limit", "100")
+    assert code == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    source = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
+    assert [line["event_id"] for line in lines] == [line["event_id"] for line in source]
+    assert [line["recorded_at"] for line in lines] == [line["recorded_at"] for line in source]
+
+    # tail --json is an export: importing it into an empty store reproduces the log.
+    export = tmp_path / "export.jsonl"
+    export.write_text(out)
+    copy = f"sqlite:///{tmp_path}/copy.db"
+    assert invoke("events", "append", str(export), "--db", copy)[0] == 0
+    original = [e.to_json() for e in EventStore.open(store_url).read_all()]
+    copied = [e.to_json() for e in EventStore.open(copy).read_all()]
+    assert copied == original
+
+
+def test_tail_after_and_limit(store_url: str) -> None:
+    invoke("events", "append", str(EXAMPLE), "--db", store_url)
+    code, out, _ = invoke("events", "tail", "--db", store_url, "--after", "3", "--limit", "2")
+    assert code == 0
+    assert "StepCompleted" in out and "StepStarted" in out and "ToolCalled" not in out
+    code, out, _ = invoke("events", "tail", "--db", store_url, "--json", "--limit", "1")
+    assert [json.loads(line)["type"] for line in out.splitlines()] == ["RunFailed"]
+
+
+BAD_LINES = [
+    (b"\xff\xfe not utf-8", "not UTF-8"),
+    (b"{not json", "not JSON"),
+    (b"[1, 2]", "must be a JSON object, not list"),
+    (b'{"type": "RunStarted", "payload": {}}', "missing field(s): run_id"),
+    (b'{"run_id": "x", "type": "Exploded", "payload": {}}', "unknown event type 'Exploded'"),
+    (
+        b'{"run_id": "x", "type": "StepStarted", "payload": {"step": "a", "step_index": -1}}',
+        "StepStarted.step_index: Input should be greater than or equal to 0",
+    ),
+    (b'{"run_id": "", "type": "StepStarted", "payload": {}}', "run id must be a non-empty"),
+    (
+        b'{"run_id": "x", "type": "StepStarted", "seq": "3", "payload": '
+        b'{"step": "a", "step_index": 0}}',
+        "seq must be a non-negative integer",
+    ),
+    (
+        b'{"run_id": "x", "type": "StepStarted", "recorded_at": "yesterday", "payload": '
+        b'{"step": "a", "step_index": 0}}',
+        "recorded_at 'yesterday' is not an ISO 8601 timestamp",
+    ),
+]
+
+
+def test_bad_lines_are_quarantined_and_good_lines_still_stored(
+    store_url: str, tmp_path: Path
+) -> None:
+    good = EXAMPLE.read_bytes().splitlines()
+    lines = [good[0], *(bad for bad, _ in BAD_LINES), *good[1:]]
+    # A conflict: this line claims seq 0 of a run that will already have an event there.
+    lines.append(
+        b'{"run_id": "example-1", "seq": 0, "type": "StepStarted", '
+        b'"payload": {"step": "late", "step_index": 9}}'
+    )
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+    code, out, err = invoke("events", "append", str(path), "--db", store_url, "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["appended"] == 9
+    assert report["quarantined"] == len(BAD_LINES) + 1
+    reasons = {error["line"]: error["reason"] for error in report["errors"]}
+    for offset, (_, expected) in enumerate(BAD_LINES):
+        assert expected in reasons[offset + 2], reasons
+        assert f"mixed.jsonl:{offset + 2}: " in err
+    assert "is at version 9, but the append expected version 0" in reasons[len(lines)]
+
+    store = EventStore.open(store_url)
+    assert store.count_quarantined() == len(BAD_LINES) + 1
+    assert store.version("example-1") == 9
+
+
+def test_info_json(store_url: str) -> None:
+    invoke("events", "append", str(EXAMPLE), "--db", store_url)
+    code, out, _ = invoke("info", "--db", store_url, "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert (info["last_position"], info["runs"], info["quarantined"]) == (9, 1, 0)
+
+
+def test_database_url_from_environment(steplog_home: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", f"sqlite:///{steplog_home}/env.db")
+    code, _, _ = invoke("events", "append", str(EXAMPLE))
+    assert code == 0
+    assert Path(f"{steplog_home}/env.db").exists()
+    assert not Path(f"{steplog_home}/steplog.db").exists()
+
+
+def test_demo_creates_the_default_store(steplog_home: str) -> None:
+    code, out, _ = invoke("demo")
+    assert code == 0
+    assert "events      0" in out
+    assert Path(steplog_home, "steplog.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["info", "--db", "mysql://root@localhost/x"], "unsupported database 'mysql'"),
+        (["info", "--db", "postgresql://u:hunter2@127.0.0.1:1/x"], "cannot open the database"),
+        (["events", "tail", "--after", "-1"], "Invalid value"),
+        (["events", "append", "/no/such/file.jsonl"], "does not exist"),
+    ],
+)
+def test_user_mistakes_get_one_clear_message_and_no_traceback(
+    args: list[str], message: str, steplog_home: str
+) -> None:
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("steplog")), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode in (1, 2)
+    assert message in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+def test_bench_append_reports_ratios(tmp_path: Path) -> None:
+    code, out, _ = invoke("bench", "append", "--events", "1000", "--repeat", "1", "--json")
+    assert code == 0, out
+    cases = json.loads(out)
+    assert [case["batch_size"] for case in cases] == [1, 100, 1000]
+    for case in cases:
+        rates = case["events_per_second"]
+        assert set(rates) == {"steplog", "raw sqlite3", "eventsourcing"}
+        assert all(rate > 0 for rate in rates.values())
+        assert case["ratios"]["raw sqlite3"] == pytest.approx(
+            rates["steplog"] / rates["raw sqlite3"]
+        )
+    assert set(cases[-1]["verdicts"]) == {"raw sqlite3", "eventsourcing"}

@@ -1,0 +1,64 @@
+"""Migrations: one head, reversible on both engines, and in sync with the SQLModel tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, inspect
+
+from steplog.database import (
+    MIGRATIONS_DIR,
+    _alembic_config,
+    create_engine_for,
+    current_revision,
+    downgrade,
+    head_revision,
+    upgrade,
+)
+from steplog.models import metadata
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def empty_engine(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[Engine]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/m.db"
+    else:
+        url = request.getfixturevalue("pg_schemas").new(migrate=False)
+    engine = create_engine_for(url)
+    yield engine
+    engine.dispose()
+
+
+def test_single_head() -> None:
+    script = ScriptDirectory.from_config(_alembic_config())
+    assert len(script.get_heads()) == 1
+    assert script.get_current_head() == head_revision()
+    assert (MIGRATIONS_DIR / "env.py").exists()
+
+
+def _tables(engine: Engine) -> set[str]:
+    return set(inspect(engine).get_table_names()) - {"alembic_version"}
+
+
+def test_upgrade_downgrade_upgrade(empty_engine: Engine) -> None:
+    assert current_revision(empty_engine) is None
+    upgrade(empty_engine)
+    assert current_revision(empty_engine) == head_revision()
+    assert _tables(empty_engine) == {"events", "quarantine"}
+    downgrade(empty_engine, "base")
+    assert current_revision(empty_engine) is None
+    assert _tables(empty_engine) == set()
+    upgrade(empty_engine)
+    assert current_revision(empty_engine) == head_revision()
+
+
+def test_models_and_migrations_do_not_differ(empty_engine: Engine) -> None:
+    upgrade(empty_engine)
+    with empty_engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        differences = compare_metadata(context, metadata)
+    assert differences == []
