@@ -37,6 +37,7 @@ class Catalogue:
 
     def __init__(self, event_types: Iterable[type[Event]] = ()) -> None:
         self._types: dict[str, type[Event]] = {}
+        self._names: dict[type[Event], str] = {}
         self._upcasters: dict[tuple[str, int], Upcaster] = {}
         for event_type in event_types:
             self.register(event_type)
@@ -47,6 +48,7 @@ class Catalogue:
         if name in self._types and self._types[name] is not event_type:
             raise ValueError(f"event type {name!r} is already registered")
         self._types[name] = event_type
+        self._names[event_type] = name
         return event_type
 
     def register_upcaster(self, type_name: str, from_version: int, upcaster: Upcaster) -> None:
@@ -55,6 +57,10 @@ class Catalogue:
 
     def __contains__(self, type_name: object) -> bool:
         return type_name in self._types
+
+    def name_of(self, event_type: type[Any]) -> str | None:
+        """The stored type name of a registered model class, else ``None`` (one dict lookup)."""
+        return self._names.get(event_type)
 
     def names(self) -> list[str]:
         """Every registered type name, sorted."""

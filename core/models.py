@@ -55,7 +55,7 @@ class StoredEventRow(SQLModel, table=True):
     event_id: uuid.UUID = Field(sa_column=Column("event_id", Uuid(), nullable=False))
     run_id: str = Field(sa_column=Column("run_id", String(255), nullable=False))
     seq: int = Field(sa_column=Column("seq", Integer(), nullable=False))
-    type: str = Field(sa_column=Column("type", String(100), nullable=False, index=True))
+    type: str = Field(sa_column=Column("type", String(100), nullable=False))
     schema_version: int = Field(sa_column=Column("schema_version", Integer(), nullable=False))
     recorded_at: datetime = Field(
         sa_column=Column("recorded_at", DateTime(timezone=True), nullable=False)

@@ -209,37 +209,54 @@ class EventStore:
             return int(key[0]) if key else 0
 
     def _prepare(self, events: Sequence[Event | NewEvent]) -> list[_Prepared]:
+        """Validate, serialize and size-check a batch before touching the database.
+
+        This runs for every appended event, so it sticks to dict lookups: events are pydantic
+        models validated when they were built; what is left to check is that their class is
+        the catalogue's, their ids are unique within the batch, and their size.
+        """
         prepared: list[_Prepared] = []
-        seen: set[uuid.UUID] = set()
+        name_of = self.catalogue.name_of
+        limit = self.max_payload_bytes
         for index, item in enumerate(events):
             new = item if isinstance(item, NewEvent) else NewEvent(item)
             event = new.event
-            if not isinstance(event, Event):
-                raise InvalidEventError(
-                    f"event #{index} is a {type(event).__name__}, not a steplog Event"
-                )
-            type_name = event.type_name()
-            registered = self.catalogue.model(type_name)
-            if registered is not type(event):
-                raise InvalidEventError(
-                    f"event #{index}: {type_name} is not the catalogue's {type_name} model"
-                )
-            if new.event_id in seen:
-                raise InvalidEventError(f"event #{index} ({type_name}) repeats id {new.event_id}")
-            seen.add(new.event_id)
+            type_name = name_of(type(event))
+            if type_name is None:
+                raise self._not_in_catalogue(index, event)
             payload_json = event.model_dump_json()
-            size = len(payload_json.encode())
-            if size > self.max_payload_bytes:
+            # A str of n characters encodes to at most 4n bytes: count exactly only near the limit.
+            if len(payload_json) * 4 > limit and len(payload_json.encode()) > limit:
                 raise PayloadTooLargeError(
-                    f"event #{index} ({type_name}, id {new.event_id}) has a {size:,}-byte payload; "
-                    f"the limit is {self.max_payload_bytes:,} bytes"
+                    f"event #{index} ({type_name}, id {new.event_id}) has a "
+                    f"{len(payload_json.encode()):,}-byte payload; the limit is {limit:,} bytes"
                 )
             prepared.append(
                 _Prepared(
                     new.event_id, type_name, event.schema_version, payload_json, new.recorded_at
                 )
             )
+        if len({entry.event_id.int for entry in prepared}) != len(prepared):
+            seen: set[uuid.UUID] = set()
+            for position, entry in enumerate(prepared):
+                if entry.event_id in seen:
+                    raise InvalidEventError(
+                        f"event #{position} ({entry.type}) repeats id {entry.event_id}"
+                    )
+                seen.add(entry.event_id)
         return prepared
+
+    def _not_in_catalogue(self, index: int, event: object) -> InvalidEventError:
+        if not isinstance(event, Event):
+            return InvalidEventError(
+                f"event #{index} is a {type(event).__name__}, not a steplog Event"
+            )
+        name = event.type_name()
+        if name in self.catalogue:
+            return InvalidEventError(f"event #{index}: {name} is not the catalogue's {name} model")
+        return InvalidEventError(
+            f"event #{index}: unknown event type {name!r}; register it in the catalogue"
+        )
 
     def _append_once(
         self, run_id: str, batch: list[_Prepared], expected_version: int | None
@@ -247,13 +264,13 @@ class EventStore:
         try:
             with write_transaction(self.engine) as conn:
                 self._lock_positions(conn)
-                current = self._version(conn, run_id)
+                current, last_position = self._heads(conn, run_id)
                 if expected_version is not None and expected_version != current:
                     stored = self._already_stored(conn, run_id, batch)
                     if stored is not None:
                         return AppendResult(stored, duplicate=True)
                     raise ConcurrencyError(run_id, expected_version, current)
-                first_position = self._last_position(conn) + 1
+                first_position = last_position + 1
                 self._insert(conn, run_id, current, first_position, batch)
                 return AppendResult(list(range(first_position, first_position + len(batch))))
         except IntegrityError:
@@ -307,6 +324,16 @@ class EventStore:
                 for i, item in enumerate(batch)
             ]
         conn.exec_driver_sql(self._insert_sql, params)
+
+    def _heads(self, conn: Connection, run_id: str) -> tuple[int, int]:
+        """The run's version and the last global position, in one round trip (both indexed)."""
+        mark = "?" if self._sqlite else "%s"
+        row = conn.exec_driver_sql(
+            f"SELECT (SELECT max(seq) FROM events WHERE run_id = {mark}), "
+            "(SELECT max(position) FROM events)",
+            (run_id,),
+        ).one()
+        return (0 if row[0] is None else int(row[0]) + 1), int(row[1] or 0)
 
     @property
     def _insert_sql(self) -> str:

@@ -32,7 +32,6 @@ def upgrade() -> None:
         sa.UniqueConstraint("run_id", "seq", name="uq_events_run_id_seq"),
         sa.UniqueConstraint("event_id", name="uq_events_event_id"),
     )
-    op.create_index("ix_events_type", "events", ["type"])
     op.create_table(
         "quarantine",
         sa.Column("id", sa.Integer(), primary_key=True),
@@ -48,5 +47,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_quarantine_source", table_name="quarantine")
     op.drop_table("quarantine")
-    op.drop_index("ix_events_type", table_name="events")
     op.drop_table("events")
