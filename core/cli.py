@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
+from sqlalchemy.exc import DBAPIError
 from typer.core import TyperGroup
 
 from .database import (
@@ -42,8 +43,15 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except SteplogError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
-            raise typer.Exit(1) from None
+            _print_error(str(exc))
+        except DBAPIError as exc:  # the database failed mid-command (connection lost, disk full)
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+            _print_error(f"database error: {reason}")
+
+
+def _print_error(message: str) -> None:
+    err_console.print("[bold red]error:[/]", message, highlight=False)
+    raise typer.Exit(1)
 
 
 def _typer(help_text: str) -> typer.Typer:
@@ -302,13 +310,13 @@ def bench_append(
     table = Table(
         "engine",
         "batch",
-        "steplog ev/s",
-        "raw sqlite3 ev/s",
-        "eventsourcing ev/s",
-        "vs raw",
+        "steplog",
+        "sqlite3",
+        "eventsourcing",
+        "vs sqlite3",
         "vs eventsourcing",
-        "targets (batch 1,000)",
-        title="append throughput (median of repeats)",
+        "targets",
+        title="append, events/s (median of repeats)",
     )
 
     def rate(case: BenchCase, name: str) -> str:
@@ -320,7 +328,6 @@ def bench_append(
         return "-" if value is None else f"{value:.2f}x"
 
     for case in cases:
-        verdicts = case.verdicts()
         table.add_row(
             case.engine,
             f"{case.batch_size:,}",
@@ -329,9 +336,9 @@ def bench_append(
             rate(case, "eventsourcing"),
             ratio(case, "raw sqlite3"),
             ratio(case, "eventsourcing"),
-            ", ".join(f"{name} {verdict}" for name, verdict in verdicts.items()),
+            "; ".join(case.verdicts().values()),
         )
-    console.print(table)
+    Console(width=max(console.width, 120)).print(table)
 
 
 def main() -> None:
