@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 from typer.core import TyperGroup
 
@@ -88,19 +91,25 @@ def _print_json(data: Any) -> None:
 # --- db --------------------------------------------------------------------------------------
 
 
+@contextmanager
+def _engine(db: str | None) -> Iterator[Engine]:
+    engine = create_engine_for(resolve_url(db))
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
 @db_app.command("upgrade")
 def db_upgrade(
     db: DbOption = None,
     revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
 ) -> None:
     """Migrate the database schema up to REVISION (default: head)."""
-    engine = create_engine_for(resolve_url(db))
-    try:
+    with _engine(db) as engine:
         before = current_revision(engine)
         upgrade(engine, revision)
         after = current_revision(engine)
-    finally:
-        engine.dispose()
     console.print(f"{redact(str(engine.url))}: {before or 'empty'} -> {after}", highlight=False)
 
 
@@ -113,23 +122,17 @@ def db_downgrade(
     """Migrate the database schema down to REVISION. Destroys data the older schema lacks."""
     if not yes:
         raise SteplogError("downgrading can drop stored events; repeat with --yes to confirm")
-    engine = create_engine_for(resolve_url(db))
-    try:
+    with _engine(db) as engine:
         downgrade(engine, revision)
         after = current_revision(engine)
-    finally:
-        engine.dispose()
     console.print(f"{redact(str(engine.url))}: now at {after or 'base (empty)'}", highlight=False)
 
 
 @db_app.command("current")
 def db_current(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Show the database's schema revision and the head this steplog needs."""
-    engine = create_engine_for(resolve_url(db))
-    try:
+    with _engine(db) as engine:
         current = current_revision(engine)
-    finally:
-        engine.dispose()
     head = head_revision()
     info: dict[str, Any] = {"url": redact(str(engine.url)), "current": current, "head": head}
     info["up_to_date"] = current == head

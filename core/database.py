@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
@@ -173,17 +174,21 @@ def current_revision(engine: Engine) -> str | None:
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Migrate the database up to ``revision``."""
-    with connect_or_explain(engine) as conn:
-        conn = conn.execution_options(**{WRITE_OPTION: True})
-        command.upgrade(_alembic_config(conn), revision)
-        conn.commit()
+    _migrate(engine, command.upgrade, revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     """Migrate the database down to ``revision`` (``base`` drops every steplog table)."""
+    _migrate(engine, command.downgrade, revision)
+
+
+def _migrate(engine: Engine, step: Callable[[Config, str], None], revision: str) -> None:
     with connect_or_explain(engine) as conn:
         conn = conn.execution_options(**{WRITE_OPTION: True})
-        command.downgrade(_alembic_config(conn), revision)
+        try:
+            step(_alembic_config(conn), revision)
+        except CommandError as exc:
+            raise ConfigurationError(f"cannot migrate to {revision!r}: {exc}") from None
         conn.commit()
 
 

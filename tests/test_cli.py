@@ -156,6 +156,7 @@ def test_demo_creates_the_default_store(steplog_home: str) -> None:
         (["info", "--db", "mysql://root@localhost/x"], "unsupported database 'mysql'"),
         (["info", "--db", "postgresql://u:hunter2@127.0.0.1:1/x"], "cannot open the database"),
         (["events", "tail", "--after", "-1"], "Invalid value"),
+        (["db", "downgrade", "nonsense", "--yes"], "cannot migrate to 'nonsense'"),
         (["events", "append", "/no/such/file.jsonl"], "does not exist"),
     ],
 )
