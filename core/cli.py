@@ -69,7 +69,9 @@ events_app = _typer("The raw event log: append JSONL, tail events.")
 bench_app = _typer("Benchmarks, reported as ratios against baselines measured in the same run.")
 app.add_typer(db_app, name="db")
 app.add_typer(events_app, name="events")
+quarantine_app = _typer("Input that could not be stored, kept verbatim with the reason.")
 app.add_typer(bench_app, name="bench")
+app.add_typer(quarantine_app, name="quarantine")
 
 DbOption = Annotated[
     str | None,
@@ -156,7 +158,8 @@ def events_append(
 ) -> None:
     """Append the events of a JSONL file; bad lines are quarantined, good ones still stored.
 
-    Exit code 1 when any line was quarantined. Re-running the same file adds nothing.
+    Exit code 1 when any line was quarantined. Re-running a file whose lines carry event_id
+    adds nothing; lines without one get new ids each time.
     """
     store = EventStore.open(db)
     try:
@@ -186,7 +189,11 @@ def events_append(
     for bad in report.quarantined[:20]:
         err_console.print(f"{file}:{bad.line_no}: {bad.reason}", highlight=False, markup=False)
     if len(report.quarantined) > 20:
-        err_console.print(f"... and {len(report.quarantined) - 20} more (steplog quarantine)")
+        err_console.print(
+            f"... and {len(report.quarantined) - 20} more: steplog quarantine list "
+            f"--source 'jsonl:{file}'",
+            highlight=False,
+        )
     if report.quarantined:
         raise typer.Exit(1)
 
@@ -195,7 +202,7 @@ def events_append(
 def events_tail(
     db: DbOption = None,
     after: Annotated[
-        int | None, typer.Option(min=0, help="Show events after this position.")
+        int | None, typer.Option(min=0, max=2**62, help="Show events after this position.")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many events.")] = 20,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events.")] = (
@@ -204,7 +211,7 @@ def events_tail(
     as_json: JsonOption = False,
 ) -> None:
     """Print the newest events (or those after --after), oldest first."""
-    store = EventStore.open(db)
+    store = EventStore.open(db, must_exist=db is not None)
     try:
         cursor = max(0, store.last_position() - limit) if after is None else after
         while True:
@@ -240,6 +247,60 @@ def _print_events(events: list[StoredEvent], as_json: bool) -> None:
     console.print(table)
 
 
+# --- quarantine ----------------------------------------------------------------------------
+
+
+@quarantine_app.command("list")
+def quarantine_list(
+    db: DbOption = None,
+    source: Annotated[str | None, typer.Option(help="Only this source, e.g. jsonl:PATH.")] = None,
+    after: Annotated[int, typer.Option(min=0, max=2**62, help="Records after this id.")] = 0,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """List quarantined input, oldest first."""
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        records = store.quarantined(after_id=after, limit=limit, source=source)
+    finally:
+        store.close()
+    if as_json:
+        sys.stdout.write("".join(json.dumps(r.to_json()) + "\n" for r in records))
+        return
+    table = Table("id", "received (UTC)", "source", "where", "reason", box=None)
+    for r in records:
+        table.add_row(
+            str(r.id),
+            r.received_at.strftime("%Y-%m-%d %H:%M:%S"),
+            r.source,
+            r.location,
+            r.reason if len(r.reason) <= 100 else r.reason[:97] + "...",
+        )
+    console.print(table)
+
+
+@quarantine_app.command("show")
+def quarantine_show(
+    record_id: Annotated[int, typer.Argument(min=1, max=2**62, help="Quarantine record id.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one quarantined record: where it came from, why, and its raw content."""
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        record = store.quarantined_input(record_id)
+    finally:
+        store.close()
+    if record is None:
+        raise SteplogError(f"no quarantined record {record_id}")
+    if as_json:
+        _print_json(record.to_json())
+        return
+    console.print(f"#{record.id} from {record.source}, {record.location}", highlight=False)
+    console.print(f"reason: {record.reason}", highlight=False, markup=False)
+    console.print(record.raw, highlight=False, markup=False, soft_wrap=True)
+
+
 # --- overview --------------------------------------------------------------------------------
 
 
@@ -255,7 +316,7 @@ def _store_summary(store: EventStore) -> dict[str, Any]:
 @app.command("info")
 def info(db: DbOption = None, as_json: JsonOption = False) -> None:
     """What the store holds: location, events, runs, quarantined records."""
-    store = EventStore.open(db)
+    store = EventStore.open(db, must_exist=db is not None)
     try:
         summary = _store_summary(store)
     finally:

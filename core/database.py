@@ -8,6 +8,7 @@ PostgreSQL is migrated explicitly with ``steplog db upgrade``.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,23 +51,42 @@ def resolve_url(db: str | None = None) -> str:
     return normalize_url(raw.strip())
 
 
+SUPPORTED_DRIVERS = {"sqlite": ("pysqlite",), "postgresql": ("psycopg",)}
+
+
 def normalize_url(raw: str) -> str:
     """Accept plain file paths and ``postgresql://`` URLs; pin PostgreSQL to psycopg 3."""
     if "://" not in raw:
         return f"sqlite:///{Path(raw).expanduser().resolve()}"
     for prefix in ("postgres://", "postgresql://"):
         if raw.startswith(prefix):
-            return "postgresql+psycopg://" + raw[len(prefix) :]
+            raw = "postgresql+psycopg://" + raw[len(prefix) :]
     try:
         url = make_url(raw)
-    except ArgumentError as exc:
+        _ = url.port  # a malformed port only fails when read
+    except (ArgumentError, ValueError) as exc:
         raise ConfigurationError(f"not a database URL: {redact(raw)!r} ({exc})") from None
-    if url.get_backend_name() not in ("sqlite", "postgresql"):
+    backend = url.get_backend_name()
+    if backend not in SUPPORTED_DRIVERS:
         raise ConfigurationError(
-            f"unsupported database {url.get_backend_name()!r} in {redact(raw)!r}: "
+            f"unsupported database {backend!r} in {redact(raw)!r}: "
             "steplog runs on SQLite (sqlite:///path) and PostgreSQL (postgresql://...)"
         )
+    if url.get_driver_name() not in SUPPORTED_DRIVERS[backend]:
+        raise ConfigurationError(
+            f"unsupported driver {url.get_driver_name()!r} in {redact(raw)!r}: use "
+            + ("sqlite:///path" if backend == "sqlite" else "postgresql://... (psycopg 3)")
+        )
     return raw
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (``None`` for other engines and in-memory databases)."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    return None if database.startswith("file:") else Path(database).expanduser()
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -81,8 +101,8 @@ def redact(url: str) -> str:
     """The URL with its password hidden, for messages and logs."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return url
+    except (ArgumentError, ValueError):
+        return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
 
 
 def is_sqlite(engine: Engine | Connection) -> bool:
@@ -166,6 +186,14 @@ def head_revision() -> str:
     return head
 
 
+def _is_known(revision: str) -> bool:
+    script = ScriptDirectory.from_config(_alembic_config())
+    try:
+        return script.get_revision(revision) is not None
+    except CommandError:
+        return False
+
+
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at (``None`` for an empty database)."""
     with connect_or_explain(engine) as conn:
@@ -198,6 +226,12 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool | None = None) -> None:
     head = head_revision()
     if current == head:
         return
+    if current is not None and not _is_known(current):
+        raise SchemaNotCurrentError(
+            f"the database {redact(engine.url.render_as_string(False))} is at revision "
+            f"{current}, which this steplog does not know (its newest is {head}): the database "
+            "was migrated by a newer steplog; upgrade steplog"
+        )
     migrate = is_sqlite(engine) if auto_migrate is None else auto_migrate
     if migrate:
         upgrade(engine)

@@ -20,9 +20,15 @@ Upcaster = Callable[[JsonDict], JsonDict]
 
 
 class Event(BaseModel):
-    """Base of every event payload. Subclasses are immutable facts named in the past tense."""
+    """Base of every event payload. Subclasses are immutable facts named in the past tense.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Floats must be finite (JSON has no NaN); inside free-form fields (requests, responses) a
+    NaN or infinity is stored as the string ``"NaN"``/``"Infinity"`` rather than lost.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", allow_inf_nan=False, ser_json_inf_nan="strings"
+    )
 
     schema_version: ClassVar[int] = 1
 
@@ -68,6 +74,8 @@ class Catalogue:
 
     def model(self, type_name: str) -> type[Event]:
         """The model of ``type_name``; :class:`InvalidEventError` if it is not registered."""
+        if not isinstance(type_name, str):
+            raise InvalidEventError(f"event type must be a string, not {type_name!r}")
         try:
             return self._types[type_name]
         except KeyError:
@@ -162,6 +170,7 @@ class RunStarted(Event):
     seed: int | None = None
     input: JsonDict = Field(default_factory=dict)
     planned_steps: list[str] = Field(default_factory=list)
+    gate_policy: Literal["auto-approve", "auto-reject", "manual"] | None = None
     source: str = "harness"
     replay_of: str | None = None
     forked_from: str | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Connection, Engine, Row, func, insert, select, text
+from sqlalchemy import Connection, Engine, Row, func, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from uuid6 import uuid7
 
@@ -34,10 +35,12 @@ from .database import (
     is_sqlite,
     redact,
     resolve_url,
+    sqlite_path,
     write_transaction,
 )
 from .errors import (
     ConcurrencyError,
+    ConfigurationError,
     DatabaseError,
     IdempotencyError,
     InvalidEventError,
@@ -49,7 +52,10 @@ from .models import events_table, quarantine_table
 
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 MAX_RUN_ID_LENGTH: Final = 255
-ADVISORY_LOCK_KEY: Final = 0x57E9_106  # "steplog": serializes position assignment on PostgreSQL
+POSITION_LOCK_SQL: Final = (
+    # One lock per events table (its OID), so stores in other schemas never wait on each other.
+    "SELECT pg_advisory_xact_lock((x'57E9106'::bigint << 32) | 'events'::regclass::oid::bigint)"
+)
 _COLUMNS = (
     events_table.c.position,
     events_table.c.event_id,
@@ -61,6 +67,8 @@ _COLUMNS = (
     events_table.c.payload,
 )
 T = TypeVar("T")
+_NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""A JSON escape of NUL (not a literal backslash followed by ``u0000``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,29 @@ class StoredEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class QuarantinedInput:
+    """Input that could not be stored, kept verbatim with the reason."""
+
+    id: int
+    received_at: datetime
+    source: str
+    location: str
+    reason: str
+    raw: str
+
+    def to_json(self) -> JsonDict:
+        """JSON-friendly form."""
+        return {
+            "id": self.id,
+            "received_at": self.received_at.isoformat(),
+            "source": self.source,
+            "location": self.location,
+            "reason": self.reason,
+            "raw": self.raw,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class AppendResult:
     """Positions of an appended batch; ``duplicate`` when it was a re-send already stored."""
 
@@ -140,14 +171,24 @@ class EventStore:
 
     @classmethod
     def open(
-        cls, db: str | None = None, *, auto_migrate: bool | None = None, **kwargs: Any
+        cls,
+        db: str | None = None,
+        *,
+        auto_migrate: bool | None = None,
+        must_exist: bool = False,
+        **kwargs: Any,
     ) -> EventStore:
         """Open the store at ``db`` (URL or SQLite path; default: see :func:`resolve_url`).
 
-        A SQLite database is migrated to head automatically; PostgreSQL must be at head already
+        A SQLite database is created and migrated to head automatically (``must_exist`` refuses
+        to create a new file, for commands that only read); PostgreSQL must be at head already
         (``steplog db upgrade``) unless ``auto_migrate`` is true.
         """
-        engine = create_engine_for(resolve_url(db))
+        url = resolve_url(db)
+        path = sqlite_path(url)
+        if must_exist and path is not None and not path.exists():
+            raise ConfigurationError(f"there is no steplog database at {path}")
+        engine = create_engine_for(url)
         ensure_schema(engine, auto_migrate=auto_migrate)
         return cls(engine, **kwargs)
 
@@ -198,10 +239,10 @@ class EventStore:
         """Keep input that could not be stored, verbatim, with the reason; return its id."""
         row = {
             "received_at": datetime.now(UTC),
-            "source": source[:500],
-            "location": location[:200],
-            "reason": reason,
-            "raw": raw,
+            "source": _storable(source)[:500],
+            "location": _storable(location)[:200],
+            "reason": _storable(reason),
+            "raw": _storable(raw),
         }
         with write_transaction(self.engine) as conn:
             result = conn.execute(insert(quarantine_table).values(row))
@@ -224,7 +265,17 @@ class EventStore:
             type_name = name_of(type(event))
             if type_name is None:
                 raise self._not_in_catalogue(index, event)
-            payload_json = event.model_dump_json()
+            try:
+                payload_json = event.model_dump_json()
+            except (ValueError, UnicodeError) as exc:
+                raise InvalidEventError(
+                    f"event #{index} ({type_name}) cannot be stored as JSON: {exc}"
+                ) from None
+            if "\\u0000" in payload_json and _NUL_ESCAPE.search(payload_json):
+                raise InvalidEventError(
+                    f"event #{index} ({type_name}) contains a NUL character (\\u0000), which "
+                    "PostgreSQL cannot store; remove or escape it"
+                )
             # A str of n characters encodes to at most 4n bytes: count exactly only near the limit.
             if len(payload_json) * 4 > limit and len(payload_json.encode()) > limit:
                 raise PayloadTooLargeError(
@@ -318,7 +369,7 @@ class EventStore:
                     seq + i,
                     item.type,
                     item.schema_version,
-                    item.recorded_at or now,
+                    now if item.recorded_at is None else _utc(item.recorded_at),
                     item.payload_json,
                 )
                 for i, item in enumerate(batch)
@@ -343,7 +394,7 @@ class EventStore:
 
     def _lock_positions(self, conn: Connection) -> None:
         if not self._sqlite:  # SQLite already holds the write lock (BEGIN IMMEDIATE)
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY})
+            conn.exec_driver_sql(POSITION_LOCK_SQL)
 
     def _already_stored(
         self, conn: Connection, run_id: str, batch: list[_Prepared]
@@ -366,11 +417,14 @@ class EventStore:
                     f"run {run_id!r}: event {item.event_id} ({item.type}) is new but other events "
                     "of its batch are already stored; a batch is stored whole or not at all"
                 )
+            stored_version, stored_payload = self.catalogue.upcast(
+                row.type, row.schema_version, _decode(row.payload)
+            )
             same = (
                 row.run_id == run_id
                 and row.type == item.type
-                and row.schema_version == item.schema_version
-                and _decode(row.payload) == json.loads(item.payload_json)
+                and stored_version == item.schema_version
+                and stored_payload == json.loads(item.payload_json)
             )
             if not same:
                 raise IdempotencyError(
@@ -447,6 +501,36 @@ class EventStore:
             query = select(func.count(func.distinct(events_table.c.run_id)))
             return int(conn.execute(query).scalar_one())
 
+    def quarantined(
+        self, *, after_id: int = 0, limit: int = 100, source: str | None = None
+    ) -> list[QuarantinedInput]:
+        """Quarantined input, oldest first, optionally from one ``source`` only."""
+        query = (
+            select(quarantine_table)
+            .where(quarantine_table.c.id > after_id)
+            .order_by(quarantine_table.c.id)
+            .limit(limit)
+        )
+        if source is not None:
+            query = query.where(quarantine_table.c.source == source)
+        with connect_or_explain(self.engine) as conn:
+            return [
+                QuarantinedInput(
+                    id=row.id,
+                    received_at=_utc(row.received_at),
+                    source=row.source,
+                    location=row.location,
+                    reason=row.reason,
+                    raw=row.raw,
+                )
+                for row in conn.execute(query)
+            ]
+
+    def quarantined_input(self, record_id: int) -> QuarantinedInput | None:
+        """One quarantined record by id."""
+        found = self.quarantined(after_id=record_id - 1, limit=1)
+        return found[0] if found and found[0].id == record_id else None
+
     def count_quarantined(self) -> int:
         """How many records sit in quarantine."""
         with connect_or_explain(self.engine) as conn:
@@ -466,11 +550,7 @@ class EventStore:
 
     def _to_stored(self, row: Row[Any, Any, Any, Any, Any, Any, Any, Any]) -> StoredEvent:
         version, payload = self.catalogue.upcast(row.type, row.schema_version, _decode(row.payload))
-        recorded_at = row.recorded_at
-        if recorded_at.tzinfo is None:  # SQLite keeps no zone; steplog always writes UTC
-            recorded_at = recorded_at.replace(tzinfo=UTC)
-        else:
-            recorded_at = recorded_at.astimezone(UTC)
+        recorded_at = _utc(row.recorded_at)  # SQLite keeps no zone; steplog always writes UTC
         return StoredEvent(
             position=row.position,
             event_id=row.event_id,
@@ -494,11 +574,26 @@ def check_run_id(run_id: object) -> None:
         )
     if any(ord(ch) < 32 for ch in run_id):
         raise InvalidEventError(f"run id {run_id!r} contains control characters")
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidEventError(f"run id {run_id!r} is not valid Unicode text") from None
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive time is taken to be UTC already (never local time)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _sqlite_datetime(moment: datetime) -> str:
     """UTC, in the text format SQLAlchemy's SQLite ``DateTime`` reads back."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return _utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def _storable(text_value: str) -> str:
+    """Text any engine accepts: NULs and lone surrogates escaped, never dropped silently."""
+    escaped = text_value.replace("\x00", "\\x00")
+    return escaped.encode("utf-8", errors="backslashreplace").decode("utf-8")
 
 
 def _decode(payload: Any) -> Any:

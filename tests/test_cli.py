@@ -127,6 +127,32 @@ def test_bad_lines_are_quarantined_and_good_lines_still_stored(
     assert store.version("example-1") == 9
 
 
+def test_quarantine_list_and_show(store_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"run_id": "x", "type": "Nope", "payload": {}}\n')
+    assert invoke("events", "append", str(path), "--db", store_url)[0] == 1
+    code, out, _ = invoke("quarantine", "list", "--db", store_url, "--json")
+    assert code == 0
+    (record,) = [json.loads(line) for line in out.splitlines()]
+    assert record["source"] == f"jsonl:{path}"
+    assert record["location"] == "line 1"
+    assert "unknown event type 'Nope'" in record["reason"]
+    assert json.loads(record["raw"])["type"] == "Nope"
+    code, out, _ = invoke("quarantine", "show", str(record["id"]), "--db", store_url, "--json")
+    assert json.loads(out) == record
+    code, out, _ = invoke("quarantine", "list", "--db", store_url, "--source", "jsonl:other")
+    assert code == 0 and "Nope" not in out
+
+
+def test_read_commands_do_not_create_a_database_at_a_mistyped_path(tmp_path: Path) -> None:
+    typo = tmp_path / "typo" / "stor.db"
+    for command in (["info"], ["events", "tail"], ["quarantine", "list"]):
+        code, _, err = invoke(*command, "--db", str(typo))
+        assert code == 1
+        assert f"there is no steplog database at {typo}" in " ".join(err.split())
+    assert not typo.parent.exists()
+
+
 def test_info_json(store_url: str) -> None:
     invoke("events", "append", str(EXAMPLE), "--db", store_url)
     code, out, _ = invoke("info", "--db", store_url, "--json")
@@ -157,6 +183,11 @@ def test_demo_creates_the_default_store(steplog_home: str) -> None:
         (["info", "--db", "postgresql://u:hunter2@127.0.0.1:1/x"], "cannot open the database"),
         (["events", "tail", "--after", "-1"], "Invalid value"),
         (["db", "downgrade", "nonsense", "--yes"], "cannot migrate to 'nonsense'"),
+        (["info", "--db", "postgresql://u@h:notaport/db"], "not a database URL"),
+        (["info", "--db", "postgresql+asyncpg://u@h/db"], "unsupported driver 'asyncpg'"),
+        (["info", "--db", "sqlite+pysqlcipher:///x.db"], "unsupported driver 'pysqlcipher'"),
+        (["events", "tail", "--after", "99999999999999999999"], "Invalid value"),
+        (["quarantine", "show", "12345"], "no quarantined record 12345"),
         (["events", "append", "/no/such/file.jsonl"], "does not exist"),
     ],
 )

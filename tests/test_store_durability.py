@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -188,9 +187,3 @@ def test_tailing_reader_never_skips_while_writers_commit(store: EventStore) -> N
     reader.join(timeout=30)
     assert not errors
     assert seen == list(range(1, 241))
-
-
-def test_unique_event_ids_across_processes_are_time_ordered() -> None:
-    ids = [NewEvent(StepStarted(step="a", step_index=0)).event_id for _ in range(1000)]
-    assert len(set(ids)) == 1000
-    assert all(isinstance(i, uuid.UUID) and i.version == 7 for i in ids)

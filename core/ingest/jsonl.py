@@ -6,12 +6,15 @@ Line format (the output of ``steplog events tail --json``)::
      "event_id": "<uuid>", "seq": 3, "schema_version": 1, "recorded_at": "2026-...Z"}
 
 ``run_id``, ``type`` and ``payload`` are required; ``event_id`` makes re-imports idempotent (a
-missing one is generated); ``seq`` states the run version the line expects; ``position`` is
-ignored (the store assigns positions).
+line without one gets a new id, so importing it twice stores it twice); ``seq`` states the run
+version the line expects; ``position`` is ignored (the store assigns positions). A UTF-8 byte
+order mark at the start of the file is skipped.
 """
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,6 +28,10 @@ from ..events import Catalogue, catalogue
 from ..store import EventStore, NewEvent, check_run_id
 
 MAX_BATCH = 1000
+LINE_OVERHEAD = 64 * 1024
+"""A line may exceed the payload limit by this much (ids, type, timestamps, JSON escapes)."""
+RAW_KEPT = 64 * 1024
+"""How much of an oversized line the quarantine keeps (with its size and hash)."""
 REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
 """Errors that condemn the lines of a batch; anything else (database down) propagates."""
 
@@ -70,6 +77,13 @@ class ImportReport:
 def parse_line(line_no: int, raw: bytes, using: Catalogue = catalogue) -> ParsedLine | BadLine:
     """Validate one line; never raises for bad content."""
     try:
+        return _parse(line_no, raw, using)
+    except (SteplogError, ValueError, TypeError, OverflowError) as exc:
+        return BadLine(line_no, f"{type(exc).__name__}: {exc}", _lossy(raw))
+
+
+def _parse(line_no: int, raw: bytes, using: Catalogue) -> ParsedLine | BadLine:
+    try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return BadLine(line_no, f"not UTF-8 ({exc.reason} at byte {exc.start})", _lossy(raw))
@@ -87,9 +101,9 @@ def parse_line(line_no: int, raw: bytes, using: Catalogue = catalogue) -> Parsed
         check_run_id(run_id)
         event = using.parse(record["type"], record["payload"], _opt_int(record, "schema_version"))
         seq = _opt_int(record, "seq")
-        event_id = uuid.UUID(str(record["event_id"])) if record.get("event_id") else None
+        event_id = _opt_uuid(record.get("event_id"))
         recorded_at = _opt_time(record.get("recorded_at"))
-    except (SteplogError, ValueError) as exc:
+    except (SteplogError, ValueError, OverflowError) as exc:
         return BadLine(line_no, str(exc), text)
     new = (
         NewEvent(event, event_id=event_id, recorded_at=recorded_at)
@@ -108,6 +122,17 @@ def _opt_int(record: dict[str, Any], key: str) -> int | None:
     return value
 
 
+def _opt_uuid(value: Any) -> uuid.UUID | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"event_id must be a UUID string, not {value!r}")
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise ValueError(f"event_id {value!r} is not a UUID") from None
+
+
 def _opt_time(value: Any) -> datetime | None:
     if value is None:
         return None
@@ -115,18 +140,51 @@ def _opt_time(value: Any) -> datetime | None:
         raise ValueError(f"recorded_at must be an ISO 8601 string, not {value!r}")
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
         raise ValueError(f"recorded_at {value!r} is not an ISO 8601 timestamp") from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def _lossy(raw: bytes) -> str:
     return raw.decode("utf-8", errors="backslashreplace")
 
 
-def iter_lines(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
-    """Non-blank lines with their 1-based numbers."""
-    for line_no, raw in enumerate(stream, start=1):
+@dataclass(frozen=True, slots=True)
+class Oversized:
+    """A line longer than the limit: only its start, size and hash are kept."""
+
+    size: int
+    head: bytes
+    sha256: str
+
+
+def iter_lines(stream: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | Oversized]]:
+    """Non-blank lines with their 1-based numbers, reading at most ``max_bytes`` per line.
+
+    A longer line is never held in memory whole: it is skipped in chunks and reported as
+    :class:`Oversized`. A UTF-8 byte order mark before the first line is dropped.
+    """
+    line_no = 0
+    while True:
+        raw = stream.readline(max_bytes + 1)
+        if not raw:
+            return
+        line_no += 1
+        if line_no == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8) :]
+        if len(raw) > max_bytes and not raw.endswith(b"\n"):
+            head = raw[:RAW_KEPT]
+            digest = hashlib.sha256(raw)
+            size = len(raw)
+            while not raw.endswith(b"\n"):
+                raw = stream.readline(1024 * 1024)
+                if not raw:
+                    break
+                digest.update(raw)
+                size += len(raw)
+            size -= len(raw) - len(raw.rstrip(b"\r\n"))  # the line's own bytes, no newline
+            yield line_no, Oversized(size, head, digest.hexdigest())
+            continue
         stripped = raw.strip()
         if stripped:
             yield line_no, stripped
@@ -153,9 +211,20 @@ def import_jsonl(
             _store_group(store, pending, report, source)
             pending.clear()
 
+    max_line = store.max_payload_bytes + LINE_OVERHEAD
     with path.open("rb") as stream:
-        for line_no, raw in iter_lines(stream):
-            parsed = parse_line(line_no, raw, store.catalogue)
+        for line_no, raw in iter_lines(stream, max_line):
+            parsed = (
+                BadLine(
+                    line_no,
+                    f"line is {raw.size:,} bytes; the limit is {max_line:,} "
+                    f"(payload limit {store.max_payload_bytes:,} + {LINE_OVERHEAD:,}); "
+                    f"sha256 {raw.sha256}",
+                    _lossy(raw.head),
+                )
+                if isinstance(raw, Oversized)
+                else parse_line(line_no, raw, store.catalogue)
+            )
             if isinstance(parsed, BadLine):
                 flush()
                 _quarantine(store, report, source, parsed)
