@@ -8,6 +8,7 @@ from .errors import (
     SteplogError,
 )
 from .events import Catalogue, Event, catalogue
+from .recorder import model_call, now, record_run, rng, step, tool_call
 from .store import AppendResult, EventStore, NewEvent, StoredEvent
 
 __all__ = [
@@ -23,5 +24,11 @@ __all__ = [
     "SteplogError",
     "StoredEvent",
     "catalogue",
+    "model_call",
+    "now",
+    "record_run",
+    "rng",
+    "step",
+    "tool_call",
 ]
 __version__ = "0.1.0"

@@ -35,7 +35,7 @@ from .errors import SteplogError
 from .ingest.jsonl import import_jsonl
 from .store import EventStore, StoredEvent
 
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=160)  # no wrapping when piped
 err_console = Console(stderr=True, soft_wrap=True)  # one line per message, grep-able
 
 
@@ -301,6 +301,269 @@ def quarantine_show(
     console.print(record.raw, highlight=False, markup=False, soft_wrap=True)
 
 
+# --- runs ----------------------------------------------------------------------------------
+
+GateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gate-policy",
+        help="Override the scenario's gate policy: auto-approve, auto-reject or manual.",
+    ),
+]
+
+
+@app.command("scenarios")
+def scenarios_cmd(as_json: JsonOption = False) -> None:
+    """List the registered scenarios, their task instances and model versions."""
+    from .harness.scenario import registered_scenarios
+
+    found = registered_scenarios()
+    if as_json:
+        _print_json(
+            [
+                {
+                    "name": s.name,
+                    "version": s.version,
+                    "description": s.description,
+                    "source": s.source,
+                    "instances": len(s.all_instances()),
+                    "steps": sorted({len(s.steps_for(i)) for i in s.all_instances()}),
+                    "model_versions": list(s.models),
+                    "demo_versions": s.versions_for_demo(),
+                    "config": s.config.model_dump(exclude_none=True),
+                }
+                for s in found.values()
+            ]
+        )
+        return
+    table = Table("scenario", "instances", "steps", "model versions", "limits", "about")
+    for s in found.values():
+        steps = sorted({len(s.steps_for(i)) for i in s.all_instances()})
+        table.add_row(
+            s.name,
+            str(len(s.all_instances())),
+            ", ".join(map(str, steps)),
+            ", ".join(s.models),
+            ", ".join(f"{k}={v}" for k, v in s.config.model_dump(exclude_none=True).items()),
+            s.description,
+        )
+    console.print(table)
+
+
+def _gate(value: str | None) -> Any:
+    if value not in (None, "auto-approve", "auto-reject", "manual"):
+        raise SteplogError(
+            f"--gate-policy must be auto-approve, auto-reject or manual, not {value!r}"
+        )
+    return value
+
+
+def _execute_with_progress(
+    db_url: str, plans: list[Any], workers: int, label: str, quiet: bool
+) -> list[Any]:
+    from .harness.batch import execute_all
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        "{task.completed}/{task.total}",
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=quiet,
+    ) as progress:
+        task = progress.add_task(label, total=len(plans))
+        return execute_all(db_url, plans, workers=workers, on_done=lambda _: progress.advance(task))
+
+
+@app.command("run")
+def run_cmd(
+    scenario: Annotated[str, typer.Argument(help="A registered scenario (steplog scenarios).")],
+    model_version: Annotated[str, typer.Option("--model-version", "-m", help="Model version.")],
+    runs: Annotated[int, typer.Option(min=1, max=1_000_000, help="How many runs.")] = 1,
+    seed: Annotated[
+        int | None, typer.Option(min=0, max=2**62, help="Seed of the first run (+1 per run).")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
+    instance: Annotated[str | None, typer.Option(help="Only this task instance.")] = None,
+    gate_policy: GateOption = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="Run id (with --runs 1); default: a new UUIDv7.")
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a scenario under a model version, recording every step."""
+    if run_id is not None and runs != 1:
+        raise SteplogError("--run-id names a single run; use it with --runs 1")
+    from .harness.batch import plan_runs
+    from .harness.scenario import get_scenario
+
+    spec = get_scenario(scenario)
+    plans = plan_runs(
+        spec,
+        model_version=model_version,
+        runs=runs,
+        seed=seed,
+        instance_id=instance,
+        gate_policy=_gate(gate_policy),
+        run_id=run_id,
+    )
+    url = resolve_url(db)
+    EventStore.open(url).close()  # create / migrate once, before any worker starts
+    outcomes = _execute_with_progress(
+        url, plans, workers, f"{scenario} on {model_version}", as_json or runs == 1
+    )
+    if as_json:
+        _print_json([o.as_dict() for o in outcomes])
+        return
+    _print_outcomes(outcomes)
+
+
+def _print_outcomes(outcomes: list[Any]) -> None:
+    from collections import Counter
+
+    statuses = Counter(o.status for o in outcomes)
+    failures = Counter(o.failure_type for o in outcomes if o.failure_type)
+    total = len(outcomes)
+    completed = statuses.get("completed", 0)
+    console.print(
+        f"{total} run(s): "
+        + ", ".join(f"{count} {status}" for status, count in statuses.most_common())
+        + f" (completion {completed / total:.1%})",
+        highlight=False,
+    )
+    if failures:
+        console.print(
+            "failure types: "
+            + ", ".join(f"{kind} x{count}" for kind, count in failures.most_common()),
+            highlight=False,
+        )
+    if total == 1:
+        console.print(f"run id: {outcomes[0].run_id}  (steplog show {outcomes[0].run_id})")
+
+
+@app.command("runs")
+def runs_cmd(
+    db: DbOption = None,
+    scenario: Annotated[str | None, typer.Option(help="Only this scenario.")] = None,
+    model_version: Annotated[str | None, typer.Option(help="Only this model version.")] = None,
+    status: Annotated[str | None, typer.Option(help="completed, failed, aborted, ...")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1_000_000, help="Newest N runs.")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest last, with status, failure, retries and tokens."""
+    from .projections.run_state import fold_all
+
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        states = list(fold_all(store.read_all()).values())
+    finally:
+        store.close()
+    chosen = [
+        s
+        for s in states
+        if (scenario is None or s.scenario == scenario)
+        and (model_version is None or s.model_version == model_version)
+        and (status is None or s.status == status)
+    ][-limit:]
+    if as_json:
+        _print_json([s.as_dict() for s in chosen])
+        return
+    table = Table("run", "scenario", "instance", "version", "status", "failure", "steps",
+                  "retries", "tokens", box=None)  # fmt: skip
+    for s in chosen:
+        done = sum(1 for step in s.steps if step.status == "done")
+        failure = f"{s.failure_type} @ {s.failure_step}" if s.failure_type else ""
+        table.add_row(s.run_id, s.scenario, s.task_instance_id or "", s.model_version, s.status,
+                      failure, f"{done}/{len(s.planned_steps) or len(s.steps)}", str(s.retries),
+                      f"{s.input_tokens + s.output_tokens:,}")  # fmt: skip
+    console.print(table)
+
+
+@app.command("show")
+def show_cmd(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a run's state: status, current step, and every step's attempts and errors."""
+    from .harness.runner import fold_run
+
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        state = fold_run(store, run_id)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(state.as_dict())
+        return
+    _print_state(state)
+
+
+def _print_state(state: Any) -> None:
+    console.print(
+        f"[bold]{state.run_id}[/]  {state.scenario} / {state.task_instance_id} on "
+        f"{state.model_version} (seed {state.seed})\n"
+        f"status [bold]{state.status}[/]  mode {state.run_mode}  retries {state.retries}  "
+        f"tokens {state.input_tokens + state.output_tokens:,}  cost ${state.cost_usd:.4f}",
+        highlight=False,
+    )
+    if state.failure_type:
+        console.print(
+            f"failure: {state.failure_type} at {state.failure_step}: {state.failure_message}",
+            highlight=False,
+            markup=False,
+        )
+    table = Table("#", "step", "status", "attempts", "last error", "output", box=None)
+    for step in state.steps:
+        table.add_row(str(step.index), step.name, step.status, str(step.attempts),
+                      step.last_error or "", step.output_summary or "")  # fmt: skip
+    console.print(table)
+
+
+@app.command("approve")
+def approve_cmd(
+    run_id: Annotated[str, typer.Argument(help="A run waiting at a manual gate.")],
+    step: Annotated[str, typer.Option(help="The step the run waits to start.")],
+    reject: Annotated[bool, typer.Option("--reject", help="Reject instead of approve.")] = False,
+    reason: Annotated[str | None, typer.Option(help="Why (recorded with the decision).")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Record a decision at a stage gate; the run then continues from its events."""
+    from .harness.runner import approve
+
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        state = approve(store, run_id, step=step, approved=not reject, reason=reason)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(state.as_dict())
+        return
+    _print_state(state)
+
+
+@app.command("resume")
+def resume_cmd(
+    run_id: Annotated[str, typer.Argument(help="A run whose process died mid-way.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a run from its last completed step, rebuilt from its events."""
+    from .harness.runner import resume
+
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        state = resume(store, run_id)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(state.as_dict())
+        return
+    _print_state(state)
+
+
 # --- overview --------------------------------------------------------------------------------
 
 
@@ -334,13 +597,42 @@ def info(db: DbOption = None, as_json: JsonOption = False) -> None:
 
 
 @app.command("demo")
-def demo(db: DbOption = None) -> None:
-    """Create the store (migrating it) and show what is in it."""
-    info(db=db, as_json=False)
+def demo(
+    db: DbOption = None,
+    runs: Annotated[
+        int, typer.Option(min=1, max=100_000, help="Runs per scenario and version.")
+    ] = (100),
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
+    no_ui: Annotated[bool, typer.Option("--no-ui", help="Seed only; do not start the UI.")] = (
+        False
+    ),
+) -> None:
+    """Seed every scenario under its two demo model versions (idempotent), then show them."""
+    from .harness.batch import plan_runs
+    from .harness.scenario import registered_scenarios
+
+    url = resolve_url(db)
+    EventStore.open(url).close()
+    plans = [
+        plan
+        for spec in registered_scenarios().values()
+        for version in spec.versions_for_demo()
+        for plan in plan_runs(
+            spec, model_version=version, runs=runs, seed=0,
+            run_id_prefix=f"demo-{spec.name}-{version}-",
+        )
+    ]  # fmt: skip
+    started = time.perf_counter()
+    outcomes = _execute_with_progress(url, plans, workers, "seeding the demo", False)
+    added = [o for o in outcomes if not o.skipped]
     console.print(
-        "Append events with `steplog events append FILE.jsonl`; browse them with "
-        "`steplog events tail`."
+        f"demo: {len(added)} new run(s), {len(outcomes) - len(added)} already there "
+        f"({time.perf_counter() - started:.1f} s)",
+        highlight=False,
     )
+    info(db=url, as_json=False)
+    if not no_ui:
+        console.print("The UI is not built yet; browse with `steplog runs` and `steplog show RUN`.")
 
 
 # --- bench -----------------------------------------------------------------------------------

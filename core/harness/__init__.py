@@ -1,0 +1,1 @@
+"""The agent harness: scenarios, simulated model versions, execution with limits and gates."""

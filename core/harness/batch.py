@@ -1,0 +1,132 @@
+"""Many runs at once: planning run ids and seeds, executing them in worker processes."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from typing import Any
+
+from uuid6 import uuid7
+
+from ..store import EventStore
+from .runner import fold_run, resume, start_run
+from .scenario import GatePolicy, ScenarioSpec, get_scenario
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRun:
+    """One run to execute: everything that determines it."""
+
+    scenario: str
+    instance_id: str
+    model_version: str
+    seed: int
+    run_id: str
+    gate_policy: GatePolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run ended (or that it was already there)."""
+
+    run_id: str
+    status: str
+    failure_type: str | None
+    skipped: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return asdict(self)
+
+
+def plan_runs(
+    scenario: ScenarioSpec,
+    *,
+    model_version: str,
+    runs: int,
+    seed: int | None = None,
+    instance_id: str | None = None,
+    gate_policy: GatePolicy | None = None,
+    run_id_prefix: str | None = None,
+    run_id: str | None = None,
+) -> list[PlannedRun]:
+    """``runs`` runs over the scenario's instances (round-robin), seeds ``seed + i``.
+
+    Without ``seed`` each run gets a fresh random seed (recorded, so it can still be replayed).
+    With ``run_id_prefix`` run ids are ``{prefix}{i:04d}``, which makes a batch idempotent.
+    """
+    scenario.model(model_version)
+    instances = [scenario.instance(instance_id)] if instance_id else scenario.all_instances()
+    draw = random.SystemRandom()
+    plans = []
+    for i in range(runs):
+        plans.append(
+            PlannedRun(
+                scenario=scenario.name,
+                instance_id=instances[i % len(instances)].id,
+                model_version=model_version,
+                seed=seed + i if seed is not None else draw.randrange(2**31),
+                run_id=run_id or (f"{run_id_prefix}{i:04d}" if run_id_prefix else str(uuid7())),
+                gate_policy=gate_policy,
+            )
+        )
+    return plans
+
+
+_stores: dict[str, EventStore] = {}
+
+
+def _store(db: str) -> EventStore:
+    if db not in _stores:
+        _stores[db] = EventStore.open(db)
+    return _stores[db]
+
+
+def execute(db: str, plan: PlannedRun) -> RunOutcome:
+    """Run one planned run, or finish it if a previous attempt left it unfinished."""
+    store = _store(db)
+    if store.version(plan.run_id):
+        state = fold_run(store, plan.run_id)
+        if state.is_terminal or state.status == "awaiting_approval":
+            return RunOutcome(plan.run_id, state.status, state.failure_type, skipped=True)
+        state = resume(store, plan.run_id)
+    else:
+        state = start_run(
+            store,
+            get_scenario(plan.scenario),
+            instance_id=plan.instance_id,
+            model_version=plan.model_version,
+            seed=plan.seed,
+            run_id=plan.run_id,
+            gate_policy=plan.gate_policy,
+        )
+    return RunOutcome(plan.run_id, state.status, state.failure_type)
+
+
+def execute_all(
+    db: str,
+    plans: Iterable[PlannedRun],
+    *,
+    workers: int = 1,
+    on_done: Callable[[RunOutcome], None] | None = None,
+) -> list[RunOutcome]:
+    """Execute ``plans`` in this process (``workers=1``) or in worker processes."""
+    outcomes: list[RunOutcome] = []
+
+    def done(outcome: RunOutcome) -> None:
+        outcomes.append(outcome)
+        if on_done is not None:
+            on_done(outcome)
+
+    if workers <= 1:
+        for plan in plans:
+            done(execute(db, plan))
+        return outcomes
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(execute, db, plan) for plan in plans]
+        for future in as_completed(futures):
+            done(future.result())
+    return outcomes

@@ -1,0 +1,650 @@
+"""Executing scenario runs: steps, layered validation, retries, budgets, gates and resume.
+
+One loop drives fresh and resumed runs alike: it starts from the run state folded from the log
+(:mod:`steplog.projections.run_state`), so a run whose process died continues from its last
+completed step (``resume``), and a run parked at a manual gate continues once a decision is
+recorded (``approve``). Events of a step are committed together when the step ends or an attempt
+fails; everything nondeterministic (model and tool responses, clock, random draws) is recorded
+through the run context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from uuid6 import uuid7
+
+from ..errors import ConcurrencyError, SteplogError
+from ..events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    BudgetExceeded,
+    ClockRead,
+    Event,
+    ModelCalled,
+    RunAborted,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    StepAttemptFailed,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    ToolCalled,
+    ValidationFailed,
+)
+from ..projections.run_state import RunState, fold
+from ..recorder import RecordedRandom, RunRecorder, fingerprint, step_seed
+from ..store import EventStore
+from .scenario import ConcreteStep, GatePolicy, InstanceSpec, ScenarioSpec, get_scenario
+from .simulated import (
+    SimulatedModel,
+    SimulatedTools,
+    check_business_rule,
+    check_custom,
+    check_schema,
+    truth,
+)
+
+
+class RunStateError(SteplogError):
+    """The run cannot do what was asked in its current state (e.g. resume a finished run)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _AttemptError(Exception):
+    error_type: str
+    message: str
+    retryable: bool = True
+    layer: str | None = None
+    check: str | None = None
+
+
+class _Stop(Exception):
+    """The run ended (or parked at a gate); its final events are already recorded."""
+
+
+@dataclass
+class RunContext:
+    """What step code may use: recorded model and tool calls, clock and random draws."""
+
+    recorder: RunRecorder
+    scenario: ScenarioSpec
+    instance: InstanceSpec
+    model_version: str
+    seed: int | None
+    clock_ms: float
+    started_ms: float = 0.0
+    wall_latency_ms: float = 0.0
+    step_index: int = 0
+    attempt: int = 1
+    last_response: str | None = None
+    """Fingerprint of the last model response (loop detection compares attempts)."""
+    _random: RecordedRandom | None = field(default=None, repr=False)
+    model: SimulatedModel = field(init=False)
+    tools: SimulatedTools = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started_ms = self.started_ms or self.clock_ms
+        spec = self.scenario.model(self.model_version)
+        self.model = SimulatedModel(self.model_version, spec)
+        self.tools = SimulatedTools(self.model_version, spec)
+        self.wall_latency_ms = spec.wall_latency_ms
+
+    def begin_attempt(self, step_index: int, attempt: int) -> None:
+        """Point the context at a new step attempt (fresh random stream)."""
+        self.step_index = step_index
+        self.attempt = attempt
+        self.last_response = None
+        self._random = None
+
+    @property
+    def random(self) -> RecordedRandom:
+        """This attempt's seeded, recorded random stream."""
+        if self._random is None:
+            material = step_seed(self.seed, self.step_index, self.attempt)
+            self._random = RecordedRandom(self.recorder, material, self.step_index)
+        return self._random
+
+    def now(self) -> float:
+        """The run's clock in seconds (simulated: advanced by call latencies), recorded."""
+        value = round(self.clock_ms / 1000, 3)
+        self.recorder.record(
+            ClockRead(
+                step_index=self.step_index,
+                call_index=self.recorder.next_call_index(),
+                value=value,
+            )
+        )
+        return value
+
+    def call_model(self, step: ConcreteStep) -> dict[str, Any]:
+        """Ask the model version for the step's output; recorded as ``ModelCalled``."""
+        rule_fields = step.spec.fields if step.spec.rule_fields is None else step.spec.rule_fields
+        request = {
+            "instance": self.instance.id,
+            "step": step.name,
+            "fields": step.spec.fields,
+            "attempt": self.attempt,
+        }
+        reply = self.model.complete(
+            seed=self.seed,
+            instance_id=self.instance.id,
+            step=step.name,
+            step_index=step.index,
+            attempt=self.attempt,
+            fields=step.spec.fields,
+            rule_fields=list(rule_fields),
+        )
+        self._pace(reply.latency_ms)
+        self.last_response = fingerprint("response", reply.response)
+        self.recorder.record(
+            ModelCalled(
+                step_index=step.index,
+                call_index=self.recorder.next_call_index(),
+                fingerprint=fingerprint(self.model_version, request),
+                model=self.model_version,
+                request=request,
+                response=reply.response,
+                error=reply.response.get("message") if reply.response["status"] != "ok" else None,
+                input_tokens=reply.input_tokens,
+                output_tokens=reply.output_tokens,
+                latency_ms=reply.latency_ms,
+                cost_usd=round(reply.cost_usd, 8),
+            )
+        )
+        return reply.response
+
+    def call_tool(self, step: ConcreteStep, tool: str) -> dict[str, Any]:
+        """Call a scenario tool; recorded as ``ToolCalled``; raises on transient errors."""
+        args = {"instance": self.instance.id, "step": step.name}
+        reply = self.tools.call(
+            tool,
+            seed=self.seed,
+            instance_id=self.instance.id,
+            step_index=step.index,
+            attempt=self.attempt,
+        )
+        self._pace(reply.latency_ms)
+        self.recorder.record(
+            ToolCalled(
+                step_index=step.index,
+                call_index=self.recorder.next_call_index(),
+                fingerprint=fingerprint(tool, args),
+                tool=tool,
+                args=args,
+                result=reply.result,
+                status="error" if reply.error_type else "ok",
+                error_type=reply.error_type,
+                latency_ms=reply.latency_ms,
+            )
+        )
+        if reply.error_type:
+            raise _AttemptError(reply.error_type, str(reply.result.get("error", "")))
+        return reply.result
+
+    def _pace(self, simulated_ms: float) -> None:
+        self.clock_ms += simulated_ms
+        if self.wall_latency_ms:
+            time.sleep(self.wall_latency_ms / 1000)
+
+
+@dataclass
+class _Budget:
+    """Running totals checked against the run config."""
+
+    run_tokens: int
+    retries: int
+    started_ms: float
+    step_tokens: int = 0
+
+
+def start_run(
+    store: EventStore,
+    scenario: ScenarioSpec,
+    *,
+    instance_id: str,
+    model_version: str,
+    seed: int | None = None,
+    run_id: str | None = None,
+    gate_policy: GatePolicy | None = None,
+) -> RunState:
+    """Start a run of ``scenario`` on one task instance and drive it as far as it goes."""
+    instance = scenario.instance(instance_id)
+    scenario.model(model_version)  # a clear error for an unknown version, before writing
+    steps = scenario.steps_for(instance)
+    recorder = RunRecorder(store, run_id or str(uuid7()))
+    recorder.record(
+        RunStarted(
+            scenario=scenario.name,
+            task_instance_id=instance.id,
+            task_type=instance.task_type or scenario.task_type,
+            model_version=model_version,
+            agent=scenario.agent,
+            agent_version=scenario.version,
+            config=scenario.config,
+            seed=seed,
+            input={"instance": instance.id, **instance.params},
+            planned_steps=[s.name for s in steps],
+            gate_policy=gate_policy or scenario.gate_policy,
+        )
+    )
+    start_clock = time.time() * 1000
+    context = RunContext(recorder, scenario, instance, model_version, seed, start_clock)
+    context.now()  # the run's start time, recorded: replays serve it back
+    recorder.flush()
+    return _drive(store, recorder, scenario, context)
+
+
+def resume(store: EventStore, run_id: str) -> RunState:
+    """Continue a run from its events: after a crash, or after a gate decision."""
+    events = store.read_run(run_id)
+    if not events:
+        raise RunStateError(f"no run {run_id!r} in {store.url}")
+    state = fold(events)
+    if state.is_terminal:
+        raise RunStateError(f"run {run_id!r} already {state.status}; nothing to resume")
+    if state.status == "awaiting_approval":
+        waiting = state.current_step
+        name = waiting.name if waiting else "?"
+        raise RunStateError(
+            f"run {run_id!r} is waiting for approval of step {name!r}: "
+            f"steplog approve {run_id} --step {name} [--reject --reason ...]"
+        )
+    scenario = get_scenario(state.agent)
+    if scenario.version != state.agent_version:
+        raise RunStateError(
+            f"run {run_id!r} was recorded with {state.agent} version {state.agent_version}, "
+            f"but version {scenario.version} is registered; it cannot be continued safely"
+        )
+    recorder = RunRecorder(store, run_id, version=state.version, call_index=state.call_index)
+    started, clock = _clock_ms(events)
+    context = RunContext(
+        recorder,
+        scenario,
+        scenario.instance(state.task_instance_id or ""),
+        state.model_version,
+        state.seed,
+        clock,
+        started_ms=started,
+    )
+    return _drive(store, recorder, scenario, context)
+
+
+def approve(
+    store: EventStore,
+    run_id: str,
+    *,
+    step: str,
+    approved: bool = True,
+    reason: str | None = None,
+    decided_by: str = "cli",
+) -> RunState:
+    """Record a decision at the manual gate ``step`` waits at, then continue the run."""
+    state = fold_run(store, run_id)
+    waiting = state.current_step
+    if state.status != "awaiting_approval" or waiting is None:
+        raise RunStateError(f"run {run_id!r} is {state.status}, not waiting for an approval")
+    if waiting.name != step:
+        raise RunStateError(
+            f"run {run_id!r} waits for approval of step {waiting.name!r}, not {step!r}"
+        )
+    decision = ApprovalDecided(
+        step=step,
+        step_index=waiting.index,
+        approved=approved,
+        decided_by=decided_by,
+        reason=reason,
+    )
+    try:
+        store.append(run_id, [decision], expected_version=state.version)
+    except ConcurrencyError:
+        raise RunStateError(
+            f"run {run_id!r} changed while deciding (someone else decided or resumed it)"
+        ) from None
+    return resume(store, run_id)
+
+
+def fold_run(store: EventStore, run_id: str) -> RunState:
+    """The current state of ``run_id``; a clear error when there is no such run."""
+    events = store.read_run(run_id)
+    if not events:
+        raise RunStateError(f"no run {run_id!r} in {store.url}")
+    return fold(events)
+
+
+def _clock_ms(events: list[Any]) -> tuple[float, float]:
+    """The run's recorded start and its simulated clock after the last recorded call."""
+    started: float | None = None
+    clock = 0.0
+    for event in events:
+        if event.type == "ClockRead":
+            clock = event.payload["value"] * 1000
+            started = clock if started is None else started
+        elif event.type in ("ModelCalled", "ToolCalled"):
+            clock += event.payload.get("latency_ms", 0.0)
+    return (clock if started is None else started), clock
+
+
+def _drive(
+    store: EventStore, recorder: RunRecorder, scenario: ScenarioSpec, context: RunContext
+) -> RunState:
+    state = fold_run(store, recorder.run_id)
+    with contextlib.suppress(_Stop):
+        _execute(recorder, scenario, context, state)
+    return fold_run(store, recorder.run_id)
+
+
+def _execute(
+    recorder: RunRecorder, scenario: ScenarioSpec, ctx: RunContext, state: RunState
+) -> None:
+    config = scenario.config
+    steps = scenario.steps_for(ctx.instance)
+    budget = _Budget(
+        run_tokens=state.input_tokens + state.output_tokens,
+        retries=state.retries,
+        started_ms=ctx.started_ms,
+    )
+    values: dict[str, Any] = dict(state.values)
+    policy: GatePolicy = _gate_policy(state, scenario)
+
+    for step in steps:
+        existing = state.step(step.index)
+        if existing is not None and existing.status == "done":
+            continue
+        if config.max_steps is not None and step.index >= config.max_steps:
+            _abort(
+                recorder,
+                "max_steps",
+                config.max_steps,
+                step.index,
+                step,
+                f"the task needs more than max_steps={config.max_steps} steps",
+            )
+        _check_timeout(recorder, ctx, budget, step, config.timeout_seconds)
+        if step.spec.gate:
+            _pass_gate(recorder, step, policy, existing)
+        budget.step_tokens = existing.input_tokens + existing.output_tokens if existing else 0
+        failed = existing.failed_attempts if existing is not None else 0
+        last_error: _AttemptError | None = None
+        previous_response: str | None = None
+        while True:
+            attempt = failed + 1
+            if attempt > config.max_retry_per_step + 1:
+                assert last_error is not None
+                _fail(recorder, step, attempt - 1, last_error)
+            if (
+                attempt > 1
+                and config.allowed_total_retries is not None
+                and (budget.retries >= config.allowed_total_retries)
+            ):
+                _abort(
+                    recorder,
+                    "allowed_total_retries",
+                    config.allowed_total_retries,
+                    budget.retries,
+                    step,
+                    f"the run used all {config.allowed_total_retries} allowed retries",
+                )
+            if attempt > 1:
+                budget.retries += 1
+            ctx.begin_attempt(step.index, attempt)
+            recorder.record(StepStarted(step=step.name, step_index=step.index, attempt=attempt))
+            tokens_before = _tokens(recorder)
+            try:
+                output = _attempt(ctx, step, previous_response)
+            except _AttemptError as error:
+                previous_response = ctx.last_response
+                _record_attempt_failure(recorder, step, attempt, error)
+                used = _tokens(recorder) - tokens_before
+                budget.step_tokens += used
+                budget.run_tokens += used
+                recorder.flush()
+                _check_tokens(recorder, config, budget, step)
+                _check_timeout(recorder, ctx, budget, step, config.timeout_seconds)
+                if not error.retryable:
+                    _fail(recorder, step, attempt, error)
+                failed += 1
+                last_error = error
+                continue
+            used = _tokens(recorder) - tokens_before
+            budget.step_tokens += used
+            budget.run_tokens += used
+            recorder.record(
+                StepCompleted(
+                    step=step.name,
+                    step_index=step.index,
+                    attempt=attempt,
+                    output=output,
+                    output_summary=_summary(output),
+                )
+            )
+            recorder.flush()
+            values[step.name] = output
+            _check_tokens(recorder, config, budget, step)
+            break
+
+    problem = _completion_problem(scenario, ctx.instance, steps, values)
+    if problem is not None:
+        last = steps[-1]
+        recorder.record(
+            RunFailed(
+                step=last.name,
+                step_index=last.index,
+                error_type="completion_criterion",
+                message=problem,
+            )
+        )
+    else:
+        recorder.record(
+            RunCompleted(output={"steps": len(steps)}, output_summary="all steps validated")
+        )
+    recorder.flush()
+
+
+def _summary(output: dict[str, Any]) -> str:
+    shown = ", ".join(f"{key}={value}" for key, value in list(output.items())[:3])
+    return shown + (f" (+{len(output) - 3} more)" if len(output) > 3 else "")
+
+
+def _gate_policy(state: RunState, scenario: ScenarioSpec) -> GatePolicy:
+    recorded = state.gate_policy
+    return scenario.gate_policy if recorded is None else recorded  # type: ignore[return-value]
+
+
+def _attempt(ctx: RunContext, step: ConcreteStep, previous: str | None) -> dict[str, Any]:
+    """One attempt: tool (if any), model, then schema, business rule and custom checks."""
+    if step.spec.tool:
+        ctx.call_tool(step, step.spec.tool)
+    response = ctx.call_model(step)
+    if response.get("status") != "ok":
+        raise _AttemptError("model_error", str(response.get("message", "model error")))
+    if previous is not None and ctx.last_response == previous:
+        raise _AttemptError(
+            "loop", f"the model repeated the same action at {step.name} (attempt {ctx.attempt})"
+        )
+    output = response.get("output")
+    problem = check_schema(output, step.spec)
+    if problem:
+        raise _AttemptError("schema", problem, layer="schema", check="fields_and_types")
+    assert isinstance(output, dict)
+    problem = check_business_rule(output, step.spec, ctx.instance.id, step.name)
+    if problem:
+        raise _AttemptError("business_rule", problem, layer="business_rule", check="matches_source")
+    problem = check_custom(output, step.spec)
+    if problem:
+        raise _AttemptError("custom_check", problem, layer="custom", check="in_range")
+    return output
+
+
+def _record_attempt_failure(
+    recorder: RunRecorder, step: ConcreteStep, attempt: int, error: _AttemptError
+) -> None:
+    event: Event
+    if error.layer is not None:
+        event = ValidationFailed(
+            step=step.name,
+            step_index=step.index,
+            attempt=attempt,
+            layer=error.layer,
+            check=error.check or error.layer,
+            message=error.message,
+        )
+    else:
+        event = StepAttemptFailed(
+            step=step.name,
+            step_index=step.index,
+            attempt=attempt,
+            error_type=error.error_type,
+            message=error.message,
+            retryable=error.retryable,
+        )
+    recorder.record(event)
+
+
+def _pass_gate(
+    recorder: RunRecorder, step: ConcreteStep, policy: GatePolicy, existing: Any
+) -> None:
+    decided = existing.approval if existing is not None else None
+    if decided is None:
+        recorder.record(
+            ApprovalRequested(
+                step=step.name,
+                step_index=step.index,
+                policy=policy,
+                summary=f"approve {step.name} before it runs",
+            )
+        )
+        if policy == "manual":
+            recorder.flush()
+            raise _Stop
+        decided = policy == "auto-approve"
+        recorder.record(
+            ApprovalDecided(
+                step=step.name,
+                step_index=step.index,
+                approved=decided,
+                decided_by="policy",
+                reason=None if decided else "auto-reject policy",
+            )
+        )
+    if not decided:
+        recorder.record(
+            RunAborted(
+                reason=f"approval of {step.name} rejected", step=step.name, step_index=step.index
+            )
+        )
+        recorder.flush()
+        raise _Stop
+
+
+def _fail(recorder: RunRecorder, step: ConcreteStep, attempts: int, error: _AttemptError) -> None:
+    message = (
+        error.message
+        if error.retryable is False
+        else (f"gave up after {attempts} attempt(s): {error.message}")
+    )
+    recorder.record(
+        StepFailed(
+            step=step.name,
+            step_index=step.index,
+            attempts=attempts,
+            error_type=error.error_type,
+            message=message,
+        )
+    )
+    recorder.record(
+        RunFailed(
+            step=step.name, step_index=step.index, error_type=error.error_type, message=message
+        )
+    )
+    recorder.flush()
+    raise _Stop
+
+
+def _abort(
+    recorder: RunRecorder, budget: str, limit: float, used: float, step: ConcreteStep, why: str
+) -> None:
+    recorder.record(
+        BudgetExceeded(budget=budget, limit=limit, used=used, step=step.name, step_index=step.index)
+    )
+    recorder.record(RunAborted(reason=why, step=step.name, step_index=step.index))
+    recorder.flush()
+    raise _Stop
+
+
+def _check_tokens(recorder: RunRecorder, config: Any, budget: _Budget, step: ConcreteStep) -> None:
+    if config.step_token_budget is not None and budget.step_tokens > config.step_token_budget:
+        _abort(
+            recorder,
+            "step_token_budget",
+            config.step_token_budget,
+            budget.step_tokens,
+            step,
+            f"step {step.name} used {budget.step_tokens} tokens",
+        )
+    if config.run_token_budget is not None and budget.run_tokens > config.run_token_budget:
+        _abort(
+            recorder,
+            "run_token_budget",
+            config.run_token_budget,
+            budget.run_tokens,
+            step,
+            f"the run used {budget.run_tokens} tokens",
+        )
+
+
+def _check_timeout(
+    recorder: RunRecorder,
+    ctx: RunContext,
+    budget: _Budget,
+    step: ConcreteStep,
+    timeout: float | None,
+) -> None:
+    if timeout is None:
+        return
+    elapsed = (ctx.clock_ms - budget.started_ms) / 1000
+    if elapsed > timeout:
+        _abort(
+            recorder,
+            "timeout_seconds",
+            timeout,
+            round(elapsed, 3),
+            step,
+            f"the run took {elapsed:.0f} s (simulated clock), over {timeout:.0f} s",
+        )
+
+
+def _tokens(recorder: RunRecorder) -> int:
+    return sum(
+        e.event.input_tokens + e.event.output_tokens
+        for e in recorder.pending
+        if isinstance(e.event, ModelCalled)
+    )
+
+
+def _completion_problem(
+    scenario: ScenarioSpec,
+    instance: InstanceSpec,
+    steps: list[ConcreteStep],
+    values: dict[str, Any],
+) -> str | None:
+    completion = scenario.completion
+    if completion is None:
+        return None
+    total = correct = 0
+    for step in steps:
+        output = values.get(step.name, {})
+        for name in step.spec.fields:
+            total += 1
+            correct += output.get(name) == truth(instance.id, step.name, name)
+    accuracy = correct / total if total else 1.0
+    if accuracy < completion.threshold:
+        return (
+            f"field accuracy {accuracy:.1%} ({correct}/{total}) is below the "
+            f"{completion.threshold:.0%} criterion"
+        )
+    return None

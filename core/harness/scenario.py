@@ -1,0 +1,262 @@
+"""Declarative scenarios: steps, task instances, run limits and simulated model versions.
+
+A scenario is a TOML file (see ``seeds/scenarios/``). It is data, never code: validation checks
+are referred to by registered names, so a scenario file can be loaded from anywhere without
+running anything it says. Scenarios are found in ``seeds/scenarios`` and in the folders listed
+in ``STEPLOG_SCENARIOS`` (``:``-separated); that set is the registry of agents the harness can
+run, resume and (later) replay.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import SteplogError
+from ..events import RunConfig
+
+SEED_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "seeds" / "scenarios"
+ENV_SCENARIOS = "STEPLOG_SCENARIOS"
+GatePolicy = Literal["auto-approve", "auto-reject", "manual"]
+AGENT_PREFIX = "scenario/"
+
+
+class ScenarioError(SteplogError):
+    """A scenario file is missing, unreadable or invalid."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelVersionSpec(_Spec):
+    """A simulated model version: a named mix of realistic failure modes (rates per attempt)."""
+
+    description: str = ""
+    base_error: float = Field(default=0.0, ge=0, le=1, description="uniform per-step error")
+    drift_per_step: float = Field(default=0.0, ge=0, le=1, description="error added per step")
+    malformed_rate: float = Field(default=0.0, ge=0, le=1, description="fails schema checks")
+    wrong_rate: float = Field(default=0.0, ge=0, le=1, description="caught by business rules")
+    silent_error_rate: float = Field(default=0.0, ge=0, le=1, description="caught only at the end")
+    loop_rate: float = Field(default=0.0, ge=0, le=1, description="repeats one action per step")
+    tool_error_rate: float = Field(default=0.0, ge=0, le=1, description="timeouts, rate limits")
+    input_tokens: int = Field(default=400, ge=0)
+    context_growth_tokens: int = Field(default=120, ge=0, description="more context per step")
+    output_tokens: int = Field(default=80, ge=0)
+    price_per_1k_input: float = Field(default=0.0005, ge=0)
+    price_per_1k_output: float = Field(default=0.0015, ge=0)
+    latency_ms: float = Field(default=800.0, ge=0, description="simulated model latency")
+    tool_latency_ms: float = Field(default=150.0, ge=0)
+    tool_timeout_ms: float = Field(default=30_000.0, ge=0)
+    wall_latency_ms: float = Field(default=0.0, ge=0, description="real sleep per call (pacing)")
+
+
+class StepSpec(_Spec):
+    """One step (or, with ``repeat``, a run of numbered steps) of a scenario's task."""
+
+    name: str = Field(min_length=1, description="use {n} for the number when repeated")
+    repeat: int | str | None = Field(
+        default=None, description="how many times: a number or the name of an instance param"
+    )
+    tool: str | None = None
+    fields: list[str] = Field(default_factory=lambda: ["value"], min_length=1)
+    rule_fields: list[str] | None = Field(
+        default=None, description="fields a business rule verifies (default: all)"
+    )
+    custom_check: Literal["in_range"] | None = Field(
+        default=None, description="third validation layer: every value within [min, max]"
+    )
+    min_value: float = 0.0
+    max_value: float = 1000.0
+    gate: bool = Field(default=False, description="ask for approval before this step")
+
+    @model_validator(mode="after")
+    def _rule_fields_exist(self) -> StepSpec:
+        unknown = set(self.rule_fields or ()) - set(self.fields)
+        if unknown:
+            raise ValueError(f"rule_fields {sorted(unknown)} are not among fields {self.fields}")
+        if self.repeat is not None and "{n}" not in self.name:
+            raise ValueError(f"repeated step {self.name!r} needs {{n}} in its name")
+        return self
+
+
+class InstanceSpec(_Spec):
+    """One task instance: an id, a task type and parameters."""
+
+    id: str = Field(min_length=1)
+    task_type: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class GeneratedInstances(_Spec):
+    """``count`` instances named ``{prefix}{i:02d}``, task types assigned round-robin."""
+
+    count: int = Field(ge=1, le=10_000)
+    id_prefix: str = Field(min_length=1)
+    task_types: list[str] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class CompletionSpec(_Spec):
+    """The run-level success criterion checked after the last step."""
+
+    check: Literal["field_accuracy"]
+    threshold: float = Field(ge=0, le=1)
+
+
+class ConcreteStep(_Spec):
+    """A step as executed: repeats expanded, with its 0-based index."""
+
+    index: int
+    name: str
+    spec: StepSpec
+
+
+class ScenarioSpec(_Spec):
+    """A whole scenario file."""
+
+    name: str = Field(min_length=1, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    version: str = "1"
+    description: str = ""
+    source: str = Field(default="", description="where the experiment comes from")
+    task_type: str | None = None
+    config: RunConfig = RunConfig()
+    gate_policy: GatePolicy = "auto-approve"
+    instances: list[InstanceSpec] = Field(default_factory=list)
+    generate_instances: GeneratedInstances | None = None
+    models: dict[str, ModelVersionSpec] = Field(min_length=2)
+    demo_versions: list[str] = Field(default_factory=list)
+    steps: list[StepSpec] = Field(min_length=1)
+    completion: CompletionSpec | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScenarioSpec:
+        if not self.instances and self.generate_instances is None:
+            raise ValueError("give [[instances]] or [generate_instances]")
+        unknown = set(self.demo_versions) - set(self.models)
+        if unknown:
+            raise ValueError(f"demo_versions {sorted(unknown)} are not in [models]")
+        ids = [i.id for i in self.all_instances()]
+        if len(ids) != len(set(ids)):
+            raise ValueError("instance ids must be unique")
+        for instance in self.all_instances():
+            names = [s.name for s in self.steps_for(instance)]
+            if len(names) != len(set(names)):
+                raise ValueError(f"instance {instance.id!r}: step names repeat: {names}")
+        return self
+
+    @property
+    def agent(self) -> str:
+        """The registry name runs of this scenario record as their agent."""
+        return AGENT_PREFIX + self.name
+
+    def versions_for_demo(self) -> list[str]:
+        """The two model versions the demo seeds."""
+        return self.demo_versions or list(self.models)[:2]
+
+    def all_instances(self) -> list[InstanceSpec]:
+        """Explicit instances, then generated ones."""
+        instances = list(self.instances)
+        generated = self.generate_instances
+        if generated is not None:
+            for i in range(1, generated.count + 1):
+                types = generated.task_types
+                instances.append(
+                    InstanceSpec(
+                        id=f"{generated.id_prefix}{i:02d}",
+                        task_type=types[(i - 1) % len(types)] if types else None,
+                        params=dict(generated.params),
+                    )
+                )
+        return instances
+
+    def instance(self, instance_id: str) -> InstanceSpec:
+        """The instance with ``instance_id``."""
+        for candidate in self.all_instances():
+            if candidate.id == instance_id:
+                return candidate
+        raise ScenarioError(f"scenario {self.name!r} has no task instance {instance_id!r}")
+
+    def model(self, version: str) -> ModelVersionSpec:
+        """The model version named ``version``."""
+        try:
+            return self.models[version]
+        except KeyError:
+            raise ScenarioError(
+                f"scenario {self.name!r} has no model version {version!r}; "
+                f"it has: {', '.join(self.models)}"
+            ) from None
+
+    def steps_for(self, instance: InstanceSpec) -> list[ConcreteStep]:
+        """The executed steps for ``instance``, repeats expanded."""
+        steps: list[ConcreteStep] = []
+        for spec in self.steps:
+            count = 1
+            if isinstance(spec.repeat, int):
+                count = spec.repeat
+            elif isinstance(spec.repeat, str):
+                value = instance.params.get(spec.repeat)
+                if not isinstance(value, int) or value < 0:
+                    raise ValueError(
+                        f"step {spec.name!r} repeats {spec.repeat!r}, but instance "
+                        f"{instance.id!r} has no integer param of that name"
+                    )
+                count = value
+            for n in range(1, count + 1):
+                name = (
+                    spec.name.replace("{n}", f"{n:02d}") if spec.repeat is not None else spec.name
+                )
+                steps.append(ConcreteStep(index=len(steps), name=name, spec=spec))
+        return steps
+
+
+def load_scenario(path: Path) -> ScenarioSpec:
+    """Parse and validate one scenario file, with errors naming the file and the field."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScenarioError(f"scenario file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return ScenarioSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or '(file)'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        )
+        raise ScenarioError(f"{path}: {problems}") from None
+
+
+def scenario_dirs() -> list[Path]:
+    """Where registered scenarios live: the seeds, then ``STEPLOG_SCENARIOS``."""
+    extra = [Path(p) for p in os.environ.get(ENV_SCENARIOS, "").split(os.pathsep) if p]
+    return [SEED_SCENARIOS, *extra]
+
+
+def registered_scenarios() -> dict[str, ScenarioSpec]:
+    """Every scenario in the registry folders, by name (the first of a name wins)."""
+    found: dict[str, ScenarioSpec] = {}
+    for folder in scenario_dirs():
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.toml")):
+            spec = load_scenario(path)
+            found.setdefault(spec.name, spec)
+    return found
+
+
+def get_scenario(name: str) -> ScenarioSpec:
+    """A registered scenario by name (or by its agent name, ``scenario/NAME``)."""
+    key = name.removeprefix(AGENT_PREFIX)
+    scenarios = registered_scenarios()
+    if key not in scenarios:
+        known = ", ".join(sorted(scenarios)) or "none"
+        raise ScenarioError(f"no registered scenario {key!r}; registered: {known}")
+    return scenarios[key]

@@ -1,0 +1,1 @@
+"""Projections: pure folds from events to read models."""

@@ -1,0 +1,499 @@
+"""Recording runs: the buffered writer, and the SDK users' own agents call.
+
+Events of a step are buffered in memory and committed together, durably, when the step ends (or
+fails), so a model call never waits on the database and a crash loses at most the step in
+flight. The SDK (``record_run``, ``step``, ``model_call``, ``tool_call``, ``rng``, ``now``)
+keeps the current run and step in context variables, so instrumented functions record when
+called inside a run and simply run outside one::
+
+    from steplog import record_run, step, model_call, tool_call, rng, now
+
+    @model_call("my-model-v2")
+    def ask(prompt: str) -> dict: ...
+
+    with record_run("support-bot", model_version="my-model-v2", seed=7, db="runs.db"):
+        with step("classify") as s:
+            s.output = ask("Which queue does this ticket belong to?")
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import hashlib
+import json
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
+
+from pydantic_core import to_jsonable_python
+from uuid6 import uuid7
+
+from .events import (
+    ClockRead,
+    Event,
+    ModelCalled,
+    RandomDrawn,
+    RunCompleted,
+    RunConfig,
+    RunFailed,
+    RunStarted,
+    StepAttemptFailed,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    ToolCalled,
+)
+from .store import EventStore, NewEvent
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data (unknown objects become their ``repr``)."""
+    return to_jsonable_python(value, fallback=repr)
+
+
+def fingerprint(name: str, request: Any) -> str:
+    """A stable hash of a call's name and canonical request (what replay compares)."""
+    canonical = json.dumps([name, jsonable(request)], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def step_seed(seed: int | None, step_index: int, attempt: int) -> str:
+    """Seed material of one step attempt's random stream.
+
+    Each attempt draws from its own stream, so a resumed or forked run sees exactly the draws
+    an uninterrupted run would have seen from that step on.
+    """
+    return f"{seed}:{step_index}:{attempt}"
+
+
+class RunRecorder:
+    """Buffers one run's events and appends them with the run's expected version."""
+
+    def __init__(self, store: EventStore, run_id: str, *, version: int = 0, call_index: int = 0):
+        self.store = store
+        self.run_id = run_id
+        self.version = version
+        self.call_index = call_index
+        self._buffer: list[NewEvent] = []
+
+    def record(self, event: Event) -> None:
+        """Buffer ``event``; it becomes durable at the next :meth:`flush`."""
+        self._buffer.append(NewEvent(event))
+
+    def next_call_index(self) -> int:
+        """The order of the next nondeterministic call within the run."""
+        index = self.call_index
+        self.call_index += 1
+        return index
+
+    @property
+    def pending(self) -> Sequence[NewEvent]:
+        """Events recorded but not yet committed."""
+        return tuple(self._buffer)
+
+    def flush(self) -> None:
+        """Commit the buffered events in one atomic append (a no-op when there are none)."""
+        if not self._buffer:
+            return
+        self.store.append(self.run_id, self._buffer, expected_version=self.version)
+        self.version += len(self._buffer)
+        self._buffer.clear()
+
+
+class RecordedRandom:
+    """A seeded random stream whose every draw is recorded as ``RandomDrawn``."""
+
+    def __init__(self, recorder: RunRecorder, seed_material: str, step_index: int | None):
+        self._random = random.Random(seed_material)
+        self._recorder = recorder
+        self._step_index = step_index
+
+    def _record(self, kind: str, value: Any) -> Any:
+        self._recorder.record(
+            RandomDrawn(
+                step_index=self._step_index,
+                call_index=self._recorder.next_call_index(),
+                kind=kind,
+                value=jsonable(value),
+            )
+        )
+        return value
+
+    def random(self) -> float:
+        """A float in [0, 1)."""
+        return float(self._record("random", self._random.random()))
+
+    def uniform(self, low: float, high: float) -> float:
+        """A float in [low, high]."""
+        return float(self._record("uniform", self._random.uniform(low, high)))
+
+    def randint(self, low: int, high: int) -> int:
+        """An int in [low, high]."""
+        return int(self._record("randint", self._random.randint(low, high)))
+
+    def choice(self, options: Sequence[R]) -> R:
+        """One of ``options``."""
+        index = self._random.randrange(len(options))
+        self._record("choice", index)
+        return options[index]
+
+    def uuid(self) -> str:
+        """A UUID drawn from the stream (not from the OS), so replays see the same one."""
+        return str(
+            self._record("uuid", str(uuid.UUID(int=self._random.getrandbits(128), version=4)))
+        )
+
+
+# --- SDK -------------------------------------------------------------------------------------
+
+_current_run: contextvars.ContextVar[RecordedRun | None] = contextvars.ContextVar(
+    "steplog_run", default=None
+)
+_current_step: contextvars.ContextVar[RecordedStep | None] = contextvars.ContextVar(
+    "steplog_step", default=None
+)
+
+
+@dataclass
+class RecordedStep:
+    """The step in progress: set ``output`` (and ``summary``) before it ends."""
+
+    run: RecordedRun
+    name: str
+    index: int
+    attempt: int = 1
+    output: Any = None
+    summary: str | None = None
+    _random: RecordedRandom | None = field(default=None, repr=False)
+
+    def attempt_failed(self, error: BaseException | str, *, retryable: bool = True) -> None:
+        """Record a failed attempt of this step and start the next attempt."""
+        error_type = error if isinstance(error, str) else type(error).__name__
+        message = "" if isinstance(error, str) else str(error)
+        recorder = self.run.recorder
+        recorder.record(
+            StepAttemptFailed(
+                step=self.name,
+                step_index=self.index,
+                attempt=self.attempt,
+                error_type=error_type,
+                message=message,
+                retryable=retryable,
+            )
+        )
+        recorder.flush()
+        self.attempt += 1
+        self._random = None
+        recorder.record(StepStarted(step=self.name, step_index=self.index, attempt=self.attempt))
+
+    @property
+    def random(self) -> RecordedRandom:
+        """This attempt's recorded random stream."""
+        if self._random is None:
+            material = step_seed(self.run.seed, self.index, self.attempt)
+            self._random = RecordedRandom(self.run.recorder, material, self.index)
+        return self._random
+
+
+@dataclass
+class RecordedRun:
+    """A run being recorded through the SDK."""
+
+    recorder: RunRecorder
+    seed: int | None
+    output: Any = None
+    steps_started: int = 0
+    failed_step: RecordedStep | None = None
+    _random: RecordedRandom | None = field(default=None, repr=False)
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.recorder.run_id
+
+    @property
+    def random(self) -> RecordedRandom:
+        """A recorded random stream for code outside any step."""
+        if self._random is None:
+            self._random = RecordedRandom(self.recorder, f"{self.seed}:run", None)
+        return self._random
+
+
+@contextmanager
+def record_run(
+    scenario: str,
+    *,
+    model_version: str,
+    agent: str | None = None,
+    agent_version: str = "1",
+    task_instance_id: str | None = None,
+    task_type: str | None = None,
+    seed: int | None = None,
+    input: dict[str, Any] | None = None,
+    config: RunConfig | None = None,
+    run_id: str | None = None,
+    db: str | None = None,
+    store: EventStore | None = None,
+) -> Iterator[RecordedRun]:
+    """Record a run of your own agent: RunStarted now, RunCompleted or RunFailed at the end.
+
+    Pass ``store`` (an open :class:`EventStore`) or ``db`` (a URL or SQLite path; default: the
+    embedded store). Exceptions propagate after being recorded as the run's failure.
+    """
+    owned = store is None
+    event_store = EventStore.open(db) if store is None else store
+    recorder = RunRecorder(event_store, run_id or str(uuid7()))
+    run = RecordedRun(recorder=recorder, seed=seed)
+    recorder.record(
+        RunStarted(
+            scenario=scenario,
+            task_instance_id=task_instance_id,
+            task_type=task_type,
+            model_version=model_version,
+            agent=agent or scenario,
+            agent_version=agent_version,
+            config=config or RunConfig(),
+            seed=seed,
+            input=jsonable(input or {}),
+            source="sdk",
+        )
+    )
+    recorder.flush()
+    token = _current_run.set(run)
+    try:
+        yield run
+    except BaseException as exc:
+        failed = run.failed_step
+        recorder.record(
+            RunFailed(
+                step=failed.name if failed else None,
+                step_index=failed.index if failed else None,
+                error_type=type(exc).__name__,
+                message=str(exc),
+            )
+        )
+        recorder.flush()
+        raise
+    else:
+        recorder.record(RunCompleted(output=_as_object(run.output)))
+        recorder.flush()
+    finally:
+        _current_run.reset(token)
+        if owned:
+            event_store.close()
+
+
+@contextmanager
+def step(name: str) -> Iterator[RecordedStep]:
+    """Record one step of the current run; its events commit together when it ends."""
+    run = _require_run("step")
+    index = run.steps_started
+    run.steps_started += 1
+    current = RecordedStep(run=run, name=name, index=index)
+    run.recorder.record(StepStarted(step=name, step_index=index))
+    token = _current_step.set(current)
+    try:
+        yield current
+    except BaseException as exc:
+        run.failed_step = current
+        recorder = run.recorder
+        error_type = type(exc).__name__
+        recorder.record(
+            StepAttemptFailed(
+                step=name,
+                step_index=index,
+                attempt=current.attempt,
+                error_type=error_type,
+                message=str(exc),
+                retryable=False,
+            )
+        )
+        recorder.record(
+            StepFailed(
+                step=name,
+                step_index=index,
+                attempts=current.attempt,
+                error_type=error_type,
+                message=str(exc),
+            )
+        )
+        recorder.flush()
+        raise
+    else:
+        run.recorder.record(
+            StepCompleted(
+                step=name,
+                step_index=index,
+                attempt=current.attempt,
+                output=_as_object(current.output),
+                output_summary=current.summary,
+            )
+        )
+        run.recorder.flush()
+    finally:
+        _current_step.reset(token)
+
+
+def model_call(model: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function that calls a model: inside a run each call becomes ``ModelCalled``.
+
+    Token counts are read from the response's ``usage`` (``input_tokens``/``output_tokens`` or
+    ``prompt_tokens``/``completion_tokens``) when it has one.
+    """
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            run = _current_run.get()
+            if run is None:
+                return function(*args, **kwargs)
+            request = jsonable({"args": args, "kwargs": kwargs})
+            started = time.perf_counter()
+            try:
+                response = function(*args, **kwargs)
+            except BaseException as exc:
+                _record_model(run, model, request, None, exc, started)
+                raise
+            _record_model(run, model, request, response, None, started)
+            return response
+
+        return wrapper
+
+    return decorate
+
+
+def tool_call(tool: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a tool function: inside a run each call becomes ``ToolCalled``."""
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            run = _current_run.get()
+            if run is None:
+                return function(*args, **kwargs)
+            request = jsonable({"args": args, "kwargs": kwargs})
+            started = time.perf_counter()
+            current = _current_step.get()
+            common = {
+                "step_index": current.index if current else None,
+                "call_index": run.recorder.next_call_index(),
+                "fingerprint": fingerprint(tool, request),
+                "tool": tool,
+                "args": request,
+            }
+            try:
+                result = function(*args, **kwargs)
+            except BaseException as exc:
+                run.recorder.record(
+                    ToolCalled(
+                        **common,
+                        status="error",
+                        error_type=type(exc).__name__,
+                        result=str(exc),
+                        latency_ms=_elapsed_ms(started),
+                    )
+                )
+                raise
+            run.recorder.record(
+                ToolCalled(**common, result=jsonable(result), latency_ms=_elapsed_ms(started))
+            )
+            return result
+
+        return wrapper
+
+    return decorate
+
+
+def rng() -> RecordedRandom:
+    """The current step's recorded random stream (or the run's, outside steps)."""
+    current = _current_step.get()
+    if current is not None:
+        return current.random
+    return _require_run("rng").random
+
+
+def now() -> float:
+    """The wall clock (seconds since the epoch), recorded as ``ClockRead`` inside a run."""
+    value = time.time()
+    run = _current_run.get()
+    if run is not None:
+        current = _current_step.get()
+        run.recorder.record(
+            ClockRead(
+                step_index=current.index if current else None,
+                call_index=run.recorder.next_call_index(),
+                value=value,
+            )
+        )
+    return value
+
+
+def current_run() -> RecordedRun | None:
+    """The run being recorded in this context, if any."""
+    return _current_run.get()
+
+
+def _require_run(what: str) -> RecordedRun:
+    run = _current_run.get()
+    if run is None:
+        raise RuntimeError(f"steplog.{what}() must be used inside `with record_run(...)`")
+    return run
+
+
+def _record_model(
+    run: RecordedRun,
+    model: str,
+    request: Any,
+    response: Any,
+    error: BaseException | None,
+    started: float,
+) -> None:
+    current = _current_step.get()
+    input_tokens, output_tokens = _usage(response)
+    run.recorder.record(
+        ModelCalled(
+            step_index=current.index if current else None,
+            call_index=run.recorder.next_call_index(),
+            fingerprint=fingerprint(model, request),
+            model=model,
+            request=request,
+            response=jsonable(response),
+            error=None if error is None else f"{type(error).__name__}: {error}",
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            latency_ms=_elapsed_ms(started),
+        )
+    )
+
+
+def _usage(response: Any) -> tuple[int, int]:
+    usage = (
+        response.get("usage") if isinstance(response, dict) else getattr(response, "usage", None)
+    )
+    if usage is None:
+        return 0, 0
+    data = usage if isinstance(usage, dict) else jsonable(usage)
+    if not isinstance(data, dict):
+        return 0, 0
+    first = data.get("input_tokens", data.get("prompt_tokens", 0))
+    second = data.get("output_tokens", data.get("completion_tokens", 0))
+    return (int(first or 0), int(second or 0))
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _as_object(value: Any) -> dict[str, Any]:
+    data = jsonable(value)
+    if data is None:
+        return {}
+    return data if isinstance(data, dict) else {"value": data}

@@ -1,0 +1,121 @@
+"""CLI for runs: scenarios, run, runs, show, approve, resume and the idempotent demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.scenarios import write_scenario
+from typer.testing import CliRunner
+
+from steplog.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_scenarios_lists_the_four_seeded_ones() -> None:
+    code, out, _ = invoke("scenarios", "--json")
+    assert code == 0
+    found = {s["name"]: s for s in json.loads(out)}
+    assert set(found) >= {"sandbox", "invoice-extraction", "customer-service", "data-migration"}
+    assert found["sandbox"]["steps"] == [3, 5, 8, 12]
+    assert found["customer-service"]["config"] == {
+        "max_steps": 20, "max_retry_per_step": 3, "allowed_total_retries": 10,
+        "timeout_seconds": 600.0,
+    }  # fmt: skip
+    assert found["invoice-extraction"]["instances"] == 10
+
+
+def test_run_then_runs_and_show(store_url: str) -> None:
+    code, out, _ = invoke("run", "sandbox", "-m", "sim-v2", "--runs", "8", "--seed", "1",
+                          "--db", store_url, "--json")  # fmt: skip
+    assert code == 0
+    outcomes = json.loads(out)
+    assert len(outcomes) == 8
+    assert {o["status"] for o in outcomes} <= {"completed", "failed"}
+
+    code, out, _ = invoke("runs", "--db", store_url, "--json", "--scenario", "sandbox")
+    listed = json.loads(out)
+    assert sorted(r["task_id"] for r in listed) == sorted(o["run_id"] for o in outcomes)
+    assert {r["task_instance_id"] for r in listed} == {"chain-3", "chain-5", "chain-8", "chain-12"}
+
+    run_id = outcomes[0]["run_id"]
+    code, out, _ = invoke("show", run_id, "--db", store_url, "--json")
+    state = json.loads(out)
+    assert state["task_id"] == run_id
+    assert state["steps"][0]["name"] == "step_01"
+    code, out, _ = invoke("show", run_id, "--db", store_url)
+    assert code == 0 and "step_01" in out and "sim-v2" in out
+
+
+def test_run_with_workers(store_url: str) -> None:
+    code, out, _ = invoke("run", "data-migration", "-m", "sim-v1", "--runs", "6", "--workers",
+                          "2", "--seed", "4", "--db", store_url, "--json")  # fmt: skip
+    assert code == 0
+    assert len({o["run_id"] for o in json.loads(out)}) == 6
+
+
+def test_manual_gate_from_the_cli(store_url: str) -> None:
+    code, out, _ = invoke("run", "data-migration", "-m", "sim-v2", "--seed", "3",
+                          "--gate-policy", "manual", "--run-id", "mig-1", "--db", store_url,
+                          "--json")  # fmt: skip
+    assert json.loads(out)[0]["status"] == "awaiting_approval"
+    code, _, err = invoke("resume", "mig-1", "--db", store_url)
+    assert code == 1 and "steplog approve mig-1 --step import" in " ".join(err.split())
+    code, out, _ = invoke("approve", "mig-1", "--step", "import", "--db", store_url, "--json")
+    assert code == 0
+    assert json.loads(out)["status"] in ("completed", "failed", "aborted")
+    code, _, err = invoke("approve", "mig-1", "--step", "import", "--db", store_url)
+    assert code == 1 and "not waiting for an approval" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "nope", "-m", "sim-v1"], "no registered scenario 'nope'"),
+        (["run", "sandbox", "-m", "gpt-9"], "no model version 'gpt-9'"),
+        (["run", "sandbox", "-m", "sim-v1", "--instance", "chain-99"], "no task instance"),
+        (["run", "sandbox", "-m", "sim-v1", "--gate-policy", "maybe"], "--gate-policy must be"),
+        (
+            ["run", "sandbox", "-m", "sim-v1", "--runs", "2", "--run-id", "x"],
+            "use it with --runs 1",
+        ),
+        (["run", "sandbox", "-m", "sim-v1", "--runs", "0"], "Invalid value"),
+        (["show", "ghost"], "no run 'ghost'"),
+        (["resume", "ghost"], "no run 'ghost'"),
+        (["approve", "ghost", "--step", "x"], "no run 'ghost'"),
+    ],
+)
+def test_run_commands_reject_bad_input_clearly(
+    args: list[str], message: str, steplog_home: str
+) -> None:
+    code, _, err = invoke(*args)
+    assert code in (1, 2)
+    assert message in " ".join(err.split())
+
+
+def test_demo_seeds_every_scenario_twice_and_is_idempotent(steplog_home: str) -> None:
+    code, out, _ = invoke("demo", "--runs", "3", "--no-ui")
+    assert code == 0
+    assert "demo: 24 new run(s), 0 already there" in out
+    code, out, _ = invoke("demo", "--runs", "3", "--no-ui")
+    assert "demo: 0 new run(s), 24 already there" in out
+    code, out, _ = invoke("runs", "--json", "--limit", "100")
+    pairs = {(r["scenario"], r["model_version"]) for r in json.loads(out)}
+    assert len(pairs) == 8
+
+
+def test_user_scenarios_from_steplog_scenarios(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_url: str
+) -> None:
+    folder = tmp_path / "mine"
+    write_scenario(folder, name="my-flow")
+    monkeypatch.setenv("STEPLOG_SCENARIOS", str(folder))
+    code, out, _ = invoke("run", "my-flow", "-m", "sim-v2", "--db", store_url)
+    assert code == 0 and "1 run(s): 1 completed" in out
