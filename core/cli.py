@@ -697,6 +697,37 @@ def bench_append(
     Console(width=max(console.width, 120)).print(table)
 
 
+@bench_app.command("record")
+def bench_record(
+    scenario: Annotated[str, typer.Option(help="Scenario to run.")] = "invoice-extraction",
+    model_version: Annotated[str, typer.Option(help="Its model version.")] = "sim-v2",
+    runs: Annotated[int, typer.Option(min=1, max=100_000, help="Runs per measurement.")] = 100,
+    repeat: Annotated[int, typer.Option(min=1, max=20, help="Measurements; median kept.")] = 3,
+    as_json: JsonOption = False,
+) -> None:
+    """Harness end-to-end events/s against appending the identical batches directly."""
+    from .bench.record import run_record_benchmark
+
+    result = run_record_benchmark(
+        scenario=scenario,
+        model_version=model_version,
+        runs=runs,
+        repeat=repeat,
+        progress=None if as_json else err_console,
+    )
+    if as_json:
+        _print_json(result.as_dict())
+        return
+    console.print(
+        f"{result.scenario}/{result.model_version}: {result.runs} runs, {result.events:,} events "
+        f"in {result.batches:,} durable commits\n"
+        f"  harness end to end   {result.harness_events_per_second:>10,.0f} events/s\n"
+        f"  store append alone   {result.append_events_per_second:>10,.0f} events/s\n"
+        f"  ratio                {result.ratio:>10.2f}x   (target {result.verdict})",
+        highlight=False,
+    )
+
+
 def main() -> None:
     """Entry point of the ``steplog`` console script."""
     app()

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import hashlib
-import json
+import inspect
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -30,9 +30,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
-from pydantic_core import to_jsonable_python
 from uuid6 import uuid7
 
+from .canonical import fingerprint, jsonable
+from .errors import InvalidEventError
 from .events import (
     ClockRead,
     Event,
@@ -54,17 +55,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data (unknown objects become their ``repr``)."""
-    return to_jsonable_python(value, fallback=repr)
-
-
-def fingerprint(name: str, request: Any) -> str:
-    """A stable hash of a call's name and canonical request (what replay compares)."""
-    canonical = json.dumps([name, jsonable(request)], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
-
-
 def step_seed(seed: int | None, step_index: int, attempt: int) -> str:
     """Seed material of one step attempt's random stream.
 
@@ -75,7 +65,10 @@ def step_seed(seed: int | None, step_index: int, attempt: int) -> str:
 
 
 class RunRecorder:
-    """Buffers one run's events and appends them with the run's expected version."""
+    """Buffers one run's events and appends them with the run's expected version.
+
+    Thread-safe: calls recorded from several threads of one run are serialized.
+    """
 
     def __init__(self, store: EventStore, run_id: str, *, version: int = 0, call_index: int = 0):
         self.store = store
@@ -83,29 +76,42 @@ class RunRecorder:
         self.version = version
         self.call_index = call_index
         self._buffer: list[NewEvent] = []
+        self._lock = threading.RLock()
 
     def record(self, event: Event) -> None:
         """Buffer ``event``; it becomes durable at the next :meth:`flush`."""
-        self._buffer.append(NewEvent(event))
+        with self._lock:
+            self._buffer.append(NewEvent(event))
 
     def next_call_index(self) -> int:
         """The order of the next nondeterministic call within the run."""
-        index = self.call_index
-        self.call_index += 1
-        return index
+        with self._lock:
+            index = self.call_index
+            self.call_index += 1
+            return index
 
     @property
     def pending(self) -> Sequence[NewEvent]:
         """Events recorded but not yet committed."""
-        return tuple(self._buffer)
+        with self._lock:
+            return tuple(self._buffer)
 
     def flush(self) -> None:
-        """Commit the buffered events in one atomic append (a no-op when there are none)."""
-        if not self._buffer:
-            return
-        self.store.append(self.run_id, self._buffer, expected_version=self.version)
-        self.version += len(self._buffer)
-        self._buffer.clear()
+        """Commit the buffered events in one atomic append (a no-op when there are none).
+
+        Events the store refuses (too large, invalid) are dropped with the batch, and the error
+        propagates: the run can still record its failure afterwards.
+        """
+        with self._lock:
+            if not self._buffer:
+                return
+            try:
+                self.store.append(self.run_id, self._buffer, expected_version=self.version)
+            except InvalidEventError:
+                self._buffer.clear()
+                raise
+            self.version += len(self._buffer)
+            self._buffer.clear()
 
 
 class RecordedRandom:
@@ -246,8 +252,11 @@ def record_run(
     """Record a run of your own agent: RunStarted now, RunCompleted or RunFailed at the end.
 
     Pass ``store`` (an open :class:`EventStore`) or ``db`` (a URL or SQLite path; default: the
-    embedded store). Exceptions propagate after being recorded as the run's failure.
+    embedded store). Exceptions propagate after being recorded as the run's failure. Without
+    ``seed`` one is drawn and recorded, so ``rng()`` differs between runs but can be replayed.
     """
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)  # recorded in RunStarted: replayable
     owned = store is None
     event_store = EventStore.open(db) if store is None else store
     recorder = RunRecorder(event_store, run_id or str(uuid7()))
@@ -295,6 +304,12 @@ def record_run(
 def step(name: str) -> Iterator[RecordedStep]:
     """Record one step of the current run; its events commit together when it ends."""
     run = _require_run("step")
+    outer = _current_step.get()
+    if outer is not None:
+        raise RuntimeError(
+            f"steplog.step({name!r}) inside step {outer.name!r}: steps do not nest; end the "
+            "outer step first"
+        )
     index = run.steps_started
     run.steps_started += 1
     current = RecordedStep(run=run, name=name, index=index)
@@ -345,11 +360,103 @@ def step(name: str) -> Iterator[RecordedStep]:
 def model_call(model: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a function that calls a model: inside a run each call becomes ``ModelCalled``.
 
+    Works for plain functions, ``async def`` functions (recorded when awaited) and generator
+    functions (recorded when the stream ends; the response is the list of yielded items).
     Token counts are read from the response's ``usage`` (``input_tokens``/``output_tokens`` or
     ``prompt_tokens``/``completion_tokens``) when it has one.
     """
 
+    def record(
+        run: RecordedRun, request: Any, response: Any, error: BaseException | None, started: float
+    ) -> None:
+        _record_model(run, model, request, response, error, started)
+
+    return _instrument(record)
+
+
+def tool_call(tool: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a tool function: inside a run each call becomes ``ToolCalled``.
+
+    Plain, ``async def`` and generator functions are supported, as with :func:`model_call`.
+    """
+
+    def record(
+        run: RecordedRun, request: Any, result: Any, error: BaseException | None, started: float
+    ) -> None:
+        current = _current_step.get()
+        common: dict[str, Any] = {
+            "step_index": current.index if current else None,
+            "call_index": run.recorder.next_call_index(),
+            "fingerprint": fingerprint(tool, request),
+            "tool": tool,
+            "args": request,
+            "latency_ms": _elapsed_ms(started),
+        }
+        if error is not None:
+            run.recorder.record(
+                ToolCalled(
+                    **common, status="error", error_type=type(error).__name__, result=str(error)
+                )
+            )
+        else:
+            run.recorder.record(ToolCalled(**common, result=jsonable(result)))
+
+    return _instrument(record)
+
+
+Recorder = Callable[["RecordedRun", Any, Any, "BaseException | None", float], None]
+
+
+def _instrument(record: Recorder) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Wrap a function so that, inside a run, each call is passed to ``record``."""
+
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        if inspect.isasyncgenfunction(function):
+            raise TypeError(
+                f"{function.__qualname__}: async generators are not supported; collect the "
+                "stream in an async function and decorate that"
+            )
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                run = _current_run.get()
+                if run is None:
+                    return await function(*args, **kwargs)
+                request = jsonable({"args": args, "kwargs": kwargs})
+                started = time.perf_counter()
+                try:
+                    response = await function(*args, **kwargs)
+                except BaseException as exc:
+                    record(run, request, None, exc, started)
+                    raise
+                record(run, request, response, None, started)
+                return response
+
+            return async_wrapper  # type: ignore[return-value]
+
+        if inspect.isgeneratorfunction(function):
+
+            @functools.wraps(function)
+            def generator_wrapper(*args: Any, **kwargs: Any) -> Any:
+                run = _current_run.get()
+                if run is None:
+                    return (yield from function(*args, **kwargs))
+                request = jsonable({"args": args, "kwargs": kwargs})
+                started = time.perf_counter()
+                items: list[Any] = []
+                try:
+                    for item in function(*args, **kwargs):
+                        items.append(item)
+                        yield item
+                except BaseException as exc:
+                    record(run, request, items, exc, started)
+                    raise
+                record(run, request, items, None, started)
+                return None
+
+            return generator_wrapper
+
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             run = _current_run.get()
@@ -360,52 +467,10 @@ def model_call(model: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             try:
                 response = function(*args, **kwargs)
             except BaseException as exc:
-                _record_model(run, model, request, None, exc, started)
+                record(run, request, None, exc, started)
                 raise
-            _record_model(run, model, request, response, None, started)
+            record(run, request, response, None, started)
             return response
-
-        return wrapper
-
-    return decorate
-
-
-def tool_call(tool: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a tool function: inside a run each call becomes ``ToolCalled``."""
-
-    def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(function)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            run = _current_run.get()
-            if run is None:
-                return function(*args, **kwargs)
-            request = jsonable({"args": args, "kwargs": kwargs})
-            started = time.perf_counter()
-            current = _current_step.get()
-            common = {
-                "step_index": current.index if current else None,
-                "call_index": run.recorder.next_call_index(),
-                "fingerprint": fingerprint(tool, request),
-                "tool": tool,
-                "args": request,
-            }
-            try:
-                result = function(*args, **kwargs)
-            except BaseException as exc:
-                run.recorder.record(
-                    ToolCalled(
-                        **common,
-                        status="error",
-                        error_type=type(exc).__name__,
-                        result=str(exc),
-                        latency_ms=_elapsed_ms(started),
-                    )
-                )
-                raise
-            run.recorder.record(
-                ToolCalled(**common, result=jsonable(result), latency_ms=_elapsed_ms(started))
-            )
-            return result
 
         return wrapper
 

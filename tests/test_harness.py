@@ -10,12 +10,13 @@ import pytest
 from helpers.scenarios import canonical_digest, write_scenario
 from scipy.stats import binomtest
 
-from steplog.events import catalogue
+from steplog.events import StepStarted, catalogue
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.runner import RunStateError, approve, fold_run, resume, start_run
 from steplog.harness.scenario import ModelVersionSpec, ScenarioError, get_scenario, load_scenario
 from steplog.harness.simulated import SimulatedModel
-from steplog.store import EventStore
+from steplog.projections.run_state import NotARunError, fold
+from steplog.store import EventStore, NewEvent
 
 
 @pytest.fixture
@@ -27,8 +28,9 @@ def scenarios(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def run_drill(store: EventStore, seed: int = 1, version: str = "sim-v1", **kw: Any) -> Any:
-    return start_run(store, get_scenario("drill"), instance_id="case-1", model_version=version,
-                     seed=seed, **kw)  # fmt: skip
+    return start_run(
+        store, get_scenario("drill"), instance_id="case-1", model_version=version, seed=seed, **kw
+    )
 
 
 def types(store: EventStore, run_id: str) -> list[str]:
@@ -38,18 +40,33 @@ def types(store: EventStore, run_id: str) -> list[str]:
 # --- the article's sandbox ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("instance", "steps"), [("chain-3", 3), ("chain-12", 12)])
+@pytest.mark.parametrize(
+    ("instance", "version", "p_step", "steps"),
+    [
+        ("chain-3", "sim-v1", 0.9, 3),
+        ("chain-5", "sim-v1", 0.9, 5),
+        ("chain-8", "sim-v1", 0.9, 8),
+        ("chain-12", "sim-v1", 0.9, 12),
+        ("chain-5", "uniform-0.0", 1.0, 5),
+        ("chain-5", "uniform-0.2", 0.8, 5),
+        ("chain-5", "uniform-0.3", 0.7, 5),
+    ],
+)
 def test_sandbox_completion_agrees_with_p_to_the_n(
-    tmp_path: Path, instance: str, steps: int
+    tmp_path: Path, instance: str, version: str, p_step: float, steps: int
 ) -> None:
-    """Article 001 §3.4: with error rate 0.1 and no retries, P(complete) = 0.9^N."""
+    """Article 001 §3.4: with per-step error e and no retries, P(complete) = (1 - e)^N."""
     store = EventStore.open(str(tmp_path / "sandbox.db"))
     sandbox = get_scenario("sandbox")
-    plans = plan_runs(sandbox, model_version="sim-v1", runs=300, seed=1000, instance_id=instance)
+    plans = plan_runs(sandbox, model_version=version, runs=400, seed=0, instance_id=instance)
     outcomes = execute_all(store.url, plans)
     completed = sum(o.status == "completed" for o in outcomes)
+    expected = p_step**steps
+    if expected == 1.0:
+        assert completed == len(outcomes)
+        return
     interval = binomtest(completed, len(outcomes)).proportion_ci(0.95, method="wilson")
-    assert interval.low <= 0.9**steps <= interval.high, (completed, interval)
+    assert interval.low <= expected <= interval.high, (completed, interval, expected)
     failures = Counter(o.failure_type for o in outcomes if o.status != "completed")
     assert set(failures) <= {"model_error"}
 
@@ -75,8 +92,15 @@ def test_every_recorded_event_validates(store: EventStore) -> None:
     assert len(events) > 500
     for event in events:
         assert event.to_event(catalogue).type_name() == event.type
-    assert {"ModelCalled", "ToolCalled", "ClockRead", "ValidationFailed", "StepCompleted",
-            "ApprovalRequested", "ApprovalDecided"} <= {e.type for e in events}  # fmt: skip
+    assert {
+        "ModelCalled",
+        "ToolCalled",
+        "ClockRead",
+        "ValidationFailed",
+        "StepCompleted",
+        "ApprovalRequested",
+        "ApprovalDecided",
+    } <= {e.type for e in events}
 
 
 def test_two_demo_versions_differ_measurably(tmp_path: Path) -> None:
@@ -129,8 +153,9 @@ def test_silent_errors_pass_every_step_and_fail_the_completion_criterion(
     scenarios: Path, store: EventStore
 ) -> None:
     completion = 'completion = { check = "field_accuracy", threshold = 0.95 }'
-    write_scenario(scenarios, silent_error_rate=1.0, extra_step="rule_fields = []",
-                   completion=completion)  # fmt: skip
+    write_scenario(
+        scenarios, silent_error_rate=1.0, extra_step="rule_fields = []", completion=completion
+    )
     state = run_drill(store)
     assert all(step.status == "done" for step in state.steps)
     assert (state.status, state.failure_type) == ("failed", "completion_criterion")
@@ -151,8 +176,9 @@ def test_loops_repeat_one_action_until_the_retry_budget_ends(
     write_scenario(scenarios, loop_rate=1.0)
     state = run_drill(store)
     assert state.failure_type == "loop"
-    responses = [e.payload["response"] for e in store.read_run(state.run_id)
-                 if e.type == "ModelCalled"]  # fmt: skip
+    responses = [
+        e.payload["response"] for e in store.read_run(state.run_id) if e.type == "ModelCalled"
+    ]
     assert len(responses) == 3 and responses[0] == responses[1] == responses[2]
 
 
@@ -173,10 +199,18 @@ def test_context_drift_makes_later_steps_fail_more() -> None:
 
     def error_rate(step_index: int) -> float:
         errors = sum(
-            model.complete(seed=s, instance_id="i", step="x", step_index=step_index, attempt=1,
-                           fields=["a"], rule_fields=["a"]).response["status"] == "error"
+            model.complete(
+                seed=s,
+                instance_id="i",
+                step="x",
+                step_index=step_index,
+                attempt=1,
+                fields=["a"],
+                rule_fields=["a"],
+            ).response["status"]
+            == "error"
             for s in range(2000)
-        )  # fmt: skip
+        )
         return errors / 2000
 
     assert error_rate(0) == 0
@@ -187,10 +221,11 @@ def test_context_drift_makes_later_steps_fail_more() -> None:
 def test_token_accounting_grows_with_context() -> None:
     model = SimulatedModel("d", ModelVersionSpec(input_tokens=100, context_growth_tokens=50))
     replies = [
-        model.complete(seed=1, instance_id="i", step="x", step_index=i, attempt=1,
-                       fields=["a"], rule_fields=[])
+        model.complete(
+            seed=1, instance_id="i", step="x", step_index=i, attempt=1, fields=["a"], rule_fields=[]
+        )
         for i in (0, 4)
-    ]  # fmt: skip
+    ]
     tokens = [reply.input_tokens for reply in replies]
     assert tokens == [100, 300]
 
@@ -231,8 +266,15 @@ def test_auto_approve_and_auto_reject(scenarios: Path, store: EventStore) -> Non
     approved = run_drill(store, version="sim-v2", gate_policy="auto-approve")
     assert approved.status == "completed"
     decided = [e.payload for e in store.read_run(approved.run_id) if e.type == "ApprovalDecided"]
-    assert decided == [{"step": "finish", "step_index": 4, "approved": True,
-                        "decided_by": "policy", "reason": None}]  # fmt: skip
+    assert decided == [
+        {
+            "step": "finish",
+            "step_index": 4,
+            "approved": True,
+            "decided_by": "policy",
+            "reason": None,
+        }
+    ]
     rejected = run_drill(store, version="sim-v2", gate_policy="auto-reject")
     assert (rejected.status, rejected.failure_step) == ("aborted", "finish")
 
@@ -286,14 +328,115 @@ def test_resume_after_losing_a_step_in_flight_matches_an_uninterrupted_run(
     write_scenario(scenarios, base_error=0.2, tool_error_rate=0.2)
     clean = run_drill(store, seed=11, run_id="clean")
     full = store.read_run("clean")
-    cut = next(i for i, e in enumerate(full) if e.type == "StepCompleted" and
-               e.payload["step_index"] == 1) + 1  # fmt: skip
-    from steplog.store import NewEvent
-
+    cut = (
+        next(
+            i
+            for i, e in enumerate(full)
+            if e.type == "StepCompleted" and e.payload["step_index"] == 1
+        )
+        + 1
+    )
     store.append("crashed", [NewEvent(e.to_event()) for e in full[:cut]], expected_version=0)
     resumed = resume(store, "crashed")
     assert resumed.status == clean.status
     assert canonical_digest(store.read_run("crashed")) == canonical_digest(full)
+
+
+def _crash_points(events: list[Any]) -> list[int]:
+    """Prefix lengths a crash can leave: ends of committed batches (a new batch starts next)."""
+    starts_batch = {"StepStarted", "ApprovalRequested"}
+    return [
+        i + 1
+        for i, event in enumerate(events[:-1])
+        if event.type in ("StepCompleted", "StepAttemptFailed", "ValidationFailed", "ClockRead")
+        and events[i + 1].type in starts_batch
+    ]
+
+
+@pytest.mark.parametrize(
+    "model", [{"loop_rate": 0.5, "wrong_rate": 0.3}, {"base_error": 0.3, "tool_error_rate": 0.3}]
+)
+def test_resume_from_every_crash_point_matches_the_uninterrupted_run(
+    scenarios: Path, store: EventStore, model: dict[str, float]
+) -> None:
+    write_scenario(
+        scenarios, steps=5, config="allowed_total_retries = 6\nrun_token_budget = 5000", **model
+    )
+    for seed in range(6):
+        clean_id = f"clean-{seed}"
+        run_drill(store, seed=seed, run_id=clean_id)
+        full = store.read_run(clean_id)
+        for cut in _crash_points(full):
+            crashed = f"crashed-{seed}-{cut}"
+            prefix = [NewEvent(e.to_event(), recorded_at=e.recorded_at) for e in full[:cut]]
+            store.append(crashed, prefix, expected_version=0)
+            resume(store, crashed)
+            assert canonical_digest(store.read_run(crashed)) == canonical_digest(full), (seed, cut)
+
+
+def test_a_timeout_in_the_last_step_is_still_a_timeout(scenarios: Path, store: EventStore) -> None:
+    # Four steps of tool + model (250 ms each), then `finish` (100 ms): 1.1 s in all.
+    write_scenario(scenarios, config="timeout_seconds = 1.05")
+    state = run_drill(store, version="sim-v2")
+    assert (state.status, state.failure_type, state.failure_step) == (
+        "aborted",
+        "timeout_seconds",
+        "finish",
+    )
+
+
+def test_sdk_runs_are_not_continued_by_the_harness(store: EventStore) -> None:
+    from steplog import record_run
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        record_run("sandbox", model_version="sim-v1", store=store) as run,
+    ):
+        raise KeyboardInterrupt
+    store.append(run.run_id, [StepStarted(step="late", step_index=0)])
+    with pytest.raises(RunStateError, match="recorded by 'sdk' for agent 'sandbox'"):
+        resume(store, run.run_id)
+
+
+def test_approve_refuses_before_recording_when_the_scenario_is_gone(
+    scenarios: Path, store: EventStore
+) -> None:
+    path = write_scenario(scenarios, gate=True)
+    waiting = run_drill(store, version="sim-v2", gate_policy="manual")
+    path.unlink()
+    with pytest.raises(RunStateError, match="no registered scenario 'drill'"):
+        approve(store, waiting.run_id, step="finish")
+    assert fold_run(store, waiting.run_id).status == "awaiting_approval"
+
+
+def test_a_run_that_does_not_start_with_run_started(store: EventStore) -> None:
+    store.append("orphan", [StepStarted(step="a", step_index=0)])
+    with pytest.raises(NotARunError, match="does not start with RunStarted"):
+        fold_run(store, "orphan")
+
+
+def test_process_metrics_and_time_travel_in_the_run_state(
+    scenarios: Path, store: EventStore
+) -> None:
+    write_scenario(scenarios, wrong_rate=0.45)
+    for seed in range(40):
+        state = run_drill(store, seed=seed)
+        first = state.steps[0]
+        assert state.first_step_correct == (first.status == "done" and first.attempts == 1)
+        later = state.steps[1:]
+        assert state.mid_run_errors == sum(s.failed_attempts > 0 for s in later)
+        assert state.mid_run_recovered == sum(
+            s.failed_attempts > 0 and s.status == "done" for s in later
+        )
+        if state.mid_run_recovered and state.first_step_correct is False:
+            break
+    else:
+        pytest.fail("no run with a wrong first step and a recovered mid-run error in 40 seeds")
+    events = store.read_run(state.run_id)
+    as_of = fold(events[:3])  # time travel: the state after three events
+    assert (as_of.status, as_of.current_step and as_of.current_step.name) == ("running", "s_01")
+    assert as_of.as_dict()["steps"][0]["status"] == "running"
+    assert fold(events).as_dict()["first_step_correct"] is False
 
 
 # --- scenario files ----------------------------------------------------------------------
@@ -305,6 +448,9 @@ def test_resume_after_losing_a_step_in_flight_matches_an_uninterrupted_run(
         ("name = [", "not valid TOML"),
         ('name = "x"\nbogus = 1', "bogus: Extra inputs are not permitted"),
         ('name = "Bad Name"', "name: String should match pattern"),
+        ('name = "x"\n[[steps]]\nname = "s{n}"\nrepeat = -3', r"steps\.0\.repeat"),
+        ('name = "x"\n[[steps]]\nname = "s{n}"\nrepeat = true', r"steps\.0\.repeat"),
+        ('name = "x"\n[[steps]]\nname = "s{n}"\nrepeat = 3000000', "less than or equal to 1000"),
     ],
 )
 def test_bad_scenario_files_name_the_file_and_field(

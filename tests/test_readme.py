@@ -57,9 +57,16 @@ def test_readme_postgres_commands_succeed(tmp_path: Path, pg_url: str) -> None:
     _run_all(commands, tmp_path / "home", pg_url)
 
 
-def test_readme_python_examples_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_readme_python_examples_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the examples write their SQLite files to the working folder
     for block in _blocks("python"):
-        exec(compile(block, "README.md", "exec"), {"tmp": str(tmp_path)})
+        exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
     output = capsys.readouterr().out
     assert "run 'invoice-run-1' is at version 3, but the append expected version 1" in output
     assert "StepCompleted(step='extract'" in output
+    assert (
+        "['RunStarted', 'StepStarted', 'ToolCalled', 'StepCompleted', 'StepStarted', "
+        "'RandomDrawn', 'ModelCalled', 'ClockRead', 'StepCompleted', 'RunCompleted']" in output
+    )

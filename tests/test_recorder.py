@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from steplog import EventStore, model_call, now, record_run, rng, step, tool_call
+from steplog.errors import PayloadTooLargeError
 from steplog.projections.run_state import fold
 
 
@@ -145,3 +150,92 @@ def test_record_run_opens_the_store_from_a_url(tmp_path: Any) -> None:
     store = EventStore.open(url)
     assert fold(store.read_run(run.run_id)).values["s"] == {"value": 42}
     store.close()
+
+
+@model_call("streamer")
+def stream(text: str) -> Iterator[str]:
+    yield from text.split()
+
+
+@model_call("async-model")
+async def aask(prompt: str) -> dict[str, Any]:
+    await asyncio.sleep(0)
+    return {"answer": prompt, "usage": {"input_tokens": 5, "output_tokens": 1}}
+
+
+def test_generators_stream_to_the_caller_and_are_recorded_whole(store: EventStore) -> None:
+    with record_run("r", model_version="v", store=store) as run, step("s") as s:
+        s.output = {"words": list(stream("hello big world"))}
+    assert fold(store.read_run(run.run_id)).values["s"] == {"words": ["hello", "big", "world"]}
+    (call,) = [e.payload for e in store.read_run(run.run_id) if e.type == "ModelCalled"]
+    assert call["response"] == ["hello", "big", "world"]
+
+
+def test_async_functions_are_recorded_when_awaited(store: EventStore) -> None:
+    async def agent() -> str:
+        with record_run("r", model_version="v", store=store) as run, step("s") as s:
+            s.output = await aask("hi")
+        return run.run_id
+
+    run_id = asyncio.run(agent())
+    (call,) = [e.payload for e in store.read_run(run_id) if e.type == "ModelCalled"]
+    assert call["response"]["answer"] == "hi"
+    assert call["input_tokens"] == 5
+
+
+def test_async_generators_are_refused_at_decoration() -> None:
+    with pytest.raises(TypeError, match="async generators are not supported"):
+
+        @model_call("m")
+        async def chunks() -> AsyncIterator[str]:
+            yield "x"
+
+
+def test_calls_from_worker_threads_are_recorded_with_their_context(store: EventStore) -> None:
+    with (
+        record_run("r", model_version="v", store=store) as run,
+        step("fan-out") as s,
+        ThreadPoolExecutor(4) as pool,
+    ):
+        futures = [pool.submit(contextvars.copy_context().run, search, f"q{i}") for i in range(8)]
+        s.output = {"hits": [f.result()[0] for f in futures]}
+    calls = [e.payload for e in store.read_run(run.run_id) if e.type == "ToolCalled"]
+    assert sorted(c["call_index"] for c in calls) == list(range(8))
+    assert fold(store.read_run(run.run_id)).status == "completed"
+
+
+def test_steps_do_not_nest(store: EventStore) -> None:
+    with (
+        pytest.raises(RuntimeError, match="steps do not nest"),
+        record_run("r", model_version="v", store=store),
+        step("outer"),
+        step("inner"),
+    ):
+        pass
+
+
+def test_an_oversized_response_fails_the_run_instead_of_leaving_it_running(
+    store_url: str,
+) -> None:
+    store = EventStore.open(store_url, max_payload_bytes=10_000)
+    try:
+        with (
+            pytest.raises(PayloadTooLargeError),
+            record_run("r", model_version="v", store=store) as run,
+            step("big"),
+        ):
+            ask("x" * 20_000)
+        state = fold(store.read_run(run.run_id))
+        assert (state.status, state.failure_type) == ("failed", "PayloadTooLargeError")
+    finally:
+        store.close()
+
+
+def test_without_a_seed_each_run_draws_and_records_its_own(store: EventStore) -> None:
+    seeds, draws = [], []
+    for _ in range(2):
+        with record_run("r", model_version="v", store=store) as run, step("s"):
+            draws.append(rng().random())
+        seeds.append(fold(store.read_run(run.run_id)).seed)
+    assert None not in seeds and seeds[0] != seeds[1]
+    assert draws[0] != draws[1]

@@ -12,7 +12,7 @@ from typing import Any
 from uuid6 import uuid7
 
 from ..store import EventStore
-from .runner import fold_run, resume, start_run
+from .runner import continue_run, fold_run, launch
 from .scenario import GatePolicy, ScenarioSpec, get_scenario
 
 
@@ -92,9 +92,9 @@ def execute(db: str, plan: PlannedRun) -> RunOutcome:
         state = fold_run(store, plan.run_id)
         if state.is_terminal or state.status == "awaiting_approval":
             return RunOutcome(plan.run_id, state.status, state.failure_type, skipped=True)
-        state = resume(store, plan.run_id)
+        ending = continue_run(store, plan.run_id)
     else:
-        state = start_run(
+        ending = launch(
             store,
             get_scenario(plan.scenario),
             instance_id=plan.instance_id,
@@ -103,7 +103,7 @@ def execute(db: str, plan: PlannedRun) -> RunOutcome:
             run_id=plan.run_id,
             gate_policy=plan.gate_policy,
         )
-    return RunOutcome(plan.run_id, state.status, state.failure_type)
+    return RunOutcome(plan.run_id, ending.status, ending.failure_type)
 
 
 def execute_all(

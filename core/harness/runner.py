@@ -10,13 +10,14 @@ through the run context.
 
 from __future__ import annotations
 
-import contextlib
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from uuid6 import uuid7
 
+from ..canonical import fingerprint
 from ..errors import ConcurrencyError, SteplogError
 from ..events import (
     ApprovalDecided,
@@ -37,9 +38,17 @@ from ..events import (
     ValidationFailed,
 )
 from ..projections.run_state import RunState, fold
-from ..recorder import RecordedRandom, RunRecorder, fingerprint, step_seed
+from ..recorder import RecordedRandom, RunRecorder, step_seed
 from ..store import EventStore
-from .scenario import ConcreteStep, GatePolicy, InstanceSpec, ScenarioSpec, get_scenario
+from .scenario import (
+    AGENT_PREFIX,
+    ConcreteStep,
+    GatePolicy,
+    InstanceSpec,
+    ScenarioError,
+    ScenarioSpec,
+    get_scenario,
+)
 from .simulated import (
     SimulatedModel,
     SimulatedTools,
@@ -63,8 +72,22 @@ class _AttemptError(Exception):
     check: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a drive of a run ended: its status and, if it did not complete, why."""
+
+    run_id: str
+    status: str
+    failure_type: str | None = None
+
+
 class _Stop(Exception):
     """The run ended (or parked at a gate); its final events are already recorded."""
+
+    def __init__(self, status: str, failure_type: str | None = None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.failure_type = failure_type
 
 
 @dataclass
@@ -212,9 +235,29 @@ def start_run(
     run_id: str | None = None,
     gate_policy: GatePolicy | None = None,
 ) -> RunState:
-    """Start a run of ``scenario`` on one task instance and drive it as far as it goes."""
+    """Start a run of ``scenario`` on one task instance, drive it, return its final state."""
+    ending = launch(
+        store, scenario, instance_id=instance_id, model_version=model_version, seed=seed,
+        run_id=run_id, gate_policy=gate_policy,
+    )  # fmt: skip
+    return fold_run(store, ending.run_id)
+
+
+def launch(
+    store: EventStore,
+    scenario: ScenarioSpec,
+    *,
+    instance_id: str,
+    model_version: str,
+    seed: int | None = None,
+    run_id: str | None = None,
+    gate_policy: GatePolicy | None = None,
+) -> Ending:
+    """Like :func:`start_run`, returning only how it ended (no final fold): the batch path."""
     instance = scenario.instance(instance_id)
     scenario.model(model_version)  # a clear error for an unknown version, before writing
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)  # recorded, so the run stays replayable
     steps = scenario.steps_for(instance)
     recorder = RunRecorder(store, run_id or str(uuid7()))
     recorder.record(
@@ -240,7 +283,12 @@ def start_run(
 
 
 def resume(store: EventStore, run_id: str) -> RunState:
-    """Continue a run from its events: after a crash, or after a gate decision."""
+    """Continue a run from its events (after a crash, or a gate decision); its final state."""
+    return fold_run(store, continue_run(store, run_id).run_id)
+
+
+def continue_run(store: EventStore, run_id: str) -> Ending:
+    """Like :func:`resume`, returning only how it ended."""
     events = store.read_run(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
@@ -254,12 +302,7 @@ def resume(store: EventStore, run_id: str) -> RunState:
             f"run {run_id!r} is waiting for approval of step {name!r}: "
             f"steplog approve {run_id} --step {name} [--reject --reason ...]"
         )
-    scenario = get_scenario(state.agent)
-    if scenario.version != state.agent_version:
-        raise RunStateError(
-            f"run {run_id!r} was recorded with {state.agent} version {state.agent_version}, "
-            f"but version {scenario.version} is registered; it cannot be continued safely"
-        )
+    scenario = _registered_scenario(state)
     recorder = RunRecorder(store, run_id, version=state.version, call_index=state.call_index)
     started, clock = _clock_ms(events)
     context = RunContext(
@@ -292,6 +335,7 @@ def approve(
         raise RunStateError(
             f"run {run_id!r} waits for approval of step {waiting.name!r}, not {step!r}"
         )
+    _registered_scenario(state)  # refuse before recording a decision nothing could act on
     decision = ApprovalDecided(
         step=step,
         step_index=waiting.index,
@@ -306,6 +350,26 @@ def approve(
             f"run {run_id!r} changed while deciding (someone else decided or resumed it)"
         ) from None
     return resume(store, run_id)
+
+
+def _registered_scenario(state: RunState) -> ScenarioSpec:
+    """The scenario that recorded ``state``'s run, if it is registered at the same version."""
+    if state.source != "harness" or not state.agent.startswith(AGENT_PREFIX):
+        raise RunStateError(
+            f"run {state.run_id!r} was recorded by {state.source!r} for agent {state.agent!r}; "
+            "only harness runs of registered scenarios can be continued"
+        )
+    try:
+        scenario = get_scenario(state.agent)
+    except ScenarioError as exc:
+        raise RunStateError(f"run {state.run_id!r} cannot be continued: {exc}") from None
+    if scenario.version != state.agent_version:
+        raise RunStateError(
+            f"run {state.run_id!r} was recorded with {state.agent} version "
+            f"{state.agent_version}, but version {scenario.version} is registered; it cannot "
+            "be continued safely"
+        )
+    return scenario
 
 
 def fold_run(store: EventStore, run_id: str) -> RunState:
@@ -331,16 +395,18 @@ def _clock_ms(events: list[Any]) -> tuple[float, float]:
 
 def _drive(
     store: EventStore, recorder: RunRecorder, scenario: ScenarioSpec, context: RunContext
-) -> RunState:
+) -> Ending:
     state = fold_run(store, recorder.run_id)
-    with contextlib.suppress(_Stop):
-        _execute(recorder, scenario, context, state)
-    return fold_run(store, recorder.run_id)
+    try:
+        status, failure = _execute(recorder, scenario, context, state)
+    except _Stop as stop:
+        status, failure = stop.status, stop.failure_type
+    return Ending(recorder.run_id, status, failure)
 
 
 def _execute(
     recorder: RunRecorder, scenario: ScenarioSpec, ctx: RunContext, state: RunState
-) -> None:
+) -> tuple[str, str | None]:
     config = scenario.config
     steps = scenario.steps_for(ctx.instance)
     budget = _Budget(
@@ -369,17 +435,15 @@ def _execute(
             _pass_gate(recorder, step, policy, existing)
         budget.step_tokens = existing.input_tokens + existing.output_tokens if existing else 0
         failed = existing.failed_attempts if existing is not None else 0
-        last_error: _AttemptError | None = None
-        previous_response: str | None = None
+        # Continuing a step after a crash: its failed attempts are in the log, and so is the
+        # last response (loop detection compares the next attempt with it).
+        previous_response = existing.last_response if existing and failed else None
         while True:
             attempt = failed + 1
-            if attempt > config.max_retry_per_step + 1:
-                assert last_error is not None
-                _fail(recorder, step, attempt - 1, last_error)
             if (
                 attempt > 1
                 and config.allowed_total_retries is not None
-                and (budget.retries >= config.allowed_total_retries)
+                and budget.retries >= config.allowed_total_retries
             ):
                 _abort(
                     recorder,
@@ -402,13 +466,14 @@ def _execute(
                 used = _tokens(recorder) - tokens_before
                 budget.step_tokens += used
                 budget.run_tokens += used
-                recorder.flush()
+                # Every decision about this attempt goes into the same commit as the attempt,
+                # so a run resumed after a crash never decides differently.
                 _check_tokens(recorder, config, budget, step)
                 _check_timeout(recorder, ctx, budget, step, config.timeout_seconds)
-                if not error.retryable:
+                if not error.retryable or attempt > config.max_retry_per_step:
                     _fail(recorder, step, attempt, error)
+                recorder.flush()
                 failed += 1
-                last_error = error
                 continue
             used = _tokens(recorder) - tokens_before
             budget.step_tokens += used
@@ -422,9 +487,10 @@ def _execute(
                     output_summary=_summary(output),
                 )
             )
+            _check_tokens(recorder, config, budget, step)
+            _check_timeout(recorder, ctx, budget, step, config.timeout_seconds)
             recorder.flush()
             values[step.name] = output
-            _check_tokens(recorder, config, budget, step)
             break
 
     problem = _completion_problem(scenario, ctx.instance, steps, values)
@@ -438,11 +504,13 @@ def _execute(
                 message=problem,
             )
         )
-    else:
-        recorder.record(
-            RunCompleted(output={"steps": len(steps)}, output_summary="all steps validated")
-        )
+        recorder.flush()
+        return "failed", "completion_criterion"
+    recorder.record(
+        RunCompleted(output={"steps": len(steps)}, output_summary="all steps validated")
+    )
     recorder.flush()
+    return "completed", None
 
 
 def _summary(output: dict[str, Any]) -> str:
@@ -520,7 +588,7 @@ def _pass_gate(
         )
         if policy == "manual":
             recorder.flush()
-            raise _Stop
+            raise _Stop("awaiting_approval")
         decided = policy == "auto-approve"
         recorder.record(
             ApprovalDecided(
@@ -538,7 +606,7 @@ def _pass_gate(
             )
         )
         recorder.flush()
-        raise _Stop
+        raise _Stop("aborted", "aborted")
 
 
 def _fail(recorder: RunRecorder, step: ConcreteStep, attempts: int, error: _AttemptError) -> None:
@@ -562,7 +630,7 @@ def _fail(recorder: RunRecorder, step: ConcreteStep, attempts: int, error: _Atte
         )
     )
     recorder.flush()
-    raise _Stop
+    raise _Stop("failed", error.error_type)
 
 
 def _abort(
@@ -573,7 +641,7 @@ def _abort(
     )
     recorder.record(RunAborted(reason=why, step=step.name, step_index=step.index))
     recorder.flush()
-    raise _Stop
+    raise _Stop("aborted", budget)
 
 
 def _check_tokens(recorder: RunRecorder, config: Any, budget: _Budget, step: ConcreteStep) -> None:

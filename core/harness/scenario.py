@@ -9,10 +9,11 @@ run, resume and (later) replay.
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -23,6 +24,7 @@ SEED_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "seeds" / "scen
 ENV_SCENARIOS = "STEPLOG_SCENARIOS"
 GatePolicy = Literal["auto-approve", "auto-reject", "manual"]
 AGENT_PREFIX = "scenario/"
+MAX_REPEAT = 1000
 
 
 class ScenarioError(SteplogError):
@@ -59,7 +61,7 @@ class StepSpec(_Spec):
     """One step (or, with ``repeat``, a run of numbered steps) of a scenario's task."""
 
     name: str = Field(min_length=1, description="use {n} for the number when repeated")
-    repeat: int | str | None = Field(
+    repeat: Annotated[int, Field(strict=True, ge=1, le=MAX_REPEAT)] | str | None = Field(
         default=None, description="how many times: a number or the name of an instance param"
     )
     tool: str | None = None
@@ -200,10 +202,15 @@ class ScenarioSpec(_Spec):
                 count = spec.repeat
             elif isinstance(spec.repeat, str):
                 value = instance.params.get(spec.repeat)
-                if not isinstance(value, int) or value < 0:
+                if isinstance(value, bool) or not isinstance(value, int):
                     raise ValueError(
                         f"step {spec.name!r} repeats {spec.repeat!r}, but instance "
                         f"{instance.id!r} has no integer param of that name"
+                    )
+                if not 1 <= value <= MAX_REPEAT:
+                    raise ValueError(
+                        f"instance {instance.id!r}: {spec.repeat} = {value} is outside "
+                        f"1..{MAX_REPEAT}"
                     )
                 count = value
             for n in range(1, count + 1):
@@ -241,15 +248,24 @@ def scenario_dirs() -> list[Path]:
 
 
 def registered_scenarios() -> dict[str, ScenarioSpec]:
-    """Every scenario in the registry folders, by name (the first of a name wins)."""
+    """Every scenario in the registry folders, by name (the first of a name wins).
+
+    Files are parsed once and re-read only when they change (size or modification time).
+    """
     found: dict[str, ScenarioSpec] = {}
     for folder in scenario_dirs():
         if not folder.is_dir():
             continue
-        for path in sorted(folder.glob("*.toml")):
-            spec = load_scenario(path)
+        for path in sorted(p for p in folder.glob("*.toml") if p.is_file()):
+            stat = path.stat()
+            spec = _load_cached(path, stat.st_mtime_ns, stat.st_size)
             found.setdefault(spec.name, spec)
     return found
+
+
+@functools.lru_cache(maxsize=256)
+def _load_cached(path: Path, mtime_ns: int, size: int) -> ScenarioSpec:
+    return load_scenario(path)
 
 
 def get_scenario(name: str) -> ScenarioSpec:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from ..canonical import fingerprint
+from ..errors import SteplogError
 from ..store import StoredEvent
 
 RunStatus = Literal["running", "completed", "failed", "aborted", "awaiting_approval"]
@@ -38,6 +40,8 @@ class StepState:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     approval: bool | None = None
+    last_response: str | None = None
+    """Fingerprint of the step's last model response (the harness detects loops with it)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form (the article's step object, plus accounting)."""
@@ -169,6 +173,9 @@ class RunState:
                 "error_type": self.failure_type,
                 "message": self.failure_message,
             },
+            "first_step_correct": self.first_step_correct,
+            "mid_run_errors": self.mid_run_errors,
+            "mid_run_recovered": self.mid_run_recovered,
             "replay_of": self.replay_of,
             "forked_from": self.forked_from,
             "started_at": self.started_at.isoformat(),
@@ -177,8 +184,8 @@ class RunState:
         }
 
 
-class NotARunError(ValueError):
-    """The events do not start with RunStarted."""
+class NotARunError(SteplogError):
+    """The events of a run id do not start with RunStarted."""
 
 
 def apply(state: RunState | None, event: StoredEvent) -> RunState:
@@ -210,9 +217,9 @@ def apply(state: RunState | None, event: StoredEvent) -> RunState:
             last_position=event.position,
             values={},
         )
-    state = replace(state, last_seq=event.seq, last_position=event.position)
     handler = _HANDLERS.get(kind)
-    return handler(state, p, event) if handler else state
+    changes = handler(state, p, event) if handler is not None else {}
+    return replace(state, last_seq=event.seq, last_position=event.position, **changes)
 
 
 def fold(events: list[StoredEvent] | tuple[StoredEvent, ...]) -> RunState:
@@ -239,34 +246,37 @@ def fold_all(events: Iterable[StoredEvent]) -> dict[str, RunState]:
     return states
 
 
-def _with_step(state: RunState, index: int, name: str, **changes: Any) -> RunState:
-    steps = list(state.steps)
+Changes = dict[str, Any]
+
+
+def _steps(state: RunState, index: int, name: str, **changes: Any) -> tuple[StepState, ...]:
+    """The run's steps with step ``index`` changed (or added)."""
+    steps = state.steps
     for position, existing in enumerate(steps):
         if existing.index == index:
-            steps[position] = replace(existing, **changes)
-            return replace(state, steps=tuple(steps))
-    steps.append(replace(StepState(name=name, index=index), **changes))
-    return replace(state, steps=tuple(steps))
+            return (*steps[:position], replace(existing, **changes), *steps[position + 1 :])
+    return (*steps, replace(StepState(name=name, index=index), **changes))
 
 
-def _step_started(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
+def _step_started(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
     existing = state.step(p["step_index"])
     started_at = existing.started_at if existing and existing.started_at else event.recorded_at
-    return _with_step(
-        replace(state, status="running"),
+    steps = _steps(
+        state,
         p["step_index"],
         p["step"],
         status="running",
         attempts=p.get("attempt", 1),
         started_at=started_at,
     )
+    return {"status": "running", "steps": steps}
 
 
-def _attempt_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
+def _attempt_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
     existing = state.step(p["step_index"])
     failed = (existing.failed_attempts if existing else 0) + 1
     error_type = p.get("error_type") or f"validation:{p.get('layer')}:{p.get('check')}"
-    return _with_step(
+    steps = _steps(
         state,
         p["step_index"],
         p["step"],
@@ -274,26 +284,24 @@ def _attempt_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> R
         last_error=p.get("message") or error_type,
         last_error_type=error_type,
     )
+    return {"steps": steps}
 
 
-def _step_completed(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
-    values = {**state.values, p["step"]: p.get("output", {})}
-    return replace(
-        _with_step(
-            state,
-            p["step_index"],
-            p["step"],
-            status="done",
-            output=p.get("output", {}),
-            output_summary=p.get("output_summary"),
-            finished_at=event.recorded_at,
-        ),
-        values=values,
+def _step_completed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
+    steps = _steps(
+        state,
+        p["step_index"],
+        p["step"],
+        status="done",
+        output=p.get("output", {}),
+        output_summary=p.get("output_summary"),
+        finished_at=event.recorded_at,
     )
+    return {"steps": steps, "values": {**state.values, p["step"]: p.get("output", {})}}
 
 
-def _step_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
-    return _with_step(
+def _step_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
+    steps = _steps(
         state,
         p["step_index"],
         p["step"],
@@ -302,94 +310,88 @@ def _step_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunS
         last_error_type=p["error_type"],
         finished_at=event.recorded_at,
     )
+    return {"steps": steps}
 
 
-def _model_called(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
-    tokens_in, tokens_out, cost = (
-        p.get("input_tokens", 0),
-        p.get("output_tokens", 0),
-        p.get("cost_usd", 0.0),
-    )
-    state = replace(
-        state,
-        model_calls=state.model_calls + 1,
-        call_index=max(state.call_index, p["call_index"] + 1),
-        input_tokens=state.input_tokens + tokens_in,
-        output_tokens=state.output_tokens + tokens_out,
-        cost_usd=state.cost_usd + cost,
-    )
+def _model_called(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
+    tokens_in, tokens_out = p.get("input_tokens", 0), p.get("output_tokens", 0)
+    cost = p.get("cost_usd", 0.0)
+    changes: Changes = {
+        "model_calls": state.model_calls + 1,
+        "call_index": max(state.call_index, p["call_index"] + 1),
+        "input_tokens": state.input_tokens + tokens_in,
+        "output_tokens": state.output_tokens + tokens_out,
+        "cost_usd": state.cost_usd + cost,
+    }
     index = p.get("step_index")
     current = state.step(index) if index is not None else None
-    if current is None:
-        return state
-    return _with_step(
-        state,
-        current.index,
-        current.name,
-        input_tokens=current.input_tokens + tokens_in,
-        output_tokens=current.output_tokens + tokens_out,
-        cost_usd=current.cost_usd + cost,
-    )
+    if current is not None:
+        changes["steps"] = _steps(
+            state,
+            current.index,
+            current.name,
+            input_tokens=current.input_tokens + tokens_in,
+            output_tokens=current.output_tokens + tokens_out,
+            cost_usd=current.cost_usd + cost,
+            last_response=fingerprint("response", p.get("response")),
+        )
+    return changes
 
 
-def _call_recorded(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
+def _call_recorded(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
     tools = state.tool_calls + (1 if event.type == "ToolCalled" else 0)
-    return replace(state, tool_calls=tools, call_index=max(state.call_index, p["call_index"] + 1))
+    return {"tool_calls": tools, "call_index": max(state.call_index, p["call_index"] + 1)}
 
 
-def _approval_requested(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
+def _approval_requested(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
     if p["policy"] != "manual":
-        return state
-    return _with_step(
-        replace(state, status="awaiting_approval"),
-        p["step_index"],
-        p["step"],
-        status="awaiting_approval",
-    )
+        return {}
+    steps = _steps(state, p["step_index"], p["step"], status="awaiting_approval")
+    return {"status": "awaiting_approval", "steps": steps}
 
 
-def _approval_decided(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
+def _approval_decided(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
     status: StepStatus = "running" if p["approved"] else "rejected"
-    return _with_step(
-        replace(state, status="running"),
+    last_error = None if p["approved"] else (p.get("reason") or "rejected at the gate")
+    steps = _steps(
+        state,
         p["step_index"],
         p["step"],
         status=status,
         approval=p["approved"],
-        last_error=None if p["approved"] else (p.get("reason") or "rejected at the gate"),
+        last_error=last_error,
     )
+    return {"status": "running", "steps": steps}
 
 
-def _budget_exceeded(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
-    return replace(state, budget_exceeded=p["budget"])
+def _budget_exceeded(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
+    return {"budget_exceeded": p["budget"]}
 
 
-def _run_completed(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
-    return replace(state, status="completed", output=p.get("output"), ended_at=event.recorded_at)
+def _run_completed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
+    return {"status": "completed", "output": p.get("output"), "ended_at": event.recorded_at}
 
 
-def _run_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
-    return replace(
-        state,
-        status="failed",
-        failure_step=p.get("step"),
-        failure_step_index=p.get("step_index"),
-        failure_type=p["error_type"],
-        failure_message=p.get("message"),
-        ended_at=event.recorded_at,
-    )
+def _run_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
+    return {
+        "status": "failed",
+        "failure_step": p.get("step"),
+        "failure_step_index": p.get("step_index"),
+        "failure_type": p["error_type"],
+        "failure_message": p.get("message"),
+        "ended_at": event.recorded_at,
+    }
 
 
-def _run_aborted(state: RunState, p: dict[str, Any], event: StoredEvent) -> RunState:
-    return replace(
-        state,
-        status="aborted",
-        failure_step=p.get("step"),
-        failure_step_index=p.get("step_index"),
-        failure_type=state.budget_exceeded or "aborted",
-        failure_message=p["reason"],
-        ended_at=event.recorded_at,
-    )
+def _run_aborted(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
+    return {
+        "status": "aborted",
+        "failure_step": p.get("step"),
+        "failure_step_index": p.get("step_index"),
+        "failure_type": state.budget_exceeded or "aborted",
+        "failure_message": p["reason"],
+        "ended_at": event.recorded_at,
+    }
 
 
 _HANDLERS = {

@@ -1,0 +1,114 @@
+"""``steplog bench record``: the harness end to end against the store's own append rate.
+
+The harness runs a scenario with its zero-latency simulated model (the simulated clock moves,
+the wall clock does not wait) into a fresh SQLite store, and every batch it appends is captured.
+The baseline then appends exactly those batches -- same runs, same sizes, same expected
+versions, same durable commit per step -- straight through ``EventStore.append`` into another
+fresh store. The ratio is what the harness (model simulation, validation, budgets, run state)
+costs on top of storing its events. Target: >= 0.5x.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..events import Event
+from ..harness.batch import plan_runs
+from ..harness.runner import launch
+from ..harness.scenario import get_scenario
+from ..store import AppendResult, EventStore, NewEvent
+
+TARGET = 0.5
+
+
+class _CapturingStore(EventStore):
+    """An event store that remembers every batch appended to it."""
+
+    batches: list[tuple[str, list[NewEvent], int | None]]
+
+    def append_batch(
+        self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None = None
+    ) -> AppendResult:
+        captured = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
+        self.batches.append((run_id, captured, expected_version))
+        return super().append_batch(run_id, captured, expected_version)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBench:
+    """Harness and baseline rates for one scenario."""
+
+    scenario: str
+    model_version: str
+    runs: int
+    events: int
+    batches: int
+    harness_events_per_second: float
+    append_events_per_second: float
+
+    @property
+    def ratio(self) -> float:
+        """Harness rate over the store's rate on the identical batches."""
+        return self.harness_events_per_second / self.append_events_per_second
+
+    @property
+    def verdict(self) -> str:
+        """``>= 0.5x ok`` or ``MISSED``."""
+        return f">= {TARGET}x {'ok' if self.ratio >= TARGET else 'MISSED'}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict}
+
+
+def _measure(folder: Path, scenario: str, version: str, runs: int) -> tuple[float, float, int, int]:
+    """Seconds for the harness, seconds for the baseline, events and batches."""
+    spec = get_scenario(scenario)
+    plans = plan_runs(spec, model_version=version, runs=runs, seed=1)
+    harness = _CapturingStore(EventStore.open(str(folder / "harness.db")).engine)
+    harness.batches = []
+    started = time.perf_counter()
+    for plan in plans:
+        launch(harness, spec, instance_id=plan.instance_id, model_version=version,
+               seed=plan.seed, run_id=plan.run_id)  # fmt: skip
+    harness_seconds = time.perf_counter() - started
+    harness.close()
+
+    baseline = EventStore.open(str(folder / "append.db"))
+    started = time.perf_counter()
+    for run_id, events, expected in harness.batches:
+        baseline.append(run_id, events, expected)
+    append_seconds = time.perf_counter() - started
+    baseline.close()
+    count = sum(len(events) for _, events, _ in harness.batches)
+    return harness_seconds, append_seconds, count, len(harness.batches)
+
+
+def run_record_benchmark(
+    *,
+    scenario: str = "invoice-extraction",
+    model_version: str = "sim-v2",
+    runs: int = 100,
+    repeat: int = 3,
+    progress: Console | None = None,
+) -> RecordBench:
+    """Median of ``repeat`` measurements, each on fresh stores."""
+    samples = []
+    for attempt in range(repeat):
+        if progress is not None:
+            progress.print(f"record {scenario}/{model_version}: round {attempt + 1}/{repeat}")
+        with tempfile.TemporaryDirectory(prefix="steplog-bench-") as tmp:
+            samples.append(_measure(Path(tmp), scenario, model_version, runs))
+    harness = statistics.median(s[0] for s in samples)
+    append = statistics.median(s[1] for s in samples)
+    events, batches = samples[0][2], samples[0][3]
+    return RecordBench(scenario, model_version, runs, events, batches, events / harness,
+                       events / append)  # fmt: skip
