@@ -83,6 +83,30 @@ def test_same_seed_gives_the_same_event_stream(store: EventStore) -> None:
     assert first_d != other_d
 
 
+def test_steps_read_the_outputs_they_declare(store: EventStore) -> None:
+    invoice = get_scenario("invoice-extraction")
+    state = start_run(store, invoice, instance_id="batch-02", model_version="sim-v2", seed=8)
+    requests = {
+        e.payload["request"]["step"]: e.payload["request"]
+        for e in store.read_run(state.run_id)
+        if e.type == "ModelCalled"
+    }
+    assert list(requests["list_files"]["inputs"]) == ["input"]
+    assert list(requests["extract_07"]["inputs"]) == ["list_files"]
+    table_inputs = requests["build_table"]["inputs"]
+    assert list(table_inputs) == [f"extract_{n:02d}" for n in range(1, 21)]
+    assert table_inputs["extract_03"] == state.values["extract_03"]
+
+
+def test_inputs_must_name_earlier_steps(tmp_path: Path) -> None:
+    path = write_scenario(tmp_path, extra_step='inputs = ["later"]')
+    with pytest.raises(ScenarioError, match=r"step 'finish' reads \['later'\]"):
+        load_scenario(path)
+    path = write_scenario(tmp_path, extra_step='inputs = ["nothing_*"]')
+    with pytest.raises(ScenarioError, match=r"step 'finish' reads \['nothing_\*'\]"):
+        load_scenario(path)
+
+
 def test_every_recorded_event_validates(store: EventStore) -> None:
     for name in ("sandbox", "invoice-extraction", "customer-service", "data-migration"):
         spec = get_scenario(name)

@@ -144,12 +144,13 @@ class RunContext:
         )
         return value
 
-    def call_model(self, step: ConcreteStep) -> dict[str, Any]:
+    def call_model(self, step: ConcreteStep, inputs: dict[str, Any]) -> dict[str, Any]:
         """Ask the model version for the step's output; recorded as ``ModelCalled``."""
         rule_fields = step.spec.fields if step.spec.rule_fields is None else step.spec.rule_fields
         request = {
             "instance": self.instance.id,
             "step": step.name,
+            "inputs": inputs,
             "fields": step.spec.fields,
             "attempt": self.attempt,
         }
@@ -456,10 +457,13 @@ def _execute(
             if attempt > 1:
                 budget.retries += 1
             ctx.begin_attempt(step.index, attempt)
-            recorder.record(StepStarted(step=step.name, step_index=step.index, attempt=attempt))
+            inputs = _inputs(step, values, ctx.instance)
+            recorder.record(
+                StepStarted(step=step.name, step_index=step.index, attempt=attempt, input=inputs)
+            )
             tokens_before = _tokens(recorder)
             try:
-                output = _attempt(ctx, step, previous_response)
+                output = _attempt(ctx, step, inputs, previous_response)
             except _AttemptError as error:
                 previous_response = ctx.last_response
                 _record_attempt_failure(recorder, step, attempt, error)
@@ -523,11 +527,21 @@ def _gate_policy(state: RunState, scenario: ScenarioSpec) -> GatePolicy:
     return scenario.gate_policy if recorded is None else recorded  # type: ignore[return-value]
 
 
-def _attempt(ctx: RunContext, step: ConcreteStep, previous: str | None) -> dict[str, Any]:
+def _inputs(step: ConcreteStep, values: dict[str, Any], instance: InstanceSpec) -> dict[str, Any]:
+    """The outputs of the steps ``step`` reads ('input' is the task instance's own input)."""
+    return {
+        name: {"instance": instance.id, **instance.params} if name == "input" else values[name]
+        for name in step.inputs
+    }
+
+
+def _attempt(
+    ctx: RunContext, step: ConcreteStep, inputs: dict[str, Any], previous: str | None
+) -> dict[str, Any]:
     """One attempt: tool (if any), model, then schema, business rule and custom checks."""
     if step.spec.tool:
         ctx.call_tool(step, step.spec.tool)
-    response = ctx.call_model(step)
+    response = ctx.call_model(step, inputs)
     if response.get("status") != "ok":
         raise _AttemptError("model_error", str(response.get("message", "model error")))
     if previous is not None and ctx.last_response == previous:

@@ -65,6 +65,11 @@ class StepSpec(_Spec):
         default=None, description="how many times: a number or the name of an instance param"
     )
     tool: str | None = None
+    inputs: list[str] | None = Field(
+        default=None,
+        description="earlier steps (or 'input', the task's) whose outputs this step reads; "
+        "a trailing * matches every earlier step with that prefix; default: the previous step",
+    )
     fields: list[str] = Field(default_factory=lambda: ["value"], min_length=1)
     rule_fields: list[str] | None = Field(
         default=None, description="fields a business rule verifies (default: all)"
@@ -111,10 +116,11 @@ class CompletionSpec(_Spec):
 
 
 class ConcreteStep(_Spec):
-    """A step as executed: repeats expanded, with its 0-based index."""
+    """A step as executed: repeats expanded, with its 0-based index and resolved inputs."""
 
     index: int
     name: str
+    inputs: tuple[str, ...]
     spec: StepSpec
 
 
@@ -149,6 +155,14 @@ class ScenarioSpec(_Spec):
             names = [s.name for s in self.steps_for(instance)]
             if len(names) != len(set(names)):
                 raise ValueError(f"instance {instance.id!r}: step names repeat: {names}")
+            for position, step in enumerate(self.steps_for(instance)):
+                unknown = set(step.inputs) - {"input", *names[:position]}
+                if unknown or not step.inputs:
+                    wanted = step.spec.inputs
+                    raise ValueError(
+                        f"step {step.name!r} reads {sorted(unknown) or wanted}, which are not "
+                        "earlier steps"
+                    )
         return self
 
     @property
@@ -217,8 +231,24 @@ class ScenarioSpec(_Spec):
                 name = (
                     spec.name.replace("{n}", f"{n:02d}") if spec.repeat is not None else spec.name
                 )
-                steps.append(ConcreteStep(index=len(steps), name=name, spec=spec))
+                earlier = [s.name for s in steps]
+                inputs = (
+                    _resolve_inputs(spec.inputs, earlier)
+                    if spec.inputs is not None
+                    else ((earlier[-1] if earlier else "input"),)
+                )
+                steps.append(ConcreteStep(index=len(steps), name=name, inputs=inputs, spec=spec))
         return steps
+
+
+def _resolve_inputs(wanted: list[str], earlier: list[str]) -> tuple[str, ...]:
+    resolved: list[str] = []
+    for name in wanted:
+        if name.endswith("*"):
+            resolved.extend(e for e in earlier if e.startswith(name[:-1]))
+        else:
+            resolved.append(name)
+    return tuple(dict.fromkeys(resolved))
 
 
 def load_scenario(path: Path) -> ScenarioSpec:
