@@ -92,7 +92,7 @@ class Catalogue:
         steplog. A missing step in the upcaster chain is an error.
         """
         event_type = self._types.get(type_name)
-        if event_type is None:
+        if event_type is None or schema_version >= event_type.schema_version:
             return schema_version, payload
         current = event_type.schema_version
         version = schema_version

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Connection, Engine, Row, func, insert, select
+from pydantic_core import from_json
+from sqlalchemy import Connection, Engine, func, insert, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from uuid6 import uuid7
 
@@ -67,6 +68,9 @@ _COLUMNS = (
     events_table.c.payload,
 )
 T = TypeVar("T")
+_SELECT: Final = (
+    "SELECT position, event_id, run_id, seq, type, schema_version, recorded_at, payload FROM events"
+)
 _NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 """A JSON escape of NUL (not a literal backslash followed by ``u0000``)."""
 
@@ -452,13 +456,13 @@ class EventStore:
 
     def read_run(self, run_id: str, *, from_seq: int = 0) -> list[StoredEvent]:
         """The run's events from ``from_seq`` on, in order."""
-        query = (
-            select(*_COLUMNS)
-            .where(events_table.c.run_id == run_id, events_table.c.seq >= from_seq)
-            .order_by(events_table.c.seq)
-        )
+        mark = self._mark
         with connect_or_explain(self.engine) as conn:
-            return [self._to_stored(row) for row in conn.execute(query)]
+            rows = conn.exec_driver_sql(
+                f"{_SELECT} WHERE run_id = {mark} AND seq >= {mark} ORDER BY seq",
+                (run_id, from_seq),
+            ).fetchall()
+        return [self._to_stored(row) for row in rows]
 
     def read_all(
         self, after_position: int = 0, limit: int | None = None, *, page_size: int = 1000
@@ -474,19 +478,17 @@ class EventStore:
         cursor = after_position
         while remaining is None or remaining > 0:
             size = page_size if remaining is None else min(page_size, remaining)
-            query = (
-                select(*_COLUMNS)
-                .where(events_table.c.position > cursor)
-                .order_by(events_table.c.position)
-                .limit(size)
-            )
             with connect_or_explain(self.engine) as conn:
-                rows = conn.execute(query).all()
+                rows = conn.exec_driver_sql(
+                    f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {size:d}",
+                    (cursor,),
+                ).fetchall()
+            to_stored = self._to_stored
             for row in rows:
-                yield self._to_stored(row)
+                yield to_stored(row)
             if len(rows) < size:
                 return
-            cursor = rows[-1].position
+            cursor = rows[-1][0]
             if remaining is not None:
                 remaining -= len(rows)
 
@@ -548,18 +550,28 @@ class EventStore:
     def _last_position(conn: Connection) -> int:
         return int(conn.execute(select(func.max(events_table.c.position))).scalar() or 0)
 
-    def _to_stored(self, row: Row[Any, Any, Any, Any, Any, Any, Any, Any]) -> StoredEvent:
-        version, payload = self.catalogue.upcast(row.type, row.schema_version, _decode(row.payload))
-        recorded_at = _utc(row.recorded_at)  # SQLite keeps no zone; steplog always writes UTC
+    @property
+    def _mark(self) -> str:
+        return "?" if self._sqlite else "%s"
+
+    def _to_stored(self, row: Sequence[Any]) -> StoredEvent:
+        """A driver row (``_SELECT``'s columns) as a StoredEvent: the hot path of every reader.
+
+        SQLite hands back text (hex ids, ``YYYY-MM-DD HH:MM:SS.ffffff`` UTC times, JSON);
+        PostgreSQL hands back UUIDs, aware datetimes and decoded JSONB.
+        """
+        position, event_id, run_id, seq, type_name, version, recorded_at, payload = row
+        if isinstance(payload, str):
+            payload = from_json(payload)
+        if isinstance(event_id, str):
+            event_id = uuid.UUID(hex=event_id)
+        if isinstance(recorded_at, str):
+            recorded_at = datetime.fromisoformat(recorded_at).replace(tzinfo=UTC)
+        elif recorded_at.tzinfo is not UTC:
+            recorded_at = _utc(recorded_at)
+        version, payload = self.catalogue.upcast(type_name, version, payload)
         return StoredEvent(
-            position=row.position,
-            event_id=row.event_id,
-            run_id=row.run_id,
-            seq=row.seq,
-            type=row.type,
-            schema_version=version,
-            recorded_at=recorded_at,
-            payload=payload,
+            position, event_id, run_id, seq, type_name, version, recorded_at, payload
         )
 
 

@@ -438,7 +438,9 @@ def _execute(
         failed = existing.failed_attempts if existing is not None else 0
         # Continuing a step after a crash: its failed attempts are in the log, and so is the
         # last response (loop detection compares the next attempt with it).
-        previous_response = existing.last_response if existing and failed else None
+        previous_response = (
+            fingerprint("response", existing.last_response) if existing and failed else None
+        )
         while True:
             attempt = failed + 1
             if (

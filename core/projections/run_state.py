@@ -2,17 +2,16 @@
 
 ``apply(state, event) -> state`` never mutates its input and does no I/O, so the state is
 available as of any event (time travel: fold a prefix) and resume can rebuild exactly where a
-run stopped.
+run stopped. Internally every fold works on a private mutable draft and freezes it once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal
 
-from ..canonical import fingerprint
 from ..errors import SteplogError
 from ..store import StoredEvent
 
@@ -40,8 +39,8 @@ class StepState:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     approval: bool | None = None
-    last_response: str | None = None
-    """Fingerprint of the step's last model response (the harness detects loops with it)."""
+    last_response: Any = None
+    """The step's last model response (the harness compares attempts to detect loops)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form (the article's step object, plus accounting)."""
@@ -189,13 +188,103 @@ class NotARunError(SteplogError):
 
 
 def apply(state: RunState | None, event: StoredEvent) -> RunState:
-    """Fold one event into the run state (pure)."""
-    p = event.payload
-    kind = event.type
+    """Fold one event into the run state (pure: ``state`` is never changed)."""
     if state is None:
-        if kind != "RunStarted":
-            raise NotARunError(f"run {event.run_id!r} does not start with RunStarted ({kind})")
-        return RunState(
+        return _RunDraft.start(event).freeze()
+    draft = _RunDraft.thaw(state)
+    draft.apply(event)
+    return draft.freeze()
+
+
+def fold(events: Sequence[StoredEvent]) -> RunState:
+    """The state after all ``events`` of one run (in seq order)."""
+    if not events:
+        raise NotARunError("no events")
+    return fold_from(None, events)
+
+
+def fold_from(state: RunState | None, events: Iterable[StoredEvent]) -> RunState:
+    """``state`` with ``events`` applied, as one pure step (what catch-up uses)."""
+    iterator = iter(events)
+    if state is None:
+        first = next(iterator, None)
+        if first is None:
+            raise NotARunError("no events")
+        draft = _RunDraft.start(first)
+    else:
+        draft = _RunDraft.thaw(state)
+    for event in iterator:
+        draft.apply(event)
+    return draft.freeze()
+
+
+def fold_all(events: Iterable[StoredEvent]) -> dict[str, RunState]:
+    """The state of every run in an event stream (in position order), by run id.
+
+    Streams whose first event is not RunStarted (annotations, unknown runs) are skipped.
+    """
+    drafts: dict[str, _RunDraft] = {}
+    for event in events:
+        draft = drafts.get(event.run_id)
+        if draft is not None:
+            draft.apply(event)
+        elif event.type == "RunStarted":
+            drafts[event.run_id] = _RunDraft.start(event)
+    return {run_id: draft.freeze() for run_id, draft in drafts.items()}
+
+
+_STEP_FIELDS = tuple(f.name for f in fields(StepState))
+_RUN_FIELDS = tuple(f.name for f in fields(RunState) if f.name != "steps")
+
+
+class _StepDraft:
+    """A mutable working copy of a :class:`StepState`, private to one fold."""
+
+    __slots__ = _STEP_FIELDS
+    name: str
+    index: int
+
+    def __init__(self, name: str, index: int) -> None:
+        for field_name, value in zip(_STEP_FIELDS, _STEP_DEFAULTS, strict=True):
+            setattr(self, field_name, value)
+        self.name = name
+        self.index = index
+
+    @classmethod
+    def thaw(cls, step: StepState) -> _StepDraft:
+        draft = cls.__new__(cls)
+        for field_name in _STEP_FIELDS:
+            setattr(draft, field_name, getattr(step, field_name))
+        return draft
+
+    def freeze(self) -> StepState:
+        return StepState(*(getattr(self, field_name) for field_name in _STEP_FIELDS))
+
+
+_STEP_DEFAULTS = tuple(f.default if f.default is not MISSING else None for f in fields(StepState))
+
+
+class _RunDraft:
+    """A mutable working copy of a :class:`RunState`, private to one fold.
+
+    Folding through a draft builds each frozen state once per fold instead of once per event;
+    ``apply``, ``fold`` and ``fold_from`` all go through it, so there is one set of rules.
+    """
+
+    __slots__ = (*_RUN_FIELDS, "steps")
+    steps: dict[int, _StepDraft]
+    values: dict[str, Any]
+    last_seq: int
+    last_position: int
+
+    @classmethod
+    def start(cls, event: StoredEvent) -> _RunDraft:
+        if event.type != "RunStarted":
+            raise NotARunError(
+                f"run {event.run_id!r} does not start with RunStarted ({event.type})"
+            )
+        p = event.payload
+        state = RunState(
             run_id=event.run_id,
             scenario=p["scenario"],
             model_version=p["model_version"],
@@ -217,184 +306,136 @@ def apply(state: RunState | None, event: StoredEvent) -> RunState:
             last_position=event.position,
             values={},
         )
-    handler = _HANDLERS.get(kind)
-    changes = handler(state, p, event) if handler is not None else {}
-    return replace(state, last_seq=event.seq, last_position=event.position, **changes)
+        return cls.thaw(state)
+
+    @classmethod
+    def thaw(cls, state: RunState) -> _RunDraft:
+        draft = cls.__new__(cls)
+        for field_name in _RUN_FIELDS:
+            setattr(draft, field_name, getattr(state, field_name))
+        draft.values = dict(state.values)
+        draft.steps = {step.index: _StepDraft.thaw(step) for step in state.steps}
+        return draft
+
+    def freeze(self) -> RunState:
+        values = {field_name: getattr(self, field_name) for field_name in _RUN_FIELDS}
+        steps = tuple(step.freeze() for step in self.steps.values())
+        return RunState(**values, steps=steps)
+
+    def step(self, index: int, name: str) -> _StepDraft:
+        found: _StepDraft | None = self.steps.get(index)
+        if found is None:
+            found = self.steps[index] = _StepDraft(name, index)
+        return found
+
+    def apply(self, event: StoredEvent) -> None:
+        self.last_seq = event.seq
+        self.last_position = event.position
+        handler = _HANDLERS.get(event.type)
+        if handler is not None:
+            handler(self, event.payload, event)
 
 
-def fold(events: list[StoredEvent] | tuple[StoredEvent, ...]) -> RunState:
-    """The state after all ``events`` of one run (in seq order)."""
-    state: RunState | None = None
-    for event in events:
-        state = apply(state, event)
-    if state is None:
-        raise NotARunError("no events")
-    return state
+def _step_started(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    step = run.step(p["step_index"], p["step"])
+    step.status = "running"
+    step.attempts = p.get("attempt", 1)
+    if step.started_at is None:
+        step.started_at = event.recorded_at
+    run.status = "running"
 
 
-def fold_all(events: Iterable[StoredEvent]) -> dict[str, RunState]:
-    """The state of every run in an event stream (in position order), by run id.
-
-    Runs whose first event is not RunStarted (annotations of unknown runs) are skipped.
-    """
-    states: dict[str, RunState] = {}
-    for event in events:
-        current = states.get(event.run_id)
-        if current is None and event.type != "RunStarted":
-            continue
-        states[event.run_id] = apply(current, event)
-    return states
-
-
-Changes = dict[str, Any]
-
-
-def _steps(state: RunState, index: int, name: str, **changes: Any) -> tuple[StepState, ...]:
-    """The run's steps with step ``index`` changed (or added)."""
-    steps = state.steps
-    for position, existing in enumerate(steps):
-        if existing.index == index:
-            return (*steps[:position], replace(existing, **changes), *steps[position + 1 :])
-    return (*steps, replace(StepState(name=name, index=index), **changes))
-
-
-def _step_started(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    existing = state.step(p["step_index"])
-    started_at = existing.started_at if existing and existing.started_at else event.recorded_at
-    steps = _steps(
-        state,
-        p["step_index"],
-        p["step"],
-        status="running",
-        attempts=p.get("attempt", 1),
-        started_at=started_at,
-    )
-    return {"status": "running", "steps": steps}
-
-
-def _attempt_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    existing = state.step(p["step_index"])
-    failed = (existing.failed_attempts if existing else 0) + 1
+def _attempt_failed(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    step = run.step(p["step_index"], p["step"])
     error_type = p.get("error_type") or f"validation:{p.get('layer')}:{p.get('check')}"
-    steps = _steps(
-        state,
-        p["step_index"],
-        p["step"],
-        failed_attempts=failed,
-        last_error=p.get("message") or error_type,
-        last_error_type=error_type,
-    )
-    return {"steps": steps}
+    step.failed_attempts += 1
+    step.last_error = p.get("message") or error_type
+    step.last_error_type = error_type
 
 
-def _step_completed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    steps = _steps(
-        state,
-        p["step_index"],
-        p["step"],
-        status="done",
-        output=p.get("output", {}),
-        output_summary=p.get("output_summary"),
-        finished_at=event.recorded_at,
-    )
-    return {"steps": steps, "values": {**state.values, p["step"]: p.get("output", {})}}
+def _step_completed(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    step = run.step(p["step_index"], p["step"])
+    step.status = "done"
+    step.output = p.get("output", {})
+    step.output_summary = p.get("output_summary")
+    step.finished_at = event.recorded_at
+    run.values[p["step"]] = p.get("output", {})
 
 
-def _step_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    steps = _steps(
-        state,
-        p["step_index"],
-        p["step"],
-        status="failed",
-        last_error=p.get("message") or p["error_type"],
-        last_error_type=p["error_type"],
-        finished_at=event.recorded_at,
-    )
-    return {"steps": steps}
+def _step_failed(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    step = run.step(p["step_index"], p["step"])
+    step.status = "failed"
+    step.last_error = p.get("message") or p["error_type"]
+    step.last_error_type = p["error_type"]
+    step.finished_at = event.recorded_at
 
 
-def _model_called(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
+def _model_called(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
     tokens_in, tokens_out = p.get("input_tokens", 0), p.get("output_tokens", 0)
     cost = p.get("cost_usd", 0.0)
-    changes: Changes = {
-        "model_calls": state.model_calls + 1,
-        "call_index": max(state.call_index, p["call_index"] + 1),
-        "input_tokens": state.input_tokens + tokens_in,
-        "output_tokens": state.output_tokens + tokens_out,
-        "cost_usd": state.cost_usd + cost,
-    }
+    run.model_calls += 1
+    run.call_index = max(run.call_index, p["call_index"] + 1)
+    run.input_tokens += tokens_in
+    run.output_tokens += tokens_out
+    run.cost_usd += cost
     index = p.get("step_index")
-    current = state.step(index) if index is not None else None
-    if current is not None:
-        changes["steps"] = _steps(
-            state,
-            current.index,
-            current.name,
-            input_tokens=current.input_tokens + tokens_in,
-            output_tokens=current.output_tokens + tokens_out,
-            cost_usd=current.cost_usd + cost,
-            last_response=fingerprint("response", p.get("response")),
-        )
-    return changes
+    step = run.steps.get(index) if index is not None else None
+    if step is not None:
+        step.input_tokens += tokens_in
+        step.output_tokens += tokens_out
+        step.cost_usd += cost
+        step.last_response = p.get("response")
 
 
-def _call_recorded(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    tools = state.tool_calls + (1 if event.type == "ToolCalled" else 0)
-    return {"tool_calls": tools, "call_index": max(state.call_index, p["call_index"] + 1)}
+def _call_recorded(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    if event.type == "ToolCalled":
+        run.tool_calls += 1
+    run.call_index = max(run.call_index, p["call_index"] + 1)
 
 
-def _approval_requested(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    if p["policy"] != "manual":
-        return {}
-    steps = _steps(state, p["step_index"], p["step"], status="awaiting_approval")
-    return {"status": "awaiting_approval", "steps": steps}
+def _approval_requested(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    if p["policy"] == "manual":
+        run.step(p["step_index"], p["step"]).status = "awaiting_approval"
+        run.status = "awaiting_approval"
 
 
-def _approval_decided(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    status: StepStatus = "running" if p["approved"] else "rejected"
-    last_error = None if p["approved"] else (p.get("reason") or "rejected at the gate")
-    steps = _steps(
-        state,
-        p["step_index"],
-        p["step"],
-        status=status,
-        approval=p["approved"],
-        last_error=last_error,
-    )
-    return {"status": "running", "steps": steps}
+def _approval_decided(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    step = run.step(p["step_index"], p["step"])
+    step.status = "running" if p["approved"] else "rejected"
+    step.approval = p["approved"]
+    step.last_error = None if p["approved"] else (p.get("reason") or "rejected at the gate")
+    run.status = "running"
 
 
-def _budget_exceeded(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    return {"budget_exceeded": p["budget"]}
+def _budget_exceeded(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    run.budget_exceeded = p["budget"]
 
 
-def _run_completed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    return {"status": "completed", "output": p.get("output"), "ended_at": event.recorded_at}
+def _run_completed(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    run.status = "completed"
+    run.output = p.get("output")
+    run.ended_at = event.recorded_at
 
 
-def _run_failed(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    return {
-        "status": "failed",
-        "failure_step": p.get("step"),
-        "failure_step_index": p.get("step_index"),
-        "failure_type": p["error_type"],
-        "failure_message": p.get("message"),
-        "ended_at": event.recorded_at,
-    }
+def _run_failed(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    run.status = "failed"
+    run.failure_step = p.get("step")
+    run.failure_step_index = p.get("step_index")
+    run.failure_type = p["error_type"]
+    run.failure_message = p.get("message")
+    run.ended_at = event.recorded_at
 
 
-def _run_aborted(state: RunState, p: dict[str, Any], event: StoredEvent) -> Changes:
-    return {
-        "status": "aborted",
-        "failure_step": p.get("step"),
-        "failure_step_index": p.get("step_index"),
-        "failure_type": state.budget_exceeded or "aborted",
-        "failure_message": p["reason"],
-        "ended_at": event.recorded_at,
-    }
+def _run_aborted(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    run.status = "aborted"
+    run.failure_step = p.get("step")
+    run.failure_step_index = p.get("step_index")
+    run.failure_type = run.budget_exceeded or "aborted"
+    run.failure_message = p["reason"]
+    run.ended_at = event.recorded_at
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[Any, dict[str, Any], StoredEvent], None]] = {
     "StepStarted": _step_started,
     "StepAttemptFailed": _attempt_failed,
     "ValidationFailed": _attempt_failed,
