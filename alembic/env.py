@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from alembic import context
 from sqlalchemy import Connection
 
-from alembic import context
 from steplog.database import WRITE_OPTION, create_engine_for, resolve_url
 from steplog.models import metadata
 

@@ -6,7 +6,20 @@ import uuid
 from datetime import datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import BigInteger, Column, DateTime, Integer, String, Text, UniqueConstraint, Uuid
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -78,4 +91,108 @@ class QuarantinedRecord(SQLModel, table=True):
 
 events_table = StoredEventRow.__table__  # type: ignore[attr-defined]
 quarantine_table = QuarantinedRecord.__table__  # type: ignore[attr-defined]
+
+
+# --- read models (projections): rebuilt from the events at any time ----------------------------
+
+
+class RunSummaryRow(SQLModel, table=True):
+    """One row per run: what the failure library, metrics and the UI's filters read."""
+
+    __tablename__: ClassVar[str] = "run_summaries"
+    __table_args__ = (
+        Index("ix_run_summaries_scenario_version", "scenario", "model_version"),
+        Index("ix_run_summaries_status", "status"),
+        Index("ix_run_summaries_signature", "signature"),
+        Index("ix_run_summaries_started_at", "started_at"),
+        Index("ix_run_summaries_replay_of", "replay_of"),
+        Index("ix_run_summaries_forked_from", "forked_from"),
+    )
+
+    run_id: str = Field(sa_column=Column(String(255), primary_key=True))
+    scenario: str = Field(sa_column=Column(String(200), nullable=False))
+    task_instance_id: str | None = Field(default=None, sa_column=Column(String(255)))
+    task_type: str | None = Field(default=None, sa_column=Column(String(200)))
+    model_version: str = Field(sa_column=Column(String(200), nullable=False))
+    agent: str = Field(sa_column=Column(String(255), nullable=False))
+    agent_version: str = Field(sa_column=Column(String(50), nullable=False))
+    seed: int | None = Field(default=None, sa_column=Column(BigInteger()))
+    source: str = Field(sa_column=Column(String(50), nullable=False))
+    status: str = Field(sa_column=Column(String(30), nullable=False))
+    steps_planned: int = Field(sa_column=Column(Integer(), nullable=False))
+    steps_done: int = Field(sa_column=Column(Integer(), nullable=False))
+    failed_step: str | None = Field(default=None, sa_column=Column(String(255)))
+    failed_step_index: int | None = Field(default=None, sa_column=Column(Integer()))
+    error_type: str | None = Field(default=None, sa_column=Column(String(200)))
+    failure_message: str | None = Field(default=None, sa_column=Column(Text()))
+    signature: str | None = Field(default=None, sa_column=Column(String(64)))
+    retries: int = Field(sa_column=Column(Integer(), nullable=False))
+    tokens: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    cost_usd: float = Field(sa_column=Column(Float(), nullable=False))
+    duration_s: float | None = Field(default=None, sa_column=Column(Float()))
+    first_step_correct: bool | None = Field(default=None, sa_column=Column(Boolean()))
+    mid_run_errors: int = Field(sa_column=Column(Integer(), nullable=False))
+    mid_run_recovered: int = Field(sa_column=Column(Integer(), nullable=False))
+    replay_of: str | None = Field(default=None, sa_column=Column(String(255)))
+    forked_from: str | None = Field(default=None, sa_column=Column(String(255)))
+    fork_step: int | None = Field(default=None, sa_column=Column(Integer()))
+    started_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    ended_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    last_position: int = Field(sa_column=Column(BigInteger(), nullable=False))
+
+
+class FailureSignatureRow(SQLModel, table=True):
+    """A failure mode: failed runs grouped by scenario, step, error type and message pattern."""
+
+    __tablename__: ClassVar[str] = "failure_signatures"
+    __table_args__ = (
+        Index("ix_failure_signatures_scenario", "scenario"),
+        Index("ix_failure_signatures_status", "status"),
+    )
+
+    signature: str = Field(sa_column=Column(String(64), primary_key=True))
+    scenario: str = Field(sa_column=Column(String(200), nullable=False))
+    step: str = Field(sa_column=Column(String(255), nullable=False))
+    error_type: str = Field(sa_column=Column(String(200), nullable=False))
+    message: str = Field(sa_column=Column(Text(), nullable=False))
+    count: int = Field(sa_column=Column(Integer(), nullable=False))
+    counts_by_version: dict[str, int] = Field(sa_column=Column(JSON(), nullable=False))
+    first_seen_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    last_seen_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    first_position: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    last_position: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    exemplars: list[str] = Field(sa_column=Column(JSON(), nullable=False))
+    labels: list[dict[str, Any]] = Field(sa_column=Column(JSON(), nullable=False))
+    regression_sets: list[str] = Field(sa_column=Column(JSON(), nullable=False))
+    status: str = Field(sa_column=Column(String(20), nullable=False))
+    fixed_at_position: int | None = Field(default=None, sa_column=Column(BigInteger()))
+
+
+class RegressionSetMemberRow(SQLModel, table=True):
+    """A failed run promoted to a named regression set."""
+
+    __tablename__: ClassVar[str] = "regression_set_members"
+
+    set_name: str = Field(sa_column=Column(String(200), primary_key=True))
+    run_id: str = Field(sa_column=Column(String(255), primary_key=True))
+    signature: str | None = Field(default=None, sa_column=Column(String(64)))
+    note: str | None = Field(default=None, sa_column=Column(Text()))
+    added_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    position: int = Field(sa_column=Column(BigInteger(), nullable=False))
+
+
+class ProjectionCheckpointRow(SQLModel, table=True):
+    """How far each projection has read the log; written in the same transaction as its rows."""
+
+    __tablename__: ClassVar[str] = "projection_checkpoints"
+
+    name: str = Field(sa_column=Column(String(100), primary_key=True))
+    position: int = Field(sa_column=Column(BigInteger(), nullable=False))
+    updated_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+
+
+run_summaries_table = RunSummaryRow.__table__  # type: ignore[attr-defined]
+failure_signatures_table = FailureSignatureRow.__table__  # type: ignore[attr-defined]
+regression_members_table = RegressionSetMemberRow.__table__  # type: ignore[attr-defined]
+checkpoints_table = ProjectionCheckpointRow.__table__  # type: ignore[attr-defined]
 metadata = SQLModel.metadata

@@ -492,6 +492,30 @@ class EventStore:
             if remaining is not None:
                 remaining -= len(rows)
 
+    def page(self, conn: Connection, after_position: int, limit: int) -> list[StoredEvent]:
+        """Up to ``limit`` events after ``after_position``, read on ``conn`` (the caller's
+        transaction): how projections read and write atomically."""
+        rows = conn.exec_driver_sql(
+            f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {limit:d}",
+            (after_position,),
+        ).fetchall()
+        return [self._to_stored(row) for row in rows]
+
+    def events_before(
+        self, conn: Connection, run_ids: Sequence[str], before_position: int
+    ) -> list[StoredEvent]:
+        """Events of ``run_ids`` older than ``before_position``, by run and seq, on ``conn``."""
+        found: list[StoredEvent] = []
+        for chunk in _chunks(list(run_ids), 500):
+            marks = ", ".join([self._mark] * len(chunk))
+            rows = conn.exec_driver_sql(
+                f"{_SELECT} WHERE run_id IN ({marks}) AND position < {self._mark} "
+                "ORDER BY run_id, seq",
+                (*chunk, before_position),
+            ).fetchall()
+            found.extend(self._to_stored(row) for row in rows)
+        return found
+
     def last_position(self) -> int:
         """The position of the newest event (0 for an empty store)."""
         with connect_or_explain(self.engine) as conn:

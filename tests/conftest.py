@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from steplog.database import create_engine_for, normalize_url, upgrade, with_schema
+from steplog.models import metadata
 from steplog.store import EventStore
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -83,7 +84,8 @@ def pg_url(pg_schemas: SchemaFactory) -> str:
 def _truncate(url: str) -> None:
     engine = create_engine_for(url)
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE events, quarantine RESTART IDENTITY"))
+        names = ", ".join(sorted(metadata.tables))
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY"))
     engine.dispose()
 
 

@@ -42,7 +42,7 @@ def test_run_then_runs_and_show(store_url: str) -> None:
 
     code, out, _ = invoke("runs", "--db", store_url, "--json", "--scenario", "sandbox")
     listed = json.loads(out)
-    assert sorted(r["task_id"] for r in listed) == sorted(o["run_id"] for o in outcomes)
+    assert sorted(r["run_id"] for r in listed) == sorted(o["run_id"] for o in outcomes)
     assert {r["task_instance_id"] for r in listed} == {"chain-3", "chain-5", "chain-8", "chain-12"}
 
     run_id = outcomes[0]["run_id"]

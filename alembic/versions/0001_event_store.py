@@ -8,8 +8,8 @@ Create Date: 2026-11-29
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-
 from alembic import op
+
 from steplog.models import JSONPayload, PositionType
 
 revision: str = "0001"

@@ -203,6 +203,27 @@ def fold(events: Sequence[StoredEvent]) -> RunState:
     return fold_from(None, events)
 
 
+def as_of(
+    events: Sequence[StoredEvent], *, step: int | None = None, position: int | None = None
+) -> RunState:
+    """Time travel: the run's state after step ``step`` ended, or as of ``position``.
+
+    "After step K" is everything before step K+1 began (its gate or its first attempt).
+    """
+    cut = len(events)
+    if position is not None:
+        cut = sum(1 for event in events if event.position <= position)
+    if step is not None:
+        for index, event in enumerate(events[:cut]):
+            starts_next = event.type in ("StepStarted", "ApprovalRequested")
+            if starts_next and event.payload.get("step_index", -1) > step:
+                cut = index
+                break
+    if cut == 0:
+        raise NotARunError(f"run has no events as of position {position}")
+    return fold(events[:cut])
+
+
 def fold_from(state: RunState | None, events: Iterable[StoredEvent]) -> RunState:
     """``state`` with ``events`` applied, as one pure step (what catch-up uses)."""
     iterator = iter(events)

@@ -1,0 +1,499 @@
+"""The ``library`` projection: run summaries, the failure-sample library and regression sets.
+
+Pure parts: :func:`summary_of` (run state -> summary row), :func:`failure_of` (run state ->
+signature) and the signature folds (:func:`with_failure`, :func:`with_label`,
+:func:`with_regression_set`). The :class:`LibraryProjection` runner is the edge: it reads pages of
+events, folds them, and writes the rows and its checkpoint in one transaction, so a crash never
+leaves rows and checkpoint apart. ``rebuild`` folds the whole log into shadow tables and swaps
+them in; a property test checks that it equals incremental catch-up in any chunking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Column, Connection, MetaData, Table, delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from ..database import is_sqlite, write_transaction
+from ..models import (
+    checkpoints_table,
+    failure_signatures_table,
+    regression_members_table,
+    run_summaries_table,
+)
+from ..store import EventStore, StoredEvent
+from .run_state import RunState, fold, fold_from
+from .signature import Signature, signature_of
+
+NAME = "library"
+FAILED = frozenset({"failed", "aborted"})
+FIXED_LABEL = "fixed"
+MAX_EXEMPLARS = 5
+ProgressCallback = Callable[[int, int], None]
+"""Called with (events folded so far, events to fold in all)."""
+
+
+# --- pure: rows from states ------------------------------------------------------------------
+
+
+def failure_of(state: RunState) -> Signature | None:
+    """The signature of a failed or aborted run (``None`` for any other)."""
+    if state.status not in FAILED:
+        return None
+    return signature_of(
+        state.scenario,
+        state.failure_step,
+        state.failure_type or state.status,
+        state.failure_message,
+    )
+
+
+def summary_of(state: RunState) -> dict[str, Any]:
+    """The run summary row of ``state``."""
+    failure = failure_of(state)
+    ended = state.ended_at
+    return {
+        "run_id": state.run_id,
+        "scenario": state.scenario,
+        "task_instance_id": state.task_instance_id,
+        "task_type": state.task_type,
+        "model_version": state.model_version,
+        "agent": state.agent,
+        "agent_version": state.agent_version,
+        "seed": state.seed,
+        "source": state.source,
+        "status": state.status,
+        "steps_planned": len(state.planned_steps) or len(state.steps),
+        "steps_done": sum(1 for s in state.steps if s.status == "done"),
+        "failed_step": state.failure_step,
+        "failed_step_index": state.failure_step_index,
+        "error_type": state.failure_type,
+        "failure_message": state.failure_message,
+        "signature": failure.id if failure else None,
+        "retries": state.retries,
+        "tokens": state.input_tokens + state.output_tokens,
+        "cost_usd": round(state.cost_usd, 8),
+        "duration_s": (ended - state.started_at).total_seconds() if ended else None,
+        "first_step_correct": state.first_step_correct,
+        "mid_run_errors": state.mid_run_errors,
+        "mid_run_recovered": state.mid_run_recovered,
+        "replay_of": state.replay_of,
+        "forked_from": state.forked_from,
+        "fork_step": state.fork_step,
+        "started_at": state.started_at,
+        "ended_at": ended,
+        "last_position": state.last_position,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureState:
+    """One failure signature: counts, exemplars, labels, regression sets and status."""
+
+    signature: str
+    scenario: str
+    step: str
+    error_type: str
+    message: str
+    count: int
+    counts_by_version: dict[str, int]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    first_position: int
+    last_position: int
+    exemplars: list[str]
+    labels: list[dict[str, Any]]
+    regression_sets: list[str]
+    status: str
+    fixed_at_position: int | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The failure_signatures row."""
+        return asdict(self)
+
+
+def with_failure(
+    current: SignatureState | None, signature: Signature, run: RunState, position: int
+) -> SignatureState:
+    """``current`` after one more failed run (a signature marked fixed becomes regressed)."""
+    at = run.ended_at or run.started_at
+    if current is None:
+        return SignatureState(
+            signature=signature.id,
+            scenario=signature.scenario,
+            step=signature.step,
+            error_type=signature.error_type,
+            message=signature.message,
+            count=1,
+            counts_by_version={run.model_version: 1},
+            first_seen_at=at,
+            last_seen_at=at,
+            first_position=position,
+            last_position=position,
+            exemplars=[run.run_id],
+            labels=[],
+            regression_sets=[],
+            status="new",
+        )
+    counts = dict(current.counts_by_version)
+    counts[run.model_version] = counts.get(run.model_version, 0) + 1
+    exemplars = current.exemplars
+    if run.run_id not in exemplars:  # the first three, then the two most recent
+        exemplars = exemplars[:3] + [*exemplars[3:], run.run_id][-2:]
+    regressed = current.status == "fixed" and position > (current.fixed_at_position or 0)
+    return replace(
+        current,
+        count=current.count + 1,
+        counts_by_version=counts,
+        last_seen_at=max(current.last_seen_at, at),
+        last_position=position,
+        exemplars=exemplars,
+        status="regressed" if regressed else current.status,
+    )
+
+
+def with_label(current: SignatureState, event: StoredEvent) -> SignatureState:
+    """``current`` after a FailureLabeled event (``fixed`` marks it fixed; others triage)."""
+    p = event.payload
+    label = {
+        "label": p["label"],
+        "note": p.get("note"),
+        "by": p.get("labeled_by"),
+        "at": event.recorded_at.isoformat(),
+        "run_id": None if event.run_id.startswith(SIGNATURE_STREAM) else event.run_id,
+    }
+    status, fixed_at = current.status, current.fixed_at_position
+    if p["label"] == FIXED_LABEL:
+        status, fixed_at = "fixed", event.position
+    elif status == "new":
+        status = "triaged"
+    return replace(
+        current, labels=[*current.labels, label], status=status, fixed_at_position=fixed_at
+    )
+
+
+def with_regression_set(current: SignatureState, set_name: str) -> SignatureState:
+    """``current`` with one of its samples in regression set ``set_name``."""
+    if set_name in current.regression_sets:
+        return current
+    return replace(current, regression_sets=[*current.regression_sets, set_name])
+
+
+SIGNATURE_STREAM = "signature:"
+"""Labels given to a signature itself are appended to the stream ``signature:<id>``."""
+
+
+# --- the runner (edge) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryTables:
+    """The tables one fold writes: the live read models or their rebuild shadows."""
+
+    runs: Table
+    signatures: Table
+    members: Table
+
+    @classmethod
+    def shadow(cls) -> LibraryTables:
+        """Copies of the live tables (columns and keys, no secondary indexes)."""
+        metadata = MetaData()
+
+        def copy(table: Table) -> Table:
+            columns: list[Column[Any]] = [column._copy() for column in table.columns]
+            for column in columns:
+                column.index = None
+            return Table(f"{table.name}__rebuild", metadata, *columns)
+
+        return cls(
+            copy(run_summaries_table),
+            copy(failure_signatures_table),
+            copy(regression_members_table),
+        )
+
+    def all(self) -> tuple[Table, Table, Table]:
+        """The three tables."""
+        return (self.runs, self.signatures, self.members)
+
+
+LIVE = LibraryTables(run_summaries_table, failure_signatures_table, regression_members_table)
+
+
+class LibraryProjection:
+    """Keeps the library read models up to date with the log."""
+
+    name = NAME
+
+    def __init__(self, store: EventStore, *, page_size: int = 5000) -> None:
+        self.store = store
+        self.page_size = page_size
+
+    # - incremental catch-up -
+
+    def catch_up(self, *, progress: ProgressCallback | None = None) -> int:
+        """Fold every event after the checkpoint; return how many were folded.
+
+        Each page is one transaction holding the projection's lock (SQLite's write lock, a row
+        lock on PostgreSQL), so concurrent catch-ups never fold an event twice, and positions
+        become visible in commit order, so none is skipped.
+        """
+        self._ensure_checkpoint_row()
+        folded = 0
+        total = max(self.store.last_position() - self.checkpoint(), 0)
+        while True:
+            with write_transaction(self.store.engine) as conn:
+                position = self._lock_checkpoint(conn)
+                events = self.store.page(conn, position, self.page_size)
+                if events:
+                    self._fold_page(conn, LIVE, events)
+                    self._set_checkpoint(conn, events[-1].position)
+            folded += len(events)
+            if progress is not None and events:
+                progress(folded, max(total, folded))
+            if len(events) < self.page_size:
+                return folded
+
+    def checkpoint(self) -> int:
+        """The position the read models reflect."""
+        with self.store.engine.connect() as conn:
+            position = conn.execute(
+                select(checkpoints_table.c.position).where(checkpoints_table.c.name == NAME)
+            ).scalar()
+        return int(position or 0)
+
+    # - rebuild -
+
+    def rebuild(self, *, progress: ProgressCallback | None = None) -> int:
+        """Fold the whole log from position 0 into shadow tables, then swap them in.
+
+        Readers keep seeing the old rows until the swap commits. Events appended during the
+        rebuild are folded into the shadow inside the swap transaction.
+        """
+        engine = self.store.engine
+        shadow = LibraryTables.shadow()
+        with write_transaction(engine) as conn:
+            for table in shadow.all():
+                table.drop(conn, checkfirst=True)
+                table.create(conn)
+        self._ensure_checkpoint_row()
+        total = self.store.last_position()
+        position = folded = 0
+        while True:
+            with write_transaction(engine) as conn:
+                events = self.store.page(conn, position, self.page_size)
+                if events:
+                    self._fold_page(conn, shadow, events)
+            if events:
+                position = events[-1].position
+                folded += len(events)
+                if progress is not None:
+                    progress(folded, max(total, folded))
+            if len(events) < self.page_size:
+                break
+        with write_transaction(engine) as conn:
+            self._lock_checkpoint(conn)
+            while events := self.store.page(conn, position, self.page_size):
+                self._fold_page(conn, shadow, events)
+                position = events[-1].position
+                folded += len(events)
+            for live, copy in zip(LIVE.all(), shadow.all(), strict=True):
+                names = ", ".join(column.name for column in live.columns)
+                conn.execute(delete(live))
+                conn.exec_driver_sql(
+                    f"INSERT INTO {live.name} ({names}) SELECT {names} FROM {copy.name}"
+                )
+                copy.drop(conn)
+            self._set_checkpoint(conn, position)
+        if progress is not None:
+            progress(folded, max(total, folded))
+        return folded
+
+    # - folding one page -
+
+    def _fold_page(
+        self, conn: Connection, tables: LibraryTables, events: list[StoredEvent]
+    ) -> None:
+        by_run: dict[str, list[StoredEvent]] = {}
+        for event in events:
+            by_run.setdefault(event.run_id, []).append(event)
+        continuing = [run_id for run_id, evs in by_run.items() if evs[0].seq > 0]
+        earlier: dict[str, list[StoredEvent]] = {}
+        if continuing:
+            for event in self.store.events_before(conn, continuing, events[0].position):
+                earlier.setdefault(event.run_id, []).append(event)
+
+        states: dict[str, RunState] = {}
+        happenings: list[tuple[int, str, Any]] = []
+        for run_id, run_events in by_run.items():
+            prior = earlier.get(run_id, [])
+            before = fold(prior) if prior and prior[0].type == "RunStarted" else None
+            if before is None and run_events[0].type != "RunStarted":
+                after = None  # an annotation stream, or events of an unknown run
+            else:
+                after = fold_from(before, run_events)
+                states[run_id] = after
+                was_failed = before is not None and before.status in FAILED
+                if after.status in FAILED and not was_failed:
+                    terminal = next(e for e in run_events if e.type in ("RunFailed", "RunAborted"))
+                    happenings.append((terminal.position, "failure", after))
+            for event in run_events:
+                if event.type in ("FailureLabeled", "SampleAddedToRegressionSet"):
+                    happenings.append((event.position, event.type, event))
+
+        run_signatures = self._signatures_of_runs(conn, tables, happenings, states)
+        wanted: set[str] = set()
+        for _, kind, item in happenings:
+            found = failure_of(item) if kind == "failure" else None
+            signature_id = found.id if found else self._signature_for(item, run_signatures)
+            if signature_id:
+                wanted.add(signature_id)
+        signatures = self._load_signatures(conn, tables, wanted)
+        members: list[dict[str, Any]] = []
+        for position, kind, item in sorted(happenings, key=lambda h: h[0]):
+            if kind == "failure":
+                signature = failure_of(item)
+                assert signature is not None
+                signatures[signature.id] = with_failure(
+                    signatures.get(signature.id), signature, item, position
+                )
+                continue
+            signature_id = self._signature_for(item, run_signatures)
+            current = signatures.get(signature_id) if signature_id else None
+            if kind == "FailureLabeled" and current is not None:
+                signatures[current.signature] = with_label(current, item)
+            elif kind == "SampleAddedToRegressionSet":
+                set_name = item.payload["regression_set"]
+                if current is not None:
+                    signatures[current.signature] = with_regression_set(current, set_name)
+                members.append(
+                    {
+                        "set_name": set_name,
+                        "run_id": item.run_id,
+                        "signature": signature_id,
+                        "note": item.payload.get("note"),
+                        "added_at": item.recorded_at,
+                        "position": item.position,
+                    }
+                )
+        self._write(conn, tables, states, signatures, members)
+
+    @staticmethod
+    def _signature_for(event: StoredEvent, run_signatures: dict[str, str]) -> str | None:
+        explicit = event.payload.get("signature")
+        if explicit:
+            return str(explicit)
+        if event.run_id.startswith(SIGNATURE_STREAM):
+            return event.run_id[len(SIGNATURE_STREAM) :]
+        return run_signatures.get(event.run_id)
+
+    @staticmethod
+    def _signatures_of_runs(
+        conn: Connection,
+        tables: LibraryTables,
+        happenings: Sequence[tuple[int, str, Any]],
+        states: dict[str, RunState],
+    ) -> dict[str, str]:
+        """Signatures of the runs annotated in this page (from this page or the table)."""
+        annotated = {item.run_id for _, kind, item in happenings if kind != "failure"}
+        found: dict[str, str] = {}
+        missing = []
+        for run_id in annotated:
+            state = states.get(run_id)
+            failure = failure_of(state) if state is not None else None
+            if failure is not None:
+                found[run_id] = failure.id
+            elif state is None:
+                missing.append(run_id)
+        if missing:
+            rows = conn.execute(
+                select(tables.runs.c.run_id, tables.runs.c.signature).where(
+                    tables.runs.c.run_id.in_(missing)
+                )
+            )
+            found.update({row.run_id: row.signature for row in rows if row.signature})
+        return found
+
+    @staticmethod
+    def _load_signatures(
+        conn: Connection, tables: LibraryTables, ids: Iterable[str]
+    ) -> dict[str, SignatureState]:
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        rows = conn.execute(
+            select(tables.signatures).where(tables.signatures.c.signature.in_(wanted))
+        )
+        loaded = {}
+        for row in rows:
+            data = dict(row._mapping)
+            for key in ("first_seen_at", "last_seen_at"):
+                data[key] = _utc(data[key])
+            loaded[data["signature"]] = SignatureState(**data)
+        return loaded
+
+    @staticmethod
+    def _write(
+        conn: Connection,
+        tables: LibraryTables,
+        states: dict[str, RunState],
+        signatures: dict[str, SignatureState],
+        members: list[dict[str, Any]],
+    ) -> None:
+        if states:
+            ids = list(states)
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                conn.execute(delete(tables.runs).where(tables.runs.c.run_id.in_(chunk)))
+            conn.execute(insert(tables.runs), [summary_of(state) for state in states.values()])
+        if signatures:
+            ids = list(signatures)
+            conn.execute(delete(tables.signatures).where(tables.signatures.c.signature.in_(ids)))
+            conn.execute(insert(tables.signatures), [s.row() for s in signatures.values()])
+        for member in members:
+            conn.execute(
+                delete(tables.members).where(
+                    tables.members.c.set_name == member["set_name"],
+                    tables.members.c.run_id == member["run_id"],
+                )
+            )
+        if members:
+            conn.execute(insert(tables.members), members)
+
+    # - checkpoint -
+
+    def _ensure_checkpoint_row(self) -> None:
+        try:
+            with write_transaction(self.store.engine) as conn:
+                exists = conn.execute(
+                    select(checkpoints_table.c.name).where(checkpoints_table.c.name == NAME)
+                ).first()
+                if exists is None:
+                    conn.execute(
+                        insert(checkpoints_table).values(
+                            name=NAME, position=0, updated_at=datetime.now(UTC)
+                        )
+                    )
+        except IntegrityError:
+            pass  # another process created it first
+
+    def _lock_checkpoint(self, conn: Connection) -> int:
+        query = select(checkpoints_table.c.position).where(checkpoints_table.c.name == NAME)
+        if not is_sqlite(conn):  # SQLite's BEGIN IMMEDIATE already serializes writers
+            query = query.with_for_update()
+        return int(conn.execute(query).scalar() or 0)
+
+    @staticmethod
+    def _set_checkpoint(conn: Connection, position: int) -> None:
+        conn.execute(
+            checkpoints_table.update()
+            .where(checkpoints_table.c.name == NAME)
+            .values(position=position, updated_at=datetime.now(UTC))
+        )
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

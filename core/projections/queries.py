@@ -1,0 +1,324 @@
+"""Reading the library's read models: runs, failures, distributions, metrics, regression sets.
+
+Every function takes an :class:`EventStore` and returns plain typed data; callers (CLI, UI)
+catch the projection up first with :func:`refresh`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sqlalchemy import Select, case, func, or_, select
+
+from ..errors import SteplogError
+from ..models import failure_signatures_table as sig_t
+from ..models import regression_members_table as members_t
+from ..models import run_summaries_table as runs_t
+from ..store import EventStore
+from .library import LibraryProjection, ProgressCallback
+from .signature import normalize_step
+
+FINISHED = ("completed", "failed", "aborted")
+
+
+def refresh(store: EventStore, progress: ProgressCallback | None = None) -> int:
+    """Catch the library projection up with the log; return the events folded."""
+    return LibraryProjection(store).catch_up(progress=progress)
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value
+
+
+def _rows(store: EventStore, query: Select[Any]) -> list[dict[str, Any]]:
+    with store.engine.connect() as conn:
+        return [{k: _utc(v) for k, v in row._mapping.items()} for row in conn.execute(query)]
+
+
+# --- runs ------------------------------------------------------------------------------------
+
+
+def list_runs(
+    store: EventStore,
+    *,
+    scenario: str | None = None,
+    model_version: str | None = None,
+    status: str | None = None,
+    signature: str | None = None,
+    search: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """Run summaries, newest first, filtered; ``search`` matches run id or instance."""
+    query = select(runs_t)
+    if scenario:
+        query = query.where(runs_t.c.scenario == scenario)
+    if model_version:
+        query = query.where(runs_t.c.model_version == model_version)
+    if status:
+        query = query.where(runs_t.c.status == status)
+    if signature:
+        query = query.where(runs_t.c.signature == signature)
+    if search:
+        pattern = f"%{search}%"
+        query = query.where(
+            or_(runs_t.c.run_id.like(pattern), runs_t.c.task_instance_id.like(pattern))
+        )
+    query = query.order_by(runs_t.c.started_at.desc(), runs_t.c.run_id).limit(limit).offset(offset)
+    return _rows(store, query)
+
+
+def run_summary(store: EventStore, run_id: str) -> dict[str, Any] | None:
+    """One run's summary."""
+    found = _rows(store, select(runs_t).where(runs_t.c.run_id == run_id))
+    return found[0] if found else None
+
+
+def related_runs(store: EventStore, run_id: str) -> list[dict[str, Any]]:
+    """Replays and forks of ``run_id``."""
+    query = select(runs_t).where(or_(runs_t.c.replay_of == run_id, runs_t.c.forked_from == run_id))
+    return _rows(store, query.order_by(runs_t.c.started_at))
+
+
+# --- failures --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FailureView:
+    """A failure signature as shown to users."""
+
+    signature: str
+    scenario: str
+    step: str
+    error_type: str
+    message: str
+    count: int
+    counts_by_version: dict[str, int]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    exemplars: list[str]
+    labels: list[dict[str, Any]]
+    regression_sets: list[str]
+    status: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        data = asdict(self)
+        data["first_seen_at"] = self.first_seen_at.isoformat()
+        data["last_seen_at"] = self.last_seen_at.isoformat()
+        return data
+
+
+def _failure(row: dict[str, Any]) -> FailureView:
+    fields = FailureView.__dataclass_fields__
+    return FailureView(**{key: value for key, value in row.items() if key in fields})
+
+
+SortKey = Literal["count", "last_seen", "first_seen"]
+
+
+def list_failures(
+    store: EventStore,
+    *,
+    scenario: str | None = None,
+    model_version: str | None = None,
+    status: str | None = None,
+    step: str | None = None,
+    error_type: str | None = None,
+    label: str | None = None,
+    search: str | None = None,
+    sort: SortKey = "count",
+    limit: int = 50,
+    offset: int = 0,
+) -> list[FailureView]:
+    """Failure signatures, filtered and sorted; ``model_version`` keeps those it produced."""
+    query = select(sig_t)
+    for column, value in (
+        (sig_t.c.scenario, scenario),
+        (sig_t.c.status, status),
+        (sig_t.c.step, step),
+        (sig_t.c.error_type, error_type),
+    ):
+        if value:
+            query = query.where(column == value)
+    if search:
+        pattern = f"%{search}%"
+        query = query.where(
+            or_(
+                sig_t.c.message.like(pattern),
+                sig_t.c.step.like(pattern),
+                sig_t.c.error_type.like(pattern),
+                sig_t.c.signature.like(pattern),
+            )
+        )
+    order = {
+        "count": sig_t.c.count.desc(),
+        "last_seen": sig_t.c.last_seen_at.desc(),
+        "first_seen": sig_t.c.first_seen_at.asc(),
+    }[sort]
+    views = [_failure(row) for row in _rows(store, query.order_by(order, sig_t.c.signature))]
+    if model_version:
+        views = [v for v in views if v.counts_by_version.get(model_version)]
+    if label:
+        views = [v for v in views if any(item["label"] == label for item in v.labels)]
+    return views[offset : offset + limit]
+
+
+def get_failure(store: EventStore, signature: str) -> FailureView:
+    """One signature; a clear error when there is none (prefixes of 6+ characters work)."""
+    query = select(sig_t).where(sig_t.c.signature == signature)
+    rows = _rows(store, query)
+    if not rows and len(signature) >= 6:
+        rows = _rows(store, select(sig_t).where(sig_t.c.signature.like(f"{signature}%")))
+        if len(rows) > 1:
+            raise SteplogError(f"signature prefix {signature!r} is ambiguous ({len(rows)} match)")
+    if not rows:
+        raise SteplogError(f"no failure signature {signature!r}; list them with steplog failures")
+    return _failure(rows[0])
+
+
+def distributions(
+    store: EventStore, *, scenario: str | None = None, model_version: str | None = None
+) -> dict[str, dict[str, int]]:
+    """Failed runs by (normalised) failed step and by error type (article 000 §6.2)."""
+    base = select(runs_t).where(runs_t.c.status.in_(("failed", "aborted")))
+    if scenario:
+        base = base.where(runs_t.c.scenario == scenario)
+    if model_version:
+        base = base.where(runs_t.c.model_version == model_version)
+    failed = base.subquery()
+    result: dict[str, dict[str, int]] = {}
+    for name, column in (("step", failed.c.failed_step), ("error_type", failed.c.error_type)):
+        query = select(column, func.count()).group_by(column).order_by(func.count().desc())
+        with store.engine.connect() as conn:
+            counts: dict[str, int] = {}
+            for key, count in conn.execute(query):
+                label = normalize_step(key) if name == "step" else (key or "(none)")
+                counts[label] = counts.get(label, 0) + int(count)
+        result[name] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+    return result
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """Process metrics of one (scenario, model version, task type) group (article 000 §6.3)."""
+
+    scenario: str
+    model_version: str
+    task_type: str | None
+    runs: int
+    completed: int
+    completion_rate: float | None
+    first_step_runs: int
+    first_step_correct: int
+    first_step_accuracy: float | None
+    mid_run_errors: int
+    mid_run_recovered: int
+    mid_run_correction_rate: float | None
+    mean_retries: float | None
+    mean_tokens: float | None
+    mean_cost_usd: float | None
+    total_cost_usd: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return asdict(self)
+
+
+def metrics(
+    store: EventStore, *, scenario: str | None = None, by_task_type: bool = True
+) -> list[Metrics]:
+    """Metrics over finished runs (completed, failed or aborted), per group."""
+    keys = [runs_t.c.scenario, runs_t.c.model_version]
+    if by_task_type:
+        keys.append(runs_t.c.task_type)
+    first_known = func.sum(case((runs_t.c.first_step_correct.is_not(None), 1), else_=0))
+    first_ok = func.sum(case((runs_t.c.first_step_correct.is_(True), 1), else_=0))
+    query = (
+        select(
+            *keys,
+            func.count().label("runs"),
+            func.sum(case((runs_t.c.status == "completed", 1), else_=0)).label("completed"),
+            first_known.label("first_known"),
+            first_ok.label("first_ok"),
+            func.sum(runs_t.c.mid_run_errors).label("mid_errors"),
+            func.sum(runs_t.c.mid_run_recovered).label("mid_recovered"),
+            func.sum(runs_t.c.retries).label("retries"),
+            func.sum(runs_t.c.tokens).label("tokens"),
+            func.sum(runs_t.c.cost_usd).label("cost"),
+        )
+        .where(runs_t.c.status.in_(FINISHED))
+        .group_by(*keys)
+        .order_by(*keys)
+    )
+    if scenario:
+        query = query.where(runs_t.c.scenario == scenario)
+    found = []
+    with store.engine.connect() as conn:
+        for row in conn.execute(query):
+            runs = int(row.runs)
+            found.append(
+                Metrics(
+                    scenario=row.scenario,
+                    model_version=row.model_version,
+                    task_type=row.task_type if by_task_type else None,
+                    runs=runs,
+                    completed=int(row.completed),
+                    completion_rate=_ratio(row.completed, runs),
+                    first_step_runs=int(row.first_known),
+                    first_step_correct=int(row.first_ok),
+                    first_step_accuracy=_ratio(row.first_ok, row.first_known),
+                    mid_run_errors=int(row.mid_errors),
+                    mid_run_recovered=int(row.mid_recovered),
+                    mid_run_correction_rate=_ratio(row.mid_recovered, row.mid_errors),
+                    mean_retries=_ratio(row.retries, runs),
+                    mean_tokens=_ratio(row.tokens, runs),
+                    mean_cost_usd=_ratio(row.cost, runs),
+                    total_cost_usd=round(float(row.cost or 0), 6),
+                )
+            )
+    return found
+
+
+def _ratio(numerator: Any, denominator: Any) -> float | None:
+    return float(numerator or 0) / float(denominator) if denominator else None
+
+
+# --- regression sets -------------------------------------------------------------------------
+
+
+def regression_sets(store: EventStore) -> dict[str, int]:
+    """Regression set names with their sizes."""
+    query = (
+        select(members_t.c.set_name, func.count())
+        .group_by(members_t.c.set_name)
+        .order_by(members_t.c.set_name)
+    )
+    with store.engine.connect() as conn:
+        return {name: int(count) for name, count in conn.execute(query)}
+
+
+def regression_set(store: EventStore, name: str) -> list[dict[str, Any]]:
+    """The members of a regression set with their run summaries."""
+    query = (
+        select(
+            members_t,
+            runs_t.c.scenario,
+            runs_t.c.model_version,
+            runs_t.c.task_instance_id,
+            runs_t.c.seed,
+            runs_t.c.failed_step,
+            runs_t.c.error_type,
+        )
+        .join(runs_t, runs_t.c.run_id == members_t.c.run_id, isouter=True)
+        .where(members_t.c.set_name == name)
+        .order_by(members_t.c.position)
+    )
+    return _rows(store, query)

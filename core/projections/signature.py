@@ -1,0 +1,56 @@
+"""Failure signatures: which failures are "the same failure".
+
+A failed (or aborted) run's signature is a hash of its scenario, the failed step with numbers
+masked (``extract_07`` and ``extract_12`` fail the same way), its error type, and its message
+with the parts that vary between occurrences masked: quoted values, ids (UUIDs, hex strings),
+and numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+_QUOTED = re.compile(r"""'[^']*'|"[^"]*\"""")
+_UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_HEX_ID = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b")
+_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
+_SPACE = re.compile(r"\s+")
+MAX_MESSAGE = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """The grouping key of a failure and the parts it is made of."""
+
+    id: str
+    scenario: str
+    step: str
+    error_type: str
+    message: str
+
+
+def normalize_message(message: str) -> str:
+    """The message with quoted values, ids and numbers masked."""
+    masked = _QUOTED.sub("<str>", message)
+    masked = _UUID.sub("<id>", masked)
+    masked = _HEX_ID.sub("<id>", masked)
+    masked = _NUMBER.sub("<n>", masked)
+    return _SPACE.sub(" ", masked).strip()[:MAX_MESSAGE]
+
+
+def normalize_step(step: str | None) -> str:
+    """The step name with numbers masked; ``(run)`` for failures outside any step."""
+    return _NUMBER.sub("#", step) if step else "(run)"
+
+
+def signature_of(
+    scenario: str, step: str | None, error_type: str, message: str | None
+) -> Signature:
+    """The signature of one failure."""
+    parts = (scenario, normalize_step(step), error_type, normalize_message(message or ""))
+    digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+    return Signature(digest, *parts)
