@@ -1078,6 +1078,33 @@ def bench_record(
     )
 
 
+@bench_app.command("rebuild")
+def bench_rebuild(
+    events: Annotated[int, typer.Option(min=10_000, help="Events in the store.")] = 1_000_000,
+    repeat: Annotated[int, typer.Option(min=1, max=10, help="Rounds; best kept.")] = 1,
+    as_json: JsonOption = False,
+) -> None:
+    """Rebuild events/s and peak memory against a raw read-and-decode pass over the log."""
+    from .bench.rebuild import run_rebuild_benchmark
+
+    result = run_rebuild_benchmark(
+        events=events, repeat=repeat, progress=None if as_json else err_console
+    )
+    if as_json:
+        _print_json(result.as_dict())
+        return
+    console.print(
+        f"{result.events:,} events in {result.runs:,} runs (SQLite)\n"
+        f"  raw read + json.loads   {result.raw.events_per_second:>10,.0f} events/s   "
+        f"peak {result.raw.peak_rss_mb:,.0f} MB\n"
+        f"  steplog rebuild         {result.rebuild.events_per_second:>10,.0f} events/s   "
+        f"peak {result.rebuild.peak_rss_mb:,.0f} MB\n"
+        f"  ratio {result.ratio:.2f}x ({result.verdicts['speed']}), "
+        f"memory {result.verdicts['memory']}",
+        highlight=False,
+    )
+
+
 def main() -> None:
     """Entry point of the ``steplog`` console script."""
     app()

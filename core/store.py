@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from pydantic_core import from_json
 from sqlalchemy import Connection, Engine, func, insert, select
@@ -85,18 +85,27 @@ class NewEvent:
     """When it happened; defaults to the time of the append (imports keep the original)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """An event as read back: its place in the log, its payload upcast to the current version."""
+class StoredEvent(NamedTuple):
+    """An event as read back: its place in the log, its payload upcast to the current version.
+
+    A named tuple: immutable, and cheap to build for every event a reader streams. The id is
+    kept as the driver returned it (``event_key``) and parsed only when ``event_id`` is read.
+    """
 
     position: int
-    event_id: uuid.UUID
+    event_key: uuid.UUID | str
     run_id: str
     seq: int
     type: str
     schema_version: int
     recorded_at: datetime
     payload: JsonDict
+
+    @property
+    def event_id(self) -> uuid.UUID:
+        """The client-generated UUIDv7 of the event."""
+        key = self.event_key
+        return key if isinstance(key, uuid.UUID) else _uuid_from_hex(key)
 
     def to_event(self, using: Catalogue = catalogue) -> Event:
         """The payload as its typed event model."""
@@ -172,6 +181,9 @@ class EventStore:
         self.max_payload_bytes = max_payload_bytes
         self.retries = retries
         self._sqlite = is_sqlite(engine)
+        self._current_versions = {
+            name: catalogue.model(name).schema_version for name in catalogue.names()
+        }
 
     @classmethod
     def open(
@@ -458,10 +470,11 @@ class EventStore:
         """The run's events from ``from_seq`` on, in order."""
         mark = self._mark
         with connect_or_explain(self.engine) as conn:
-            rows = conn.exec_driver_sql(
+            rows = self._fetch(
+                conn,
                 f"{_SELECT} WHERE run_id = {mark} AND seq >= {mark} ORDER BY seq",
                 (run_id, from_seq),
-            ).fetchall()
+            )
         return [self._to_stored(row) for row in rows]
 
     def read_all(
@@ -479,10 +492,11 @@ class EventStore:
         while remaining is None or remaining > 0:
             size = page_size if remaining is None else min(page_size, remaining)
             with connect_or_explain(self.engine) as conn:
-                rows = conn.exec_driver_sql(
+                rows = self._fetch(
+                    conn,
                     f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {size:d}",
                     (cursor,),
-                ).fetchall()
+                )
             to_stored = self._to_stored
             for row in rows:
                 yield to_stored(row)
@@ -495,11 +509,13 @@ class EventStore:
     def page(self, conn: Connection, after_position: int, limit: int) -> list[StoredEvent]:
         """Up to ``limit`` events after ``after_position``, read on ``conn`` (the caller's
         transaction): how projections read and write atomically."""
-        rows = conn.exec_driver_sql(
+        rows = self._fetch(
+            conn,
             f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {limit:d}",
             (after_position,),
-        ).fetchall()
-        return [self._to_stored(row) for row in rows]
+        )
+        to_stored = self._to_stored
+        return [to_stored(row) for row in rows]
 
     def events_before(
         self, conn: Connection, run_ids: Sequence[str], before_position: int
@@ -508,11 +524,12 @@ class EventStore:
         found: list[StoredEvent] = []
         for chunk in _chunks(list(run_ids), 500):
             marks = ", ".join([self._mark] * len(chunk))
-            rows = conn.exec_driver_sql(
+            rows = self._fetch(
+                conn,
                 f"{_SELECT} WHERE run_id IN ({marks}) AND position < {self._mark} "
                 "ORDER BY run_id, seq",
                 (*chunk, before_position),
-            ).fetchall()
+            )
             found.extend(self._to_stored(row) for row in rows)
         return found
 
@@ -585,18 +602,26 @@ class EventStore:
         PostgreSQL hands back UUIDs, aware datetimes and decoded JSONB.
         """
         position, event_id, run_id, seq, type_name, version, recorded_at, payload = row
-        if isinstance(payload, str):
+        if type(payload) is str:
             payload = from_json(payload)
-        if isinstance(event_id, str):
-            event_id = uuid.UUID(hex=event_id)
-        if isinstance(recorded_at, str):
-            recorded_at = datetime.fromisoformat(recorded_at).replace(tzinfo=UTC)
+        if type(recorded_at) is str:
+            recorded_at = datetime.fromisoformat(recorded_at + "+00:00")
         elif recorded_at.tzinfo is not UTC:
             recorded_at = _utc(recorded_at)
-        version, payload = self.catalogue.upcast(type_name, version, payload)
+        if version < self._current_versions.get(type_name, 0):
+            version, payload = self.catalogue.upcast(type_name, version, payload)
         return StoredEvent(
             position, event_id, run_id, seq, type_name, version, recorded_at, payload
         )
+
+    def _fetch(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
+        """Rows straight from the driver's cursor (no per-row SQLAlchemy processing)."""
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(sql, tuple(params))
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
 
 
 def check_run_id(run_id: object) -> None:
@@ -614,6 +639,21 @@ def check_run_id(run_id: object) -> None:
         run_id.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidEventError(f"run id {run_id!r} is not valid Unicode text") from None
+
+
+def _uuid_from_hex(hex_id: str) -> uuid.UUID:
+    """``uuid.UUID(hex_id)`` without its string clean-up: readers build one per event.
+
+    The stored form is always 32 lowercase hex digits (written by steplog), so the general
+    parser's stripping of braces, dashes and prefixes is pure overhead.
+    """
+    value = _new_uuid(uuid.UUID)
+    object.__setattr__(value, "int", int(hex_id, 16))
+    object.__setattr__(value, "is_safe", uuid.SafeUUID.unknown)
+    return value
+
+
+_new_uuid = object.__new__
 
 
 def _utc(moment: datetime) -> datetime:

@@ -111,3 +111,18 @@ def test_library_commands_reject_bad_input(
     code, _, err = invoke(*args)
     assert code == 1
     assert message in " ".join(err.split())
+
+
+def test_bench_rebuild_reports_speed_and_memory(steplog_home: str) -> None:
+    code, out, _ = invoke("bench", "rebuild", "--events", "10000", "--json")
+    assert code == 0, out
+    result = json.loads(out)
+    assert result["events"] >= 10_000
+    assert result["raw"]["events"] == result["rebuild"]["events"] == result["events"]
+    assert result["ratio"] == pytest.approx(
+        result["rebuild"]["events_per_second"] / result["raw"]["events_per_second"]
+    )
+    assert 0 < result["rebuild"]["peak_rss_mb"] < 10_000
+    assert set(result["verdicts"]) == {"speed", "memory"}
+    # the store is cached for the next run
+    assert invoke("bench", "rebuild", "--events", "10000", "--json")[0] == 0

@@ -8,9 +8,10 @@ run stopped. Internally every fold works on a private mutable draft and freezes 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal
+from operator import attrgetter
+from typing import Any, Literal, NamedTuple
 
 from ..errors import SteplogError
 from ..store import StoredEvent
@@ -20,12 +21,11 @@ StepStatus = Literal["running", "done", "failed", "awaiting_approval", "rejected
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "aborted"})
 
 
-@dataclass(frozen=True, slots=True)
-class StepState:
+class StepState(NamedTuple):
     """One step of a run: status, attempts, last error, output and its summary."""
 
     name: str
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, on purpose
     status: StepStatus = "running"
     attempts: int = 0
     failed_attempts: int = 0
@@ -234,8 +234,13 @@ def fold_from(state: RunState | None, events: Iterable[StoredEvent]) -> RunState
         draft = _RunDraft.start(first)
     else:
         draft = _RunDraft.thaw(state)
-    for event in iterator:
-        draft.apply(event)
+    handlers = _HANDLERS
+    for event in iterator:  # draft.apply(event), inlined: this loop runs for every event
+        draft.last_seq = event.seq
+        draft.last_position = event.position
+        handler = handlers.get(event.type)
+        if handler is not None:
+            handler(draft, event.payload, event)
     return draft.freeze()
 
 
@@ -254,7 +259,7 @@ def fold_all(events: Iterable[StoredEvent]) -> dict[str, RunState]:
     return {run_id: draft.freeze() for run_id, draft in drafts.items()}
 
 
-_STEP_FIELDS = tuple(f.name for f in fields(StepState))
+_STEP_FIELDS = StepState._fields
 _RUN_FIELDS = tuple(f.name for f in fields(RunState) if f.name != "steps")
 
 
@@ -264,25 +269,70 @@ class _StepDraft:
     __slots__ = _STEP_FIELDS
     name: str
     index: int
+    status: StepStatus
+    attempts: int
+    failed_attempts: int
+    last_error: str | None
+    last_error_type: str | None
+    output: dict[str, Any] | None
+    output_summary: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    started_at: datetime | None
+    finished_at: datetime | None
+    approval: bool | None
+    last_response: Any
 
-    def __init__(self, name: str, index: int) -> None:
-        for field_name, value in zip(_STEP_FIELDS, _STEP_DEFAULTS, strict=True):
-            setattr(self, field_name, value)
-        self.name = name
-        self.index = index
+    @classmethod
+    def new(cls, name: str, index: int) -> _StepDraft:
+        return cls.thaw(StepState(name, index))
 
     @classmethod
     def thaw(cls, step: StepState) -> _StepDraft:
         draft = cls.__new__(cls)
-        for field_name in _STEP_FIELDS:
-            setattr(draft, field_name, getattr(step, field_name))
+        (
+            draft.name,
+            draft.index,
+            draft.status,
+            draft.attempts,
+            draft.failed_attempts,
+            draft.last_error,
+            draft.last_error_type,
+            draft.output,
+            draft.output_summary,
+            draft.input_tokens,
+            draft.output_tokens,
+            draft.cost_usd,
+            draft.started_at,
+            draft.finished_at,
+            draft.approval,
+            draft.last_response,
+        ) = step
         return draft
 
     def freeze(self) -> StepState:
-        return StepState(*(getattr(self, field_name) for field_name in _STEP_FIELDS))
+        return StepState(
+            self.name,
+            self.index,
+            self.status,
+            self.attempts,
+            self.failed_attempts,
+            self.last_error,
+            self.last_error_type,
+            self.output,
+            self.output_summary,
+            self.input_tokens,
+            self.output_tokens,
+            self.cost_usd,
+            self.started_at,
+            self.finished_at,
+            self.approval,
+            self.last_response,
+        )
 
 
-_STEP_DEFAULTS = tuple(f.default if f.default is not MISSING else None for f in fields(StepState))
+_run_values = attrgetter(*_RUN_FIELDS)
 
 
 class _RunDraft:
@@ -332,21 +382,22 @@ class _RunDraft:
     @classmethod
     def thaw(cls, state: RunState) -> _RunDraft:
         draft = cls.__new__(cls)
-        for field_name in _RUN_FIELDS:
-            setattr(draft, field_name, getattr(state, field_name))
+        for field_name, value in zip(_RUN_FIELDS, _run_values(state), strict=True):
+            setattr(draft, field_name, value)
         draft.values = dict(state.values)
         draft.steps = {step.index: _StepDraft.thaw(step) for step in state.steps}
         return draft
 
     def freeze(self) -> RunState:
-        values = {field_name: getattr(self, field_name) for field_name in _RUN_FIELDS}
+        values = dict(zip(_RUN_FIELDS, _run_values(self), strict=True))
+        values["values"] = dict(self.values)
         steps = tuple(step.freeze() for step in self.steps.values())
         return RunState(**values, steps=steps)
 
     def step(self, index: int, name: str) -> _StepDraft:
         found: _StepDraft | None = self.steps.get(index)
         if found is None:
-            found = self.steps[index] = _StepDraft(name, index)
+            found = self.steps[index] = _StepDraft.new(name, index)
         return found
 
     def apply(self, event: StoredEvent) -> None:

@@ -1,0 +1,206 @@
+"""``steplog bench rebuild``: rebuilding the library from a large log, against a raw pass.
+
+The store is made of real harness runs (every scenario, both demo versions), replicated under
+new run and event ids until it holds the requested number of events; it is cached under
+``STEPLOG_HOME/bench`` so repeated runs measure rather than regenerate. Each measurement runs in
+its own process, so its peak resident memory is its own:
+
+* ``raw``: sqlite3 reads every row in position order (``fetchmany``) and decodes each payload
+  with ``json.loads`` -- the floor of any pass over the log;
+* ``rebuild``: ``steplog rebuild``'s code path: fold everything into shadow tables, swap.
+
+Targets: rebuild >= 0.5x the raw pass's events/s, and < 300 MB peak RSS (streaming).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..database import steplog_home
+from ..harness.batch import execute_all, plan_runs
+from ..harness.scenario import registered_scenarios
+from ..store import EventStore
+
+SPEED_TARGET = 0.5
+MEMORY_TARGET_MB = 300
+_COLUMNS = "position, event_id, run_id, seq, type, schema_version, recorded_at, payload"
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """One pass over the log, measured in its own process."""
+
+    events: int
+    seconds: float
+    peak_rss_mb: float
+
+    @property
+    def events_per_second(self) -> float:
+        """Throughput."""
+        return self.events / self.seconds
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildBench:
+    """The raw pass and the rebuild over the same store."""
+
+    events: int
+    runs: int
+    raw: PassResult
+    rebuild: PassResult
+
+    @property
+    def ratio(self) -> float:
+        """Rebuild events/s over raw events/s."""
+        return self.rebuild.events_per_second / self.raw.events_per_second
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        """Speed and memory against their targets."""
+        return {
+            "speed": f">= {SPEED_TARGET}x {'ok' if self.ratio >= SPEED_TARGET else 'MISSED'}",
+            "memory": f"< {MEMORY_TARGET_MB} MB "
+            + ("ok" if self.rebuild.peak_rss_mb < MEMORY_TARGET_MB else "MISSED"),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            "events": self.events,
+            "runs": self.runs,
+            "raw": {**asdict(self.raw), "events_per_second": self.raw.events_per_second},
+            "rebuild": {
+                **asdict(self.rebuild),
+                "events_per_second": self.rebuild.events_per_second,
+            },
+            "ratio": self.ratio,
+            "verdicts": self.verdicts,
+        }
+
+
+def build_store(path: Path, events: int, progress: Console | None = None) -> int:
+    """A SQLite store of about ``events`` events of real runs; returns its run count."""
+    if path.exists():
+        with sqlite3.connect(path) as conn:
+            have = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            runs = conn.execute("SELECT count(DISTINCT run_id) FROM events").fetchone()[0]
+        if have >= events:
+            return int(runs)
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    seed_path = path.with_name(path.stem + "-seed.db")
+    seed_path.unlink(missing_ok=True)
+    seed = EventStore.open(str(seed_path))
+    for spec in registered_scenarios().values():
+        for version in spec.versions_for_demo():
+            plans = plan_runs(
+                spec,
+                model_version=version,
+                runs=25,
+                seed=1,
+                run_id_prefix=f"{spec.name}-{version}-",
+            )
+            execute_all(seed.url, plans)
+    seed.close()
+    EventStore.open(str(path)).close()  # the migrated, empty target
+    with sqlite3.connect(seed_path) as source:
+        template = source.execute(f"SELECT {_COLUMNS} FROM events ORDER BY position").fetchall()
+    seed_path.unlink()
+    copies = -(-events // len(template))
+    target = sqlite3.connect(path, isolation_level=None)
+    target.execute("PRAGMA journal_mode = WAL")
+    target.execute("PRAGMA synchronous = NORMAL")  # bulk load only; steplog itself uses FULL
+    position = 0
+    runs = 0
+    for copy in range(copies):
+        if progress is not None and copy % 10 == 0:
+            progress.print(f"building the benchmark store: copy {copy + 1}/{copies}")
+        rows = []
+        for _, _, run_id, seq, type_name, version, recorded_at, payload in template:
+            position += 1
+            rows.append(
+                (
+                    position,
+                    uuid.uuid4().hex,
+                    f"{run_id}~{copy}",
+                    seq,
+                    type_name,
+                    version,
+                    recorded_at,
+                    payload,
+                )
+            )
+        target.execute("BEGIN")
+        target.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        target.execute("COMMIT")
+        runs += len({row[2] for row in rows})
+    target.close()
+    return runs
+
+
+def _child(kind: str, path: str) -> dict[str, Any]:
+    """Run one pass in this process and report it (used through ``python -m``)."""
+    started = time.perf_counter()
+    if kind == "raw":
+        conn = sqlite3.connect(path)
+        cursor = conn.execute(f"SELECT {_COLUMNS} FROM events ORDER BY position")
+        count = 0
+        while rows := cursor.fetchmany(5000):
+            for row in rows:
+                json.loads(row[7])
+            count += len(rows)
+        conn.close()
+    else:
+        from ..projections.library import LibraryProjection
+
+        store = EventStore.open(path)
+        count = LibraryProjection(store).rebuild()
+        store.close()
+    seconds = time.perf_counter() - started
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"events": count, "seconds": seconds, "peak_rss_mb": peak_kb / 1024}
+
+
+def _measure(kind: str, path: Path) -> PassResult:
+    result = subprocess.run(
+        [sys.executable, "-m", "steplog.bench.rebuild", kind, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"the {kind} pass failed:\n{result.stderr}")
+    return PassResult(**json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def run_rebuild_benchmark(
+    *, events: int = 1_000_000, repeat: int = 1, progress: Console | None = None
+) -> RebuildBench:
+    """Build (or reuse) the store, then measure both passes ``repeat`` times (best kept)."""
+    path = steplog_home() / "bench" / f"rebuild-{events}.db"
+    runs = build_store(path, events, progress)
+    raw: list[PassResult] = []
+    rebuilt: list[PassResult] = []
+    for attempt in range(repeat):
+        if progress is not None:
+            progress.print(f"round {attempt + 1}/{repeat}: raw pass, then rebuild ...")
+        raw.append(_measure("raw", path))
+        rebuilt.append(_measure("rebuild", path))
+    best_raw = min(raw, key=lambda r: r.seconds)
+    best_rebuild = min(rebuilt, key=lambda r: r.seconds)
+    return RebuildBench(best_raw.events, runs, best_raw, best_rebuild)
+
+
+if __name__ == "__main__":
+    print(json.dumps(_child(sys.argv[1], sys.argv[2])))
