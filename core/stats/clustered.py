@@ -1,0 +1,88 @@
+"""Runs that repeat a task instance are clustered: resample tasks, not runs.
+
+* :func:`cluster_bootstrap` -- a BCa bootstrap (scipy) of a ratio statistic over clusters.
+* :func:`mean_interval` -- a process metric's mean with a cluster-bootstrap interval.
+* :func:`pass_hat_k` -- pass^k (Yao et al. 2024, tau-bench): the chance that k independent
+  trials of the same task all succeed, estimated without bias per task as C(c, k) / C(n, k).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from math import comb
+
+import numpy as np
+from scipy.stats import bootstrap
+
+from .results import Interval
+
+RESAMPLES = 2000
+
+
+def _clusters(keys: Sequence[str], values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for key, value in zip(keys, values, strict=True):
+        sums[key] += value
+        counts[key] += 1
+    names = sorted(sums)
+    return np.array([sums[k] for k in names]), np.array([counts[k] for k in names], float)
+
+
+def cluster_bootstrap(
+    keys: Sequence[str],
+    values: Sequence[float],
+    *,
+    method: str,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Interval:
+    """The mean of ``values`` with a bootstrap interval that resamples whole clusters."""
+    if not values:
+        raise ValueError("no values to summarise")
+    sums, counts = _clusters(keys, values)
+    estimate = float(sums.sum() / counts.sum())
+    if len(sums) < 2 or np.all(sums / counts == estimate):
+        return Interval(estimate, estimate, estimate, method, len(values), confidence)
+    result = bootstrap(
+        (sums, counts),
+        lambda s, c, axis: s.sum(axis=axis) / c.sum(axis=axis),
+        paired=True,
+        vectorized=True,
+        confidence_level=confidence,
+        n_resamples=RESAMPLES,
+        method="BCa",
+        random_state=np.random.default_rng(seed),
+    )
+    low, high = result.confidence_interval
+    if not (np.isfinite(low) and np.isfinite(high)):  # degenerate BCa: fall back to percentile
+        result = bootstrap(
+            (sums, counts),
+            lambda s, c, axis: s.sum(axis=axis) / c.sum(axis=axis),
+            paired=True,
+            vectorized=True,
+            confidence_level=confidence,
+            n_resamples=RESAMPLES,
+            method="percentile",
+            random_state=np.random.default_rng(seed),
+        )
+        low, high = result.confidence_interval
+    return Interval(estimate, float(low), float(high), method, len(values), confidence)
+
+
+def mean_interval(
+    keys: Sequence[str], values: Sequence[float], *, confidence: float = 0.95
+) -> Interval:
+    """A process metric's mean per run, cluster-bootstrapped by task instance."""
+    return cluster_bootstrap(
+        keys, values, method="cluster bootstrap (BCa) by task instance", confidence=confidence
+    )
+
+
+def pass_hat_k(successes: Sequence[int], trials: Sequence[int], k: int) -> float | None:
+    """Mean over tasks of C(c, k) / C(n, k); tasks with fewer than k trials are skipped."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    values = [comb(c, k) / comb(n, k) for c, n in zip(successes, trials, strict=True) if n >= k]
+    return sum(values) / len(values) if values else None

@@ -1,0 +1,134 @@
+"""The long-horizon view: how runs survive step after step.
+
+A run's "time" is the number of steps it entered; it "dies" at the step it failed (or was
+aborted) at, and is censored when it completed or is still going. Kaplan-Meier curves and the
+logrank test come from scipy (``ecdf`` with ``CensoredData``, ``logrank``); the constant
+per-step success p, its implied p^N, and a Cochran-Armitage test of a hazard that rises with the
+step index (error accumulation) are written here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from scipy.stats import CensoredData, ecdf, logrank, norm
+
+from .proportions import proportion
+from .results import Interval, TestResult
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """One run, as survival data: steps entered, and whether it failed at the last one."""
+
+    steps: int
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SurvivalPoint:
+    """P(a run gets past step ``step``) with its pointwise interval, and runs at risk there."""
+
+    step: int
+    survival: float
+    low: float
+    high: float
+    at_risk: int
+    failed: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return asdict(self)
+
+
+def _censored(outcomes: Sequence[StepOutcome]) -> CensoredData:
+    failed = [o.steps for o in outcomes if o.failed]
+    censored = [o.steps for o in outcomes if not o.failed]
+    return CensoredData(uncensored=np.asarray(failed, float), right=np.asarray(censored, float))
+
+
+def kaplan_meier(
+    outcomes: Sequence[StepOutcome], *, confidence: float = 0.95
+) -> list[SurvivalPoint]:
+    """The Kaplan-Meier survival curve by step, with log-log pointwise intervals."""
+    if not outcomes:
+        return []
+    if any(o.steps < 1 for o in outcomes):
+        raise ValueError("every run must have entered at least one step")
+    result = ecdf(_censored(outcomes))
+    last = max(o.steps for o in outcomes)
+    steps = np.arange(1, last + 1, dtype=float)
+    survival = result.sf.evaluate(steps)
+    if all(o.failed is False for o in outcomes):
+        low = high = np.ones_like(steps)
+    else:
+        with warnings.catch_warnings():  # undefined where S(t) is 0 or 1: filled in below
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ci = result.sf.confidence_interval(confidence_level=confidence, method="log-log")
+        low = np.nan_to_num(ci.low.evaluate(steps), nan=0.0)
+        high = np.nan_to_num(ci.high.evaluate(steps), nan=1.0)
+    points = []
+    for i, step in enumerate(range(1, last + 1)):
+        at_risk = sum(1 for o in outcomes if o.steps >= step)
+        failed = sum(1 for o in outcomes if o.failed and o.steps == step)
+        points.append(
+            SurvivalPoint(step, float(survival[i]), float(low[i]), float(high[i]), at_risk, failed)
+        )
+    return points
+
+
+def logrank_test(a: Sequence[StepOutcome], b: Sequence[StepOutcome]) -> TestResult:
+    """Logrank test that two versions' step-survival curves differ (scipy)."""
+    if not a or not b:
+        raise ValueError("both groups need runs")
+    result = logrank(_censored(a), _censored(b))
+    return TestResult(float(result.statistic), float(result.pvalue), "logrank")
+
+
+def step_success(outcomes: Sequence[StepOutcome], *, confidence: float = 0.95) -> Interval:
+    """A constant per-step success probability p: steps passed / steps entered (Wilson)."""
+    entered = sum(o.steps for o in outcomes)
+    failed = sum(1 for o in outcomes if o.failed)
+    if entered == 0:
+        raise ValueError("no steps were entered")
+    interval = proportion(entered - failed, entered, confidence=confidence)
+    return Interval(
+        interval.estimate,
+        interval.low,
+        interval.high,
+        "constant per-step success, Wilson",
+        entered,
+        confidence,
+    )
+
+
+def implied_completion(p: Interval, steps: int) -> Interval:
+    """p^N: the completion rate a constant per-step success implies for an N-step task."""
+    return Interval(p.estimate**steps, p.low**steps, p.high**steps, f"p^{steps}", p.n, p.confidence)
+
+
+def cochran_armitage(
+    events: Sequence[int], totals: Sequence[int], scores: Sequence[float] | None = None
+) -> TestResult:
+    """Cochran-Armitage test for a linear trend in proportions across ordered groups.
+
+    Applied to per-step hazards (failures / runs at risk at each step) it tests whether the
+    hazard rises with the step index: error accumulation. The statistic is the signed z.
+    """
+    e = np.asarray(events, float)
+    n = np.asarray(totals, float)
+    s = np.arange(len(e), dtype=float) if scores is None else np.asarray(scores, float)
+    if not (len(e) == len(n) == len(s)) or np.any(e < 0) or np.any(e > n):
+        raise ValueError("events, totals and scores must align, with 0 <= events <= totals")
+    total = n.sum()
+    p = e.sum() / total if total else 0.0
+    statistic = float(np.sum(s * (e - n * p)))
+    variance = p * (1 - p) * (np.sum(n * s**2) - np.sum(n * s) ** 2 / total) if total else 0.0
+    if variance <= 0:
+        return TestResult(0.0, 1.0, "Cochran-Armitage trend")
+    z = statistic / float(np.sqrt(variance))
+    return TestResult(z, float(2 * norm.sf(abs(z))), "Cochran-Armitage trend")
