@@ -53,6 +53,7 @@ def add_to_regression_set(
     cleaned = name.strip()
     if not cleaned or len(cleaned) > 200:
         raise SteplogError(f"a regression set name must be 1 to 200 characters, not {name!r}")
+    run_ids = list(dict.fromkeys(run_ids))  # naming a run twice adds it once
     if not run_ids:
         raise SteplogError("name at least one run to add")
     refresh(store)

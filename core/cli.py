@@ -1022,6 +1022,9 @@ def show_cmd(
     if as_json:
         _print_json(state.as_dict())
         return
+    last_step = state.steps[-1].index if state.steps else -1
+    if at_step is not None and at_step > last_step:
+        err_console.print(f"note: the run never got past step {last_step}; showing its end")
     _print_state(state)
 
 

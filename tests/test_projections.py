@@ -311,3 +311,92 @@ def test_catch_up_under_concurrent_writers_on_postgres(pg_schemas: Any) -> None:
     LibraryProjection(store).rebuild()
     assert snapshot(store) == incremental
     store.close()
+
+
+# --- review fixes: duplicates, leases, annotation order, normalisation ---------------------
+
+
+def test_adding_a_run_twice_keeps_one_member_and_rebuild_still_works(store: EventStore) -> None:
+    seed_runs(store, runs=3, seed=3)
+    refresh(store)
+    run_id = list_runs(store, status="failed", limit=1)[0]["run_id"]
+    assert add_to_regression_set(store, "dup", [run_id, run_id]) == 1
+    from steplog.events import SampleAddedToRegressionSet
+
+    store.append(run_id, [SampleAddedToRegressionSet(regression_set="dup", note="again")])
+    refresh(store)
+    assert regression_sets(store) == {"dup": 1}
+    incremental = snapshot(store)
+    LibraryProjection(store).rebuild()
+    assert snapshot(store) == incremental
+
+
+def test_a_second_rebuild_is_refused_while_one_holds_the_lease(store: EventStore) -> None:
+    projection = LibraryProjection(store)
+    projection._ensure_checkpoint_row()
+    token = projection._acquire_lease()
+    with pytest.raises(SteplogError, match="another rebuild of 'library' is running"):
+        LibraryProjection(store).rebuild()
+    from steplog.database import write_transaction
+
+    with write_transaction(store.engine) as conn:
+        projection._release_lease(conn, token)
+    assert LibraryProjection(store).rebuild() == store.last_position()
+
+
+def test_annotations_before_a_failure_count_the_same_in_any_paging(store: EventStore) -> None:
+    from steplog.events import FailureLabeled, RunFailed, RunStarted, SampleAddedToRegressionSet
+
+    store.append("early", [RunStarted(scenario="s", model_version="v", agent="a")])
+    store.append(
+        "early",
+        [SampleAddedToRegressionSet(regression_set="set"), FailureLabeled(label="too-early")],
+    )
+    store.append("early", [RunFailed(error_type="boom", message="x")])
+    store.append("early", [FailureLabeled(label="late")])
+    store.append("ghost", [SampleAddedToRegressionSet(regression_set="set")])
+    results = []
+    for size in (1, 2, 3, 100):
+        store_copy = snapshot_after_catch_up(store, size)
+        results.append(store_copy)
+    assert all(r == results[0] for r in results)
+    (view,) = list_failures(store)
+    assert [item["label"] for item in view.labels] == ["late"]
+    assert regression_sets(store) == {"set": 1}  # the ghost run is not a member
+
+
+def snapshot_after_catch_up(store: EventStore, page_size: int) -> dict[str, Any]:
+    LibraryProjection(store).rebuild()  # reset, then replay incrementally in this page size
+    from steplog.database import write_transaction
+    from steplog.models import checkpoints_table
+
+    with write_transaction(store.engine) as conn:
+        for table in (run_summaries_table, failure_signatures_table, regression_members_table):
+            conn.execute(table.delete())
+        conn.execute(checkpoints_table.update().values(position=0))
+    LibraryProjection(store, page_size=page_size).catch_up()
+    return snapshot(store)
+
+
+def test_signature_normalisation_masks_ids_and_keeps_words() -> None:
+    from steplog.projections.signature import normalize_message, signature_of
+
+    assert normalize_message("can't parse 'abc' now") == "can't parse <str> now"
+    assert normalize_message("order ORD-AB12CD for a1b2c3d4") == "order <id> for <id>"
+    assert normalize_message("took 12.5 s at 3e-3") == "took <n> s at <n>"
+    same = signature_of("s", "extract_07", "loop", "order ORD-1 at 12:00")
+    assert same == signature_of("s", "extract_12", "loop", "order ORD-77 at 13:30")
+
+
+def test_fixed_labels_are_case_insensitive_and_statuses_are_checked(store: EventStore) -> None:
+    seed_runs(store, runs=3, seed=5)
+    refresh(store)
+    signature = list_failures(store, limit=1)[0].signature
+    label(store, signature, label="FIXED")
+    assert get_failure(store, signature).status == "fixed"
+    with pytest.raises(SteplogError, match="status must be one of new, triaged"):
+        list_failures(store, status="bogus")
+    assert list_failures(store, status="fixed")[0].signature == signature
+    version = next(iter(get_failure(store, signature).counts_by_version))
+    assert signature in {v.signature for v in list_failures(store, model_version=version)}
+    assert list_failures(store, model_version="nope") == []

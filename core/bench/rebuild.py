@@ -100,7 +100,7 @@ def build_store(path: Path, events: int, progress: Console | None = None) -> int
         path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
     seed_path = path.with_name(path.stem + "-seed.db")
-    seed_path.unlink(missing_ok=True)
+    _remove_sqlite(seed_path)
     seed = EventStore.open(str(seed_path))
     for spec in registered_scenarios().values():
         for version in spec.versions_for_demo():
@@ -116,7 +116,7 @@ def build_store(path: Path, events: int, progress: Console | None = None) -> int
     EventStore.open(str(path)).close()  # the migrated, empty target
     with sqlite3.connect(seed_path) as source:
         template = source.execute(f"SELECT {_COLUMNS} FROM events ORDER BY position").fetchall()
-    seed_path.unlink()
+    _remove_sqlite(seed_path)
     copies = -(-events // len(template))
     target = sqlite3.connect(path, isolation_level=None)
     target.execute("PRAGMA journal_mode = WAL")
@@ -147,6 +147,11 @@ def build_store(path: Path, events: int, progress: Console | None = None) -> int
         runs += len({row[2] for row in rows})
     target.close()
     return runs
+
+
+def _remove_sqlite(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _child(kind: str, path: str) -> dict[str, Any]:

@@ -10,8 +10,10 @@ them in; a property test checks that it equals incremental catch-up in any chunk
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import secrets
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -21,6 +23,7 @@ from sqlalchemy import Column, Connection, MetaData, Table, delete, insert, sele
 from sqlalchemy.exc import IntegrityError
 
 from ..database import is_sqlite, write_transaction
+from ..errors import SteplogError
 from ..models import (
     checkpoints_table,
     failure_signatures_table,
@@ -32,6 +35,10 @@ from .run_state import RunState, fold, fold_from
 from .signature import Signature, signature_of
 
 NAME = "library"
+LEASE = f"{NAME}:rebuild"
+LEASE_SECONDS = 120
+"""A rebuild renews its lease every page; one silent for this long is taken to have died."""
+ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
 FAILED = frozenset({"failed", "aborted"})
 FIXED_LABEL = "fixed"
 MAX_EXEMPLARS = 5
@@ -169,7 +176,7 @@ def with_label(current: SignatureState, event: StoredEvent) -> SignatureState:
         "run_id": None if event.run_id.startswith(SIGNATURE_STREAM) else event.run_id,
     }
     status, fixed_at = current.status, current.fixed_at_position
-    if p["label"] == FIXED_LABEL:
+    if p["label"].strip().lower() == FIXED_LABEL:
         status, fixed_at = "fixed", event.position
     elif status == "new":
         status = "triaged"
@@ -289,44 +296,93 @@ class LibraryProjection:
 
     def _rebuild(self, progress: ProgressCallback | None) -> int:
         engine = self.store.engine
-        shadow = LibraryTables.shadow()
-        with write_transaction(engine) as conn:
-            for table in shadow.all():
-                table.drop(conn, checkfirst=True)
-                table.create(conn)
         self._ensure_checkpoint_row()
-        total = self.store.last_position()
-        position = folded = 0
-        carry: dict[str, RunState] = {}
-        while True:
+        token = self._acquire_lease()
+        try:
+            shadow = LibraryTables.shadow()
             with write_transaction(engine) as conn:
-                events = self.store.page(conn, position, self.page_size)
+                for table in shadow.all():  # leftovers of a rebuild that died
+                    table.drop(conn, checkfirst=True)
+                    table.create(conn)
+            total = self.store.last_position()
+            position = folded = 0
+            carry: dict[str, RunState] = {}
+            while True:
+                with write_transaction(engine) as conn:
+                    self._renew_lease(conn, token)
+                    events = self.store.page(conn, position, self.page_size)
+                    if events:
+                        self._fold_page(conn, shadow, events, carry)
                 if events:
+                    position = events[-1].position
+                    folded += len(events)
+                    if progress is not None:
+                        progress(folded, max(total, folded))
+                if len(events) < self.page_size:
+                    break
+            with write_transaction(engine) as conn:
+                self._lock_checkpoint(conn)
+                self._renew_lease(conn, token)
+                while events := self.store.page(conn, position, self.page_size):
                     self._fold_page(conn, shadow, events, carry)
-            if events:
-                position = events[-1].position
-                folded += len(events)
-                if progress is not None:
-                    progress(folded, max(total, folded))
-            if len(events) < self.page_size:
-                break
-        with write_transaction(engine) as conn:
-            self._lock_checkpoint(conn)
-            while events := self.store.page(conn, position, self.page_size):
-                self._fold_page(conn, shadow, events, carry)
-                position = events[-1].position
-                folded += len(events)
-            for live, copy in zip(LIVE.all(), shadow.all(), strict=True):
-                names = ", ".join(column.name for column in live.columns)
-                conn.execute(delete(live))
-                conn.exec_driver_sql(
-                    f"INSERT INTO {live.name} ({names}) SELECT {names} FROM {copy.name}"
-                )
-                copy.drop(conn)
-            self._set_checkpoint(conn, position)
+                    position = events[-1].position
+                    folded += len(events)
+                for live, copy in zip(LIVE.all(), shadow.all(), strict=True):
+                    names = ", ".join(column.name for column in live.columns)
+                    conn.execute(delete(live))
+                    conn.exec_driver_sql(
+                        f"INSERT INTO {live.name} ({names}) SELECT {names} FROM {copy.name}"
+                    )
+                    copy.drop(conn)
+                self._set_checkpoint(conn, position)
+                self._release_lease(conn, token)
+        except BaseException:
+            with contextlib.suppress(Exception), write_transaction(engine) as conn:
+                self._release_lease(conn, token)
+            raise
         if progress is not None:
             progress(folded, max(total, folded))
         return folded
+
+    # - the rebuild lease: one rebuild at a time -
+
+    def _acquire_lease(self) -> int:
+        token = secrets.randbits(62)
+        now = datetime.now(UTC)
+        with write_transaction(self.store.engine) as conn:
+            held = conn.execute(
+                select(checkpoints_table.c.updated_at).where(checkpoints_table.c.name == LEASE)
+            ).scalar()
+            if held is not None and (now - _utc(held)).total_seconds() < LEASE_SECONDS:
+                raise SteplogError(
+                    f"another rebuild of {NAME!r} is running (active at {_utc(held):%H:%M:%S} "
+                    f"UTC); wait for it, or {LEASE_SECONDS} s if its process died"
+                )
+            conn.execute(delete(checkpoints_table).where(checkpoints_table.c.name == LEASE))
+            conn.execute(
+                insert(checkpoints_table).values(name=LEASE, position=token, updated_at=now)
+            )
+        return token
+
+    @staticmethod
+    def _renew_lease(conn: Connection, token: int) -> None:
+        result = conn.execute(
+            checkpoints_table.update()
+            .where(checkpoints_table.c.name == LEASE, checkpoints_table.c.position == token)
+            .values(updated_at=datetime.now(UTC))
+        )
+        if result.rowcount != 1:
+            raise SteplogError(
+                "this rebuild lost its lease to another rebuild and stopped; nothing was swapped"
+            )
+
+    @staticmethod
+    def _release_lease(conn: Connection, token: int) -> None:
+        conn.execute(
+            delete(checkpoints_table).where(
+                checkpoints_table.c.name == LEASE, checkpoints_table.c.position == token
+            )
+        )
 
     # - folding one page -
 
@@ -352,33 +408,59 @@ class LibraryProjection:
 
         states: dict[str, RunState] = {}
         happenings: list[tuple[int, str, Any]] = []
+        # An annotation's signature is the run's as of the annotation, whatever the paging.
+        resolved: dict[int, str | None] = {}
         for run_id, run_events in by_run.items():
             prior = earlier.get(run_id, [])
             before = carry.pop(run_id, None)
             if before is None and prior and prior[0].type == "RunStarted":
                 before = fold(prior)
+            annotations = [e for e in run_events if e.type in ANNOTATIONS]
+            happenings.extend((e.position, e.type, e) for e in annotations)
             if before is None and run_events[0].type != "RunStarted":
-                after = None  # an annotation stream, or events of an unknown run
-            else:
-                after = fold_from(before, run_events)
-                states[run_id] = after
-                was_failed = before is not None and before.status in FAILED
-                if after.status in FAILED and not was_failed:
-                    terminal = next(e for e in run_events if e.type in ("RunFailed", "RunAborted"))
-                    happenings.append((terminal.position, "failure", after))
+                continue  # a signature stream, or annotations of a run the log does not have
+            state, segment = before, []
             for event in run_events:
-                if event.type in ("FailureLabeled", "SampleAddedToRegressionSet"):
-                    happenings.append((event.position, event.type, event))
+                segment.append(event)
+                if event.type in ANNOTATIONS:
+                    state, segment = fold_from(state, segment), []
+                    failure = failure_of(state)
+                    resolved[event.position] = failure.id if failure else None
+            after = fold_from(state, segment) if segment or state is None else state
+            states[run_id] = after
+            was_failed = before is not None and before.status in FAILED
+            if after.status in FAILED and not was_failed:
+                terminal = next(e for e in run_events if e.type in ("RunFailed", "RunAborted"))
+                happenings.append((terminal.position, "failure", after))
 
-        run_signatures = self._signatures_of_runs(conn, tables, happenings, states)
+        earlier_runs = self._summaries_of(
+            conn,
+            tables,
+            {
+                item.run_id
+                for _, kind, item in happenings
+                if kind != "failure" and item.position not in resolved
+            },
+        )
+
+        def signature_for(event: StoredEvent) -> str | None:
+            explicit = event.payload.get("signature")
+            if explicit:
+                return str(explicit)
+            if event.run_id.startswith(SIGNATURE_STREAM):
+                return event.run_id[len(SIGNATURE_STREAM) :]
+            if event.position in resolved:
+                return resolved[event.position]
+            return earlier_runs.get(event.run_id)
+
         wanted: set[str] = set()
         for _, kind, item in happenings:
             found = failure_of(item) if kind == "failure" else None
-            signature_id = found.id if found else self._signature_for(item, run_signatures)
+            signature_id = found.id if found else signature_for(item)
             if signature_id:
                 wanted.add(signature_id)
         signatures = self._load_signatures(conn, tables, wanted)
-        members: list[dict[str, Any]] = []
+        members: dict[tuple[str, str], dict[str, Any]] = {}
         for position, kind, item in sorted(happenings, key=lambda h: h[0]):
             if kind == "failure":
                 signature = failure_of(item)
@@ -387,61 +469,42 @@ class LibraryProjection:
                     signatures.get(signature.id), signature, item, position
                 )
                 continue
-            signature_id = self._signature_for(item, run_signatures)
+            signature_id = signature_for(item)
             current = signatures.get(signature_id) if signature_id else None
             if kind == "FailureLabeled" and current is not None:
                 signatures[current.signature] = with_label(current, item)
             elif kind == "SampleAddedToRegressionSet":
+                known = item.run_id in states or item.run_id in earlier_runs
+                if not known:
+                    continue  # a member must be a run the log has
                 set_name = item.payload["regression_set"]
                 if current is not None:
                     signatures[current.signature] = with_regression_set(current, set_name)
-                members.append(
-                    {
-                        "set_name": set_name,
-                        "run_id": item.run_id,
-                        "signature": signature_id,
-                        "note": item.payload.get("note"),
-                        "added_at": item.recorded_at,
-                        "position": item.position,
-                    }
-                )
-        self._write(conn, tables, states, signatures, members)
+                members[(set_name, item.run_id)] = {  # re-adding keeps the latest note
+                    "set_name": set_name,
+                    "run_id": item.run_id,
+                    "signature": signature_id,
+                    "note": item.payload.get("note"),
+                    "added_at": item.recorded_at,
+                    "position": item.position,
+                }
+        self._write(conn, tables, states, signatures, list(members.values()))
         carry.update((run_id, state) for run_id, state in states.items() if not state.is_terminal)
 
     @staticmethod
-    def _signature_for(event: StoredEvent, run_signatures: dict[str, str]) -> str | None:
-        explicit = event.payload.get("signature")
-        if explicit:
-            return str(explicit)
-        if event.run_id.startswith(SIGNATURE_STREAM):
-            return event.run_id[len(SIGNATURE_STREAM) :]
-        return run_signatures.get(event.run_id)
-
-    @staticmethod
-    def _signatures_of_runs(
-        conn: Connection,
-        tables: LibraryTables,
-        happenings: Sequence[tuple[int, str, Any]],
-        states: dict[str, RunState],
-    ) -> dict[str, str]:
-        """Signatures of the runs annotated in this page (from this page or the table)."""
-        annotated = {item.run_id for _, kind, item in happenings if kind != "failure"}
-        found: dict[str, str] = {}
-        missing = []
-        for run_id in annotated:
-            state = states.get(run_id)
-            failure = failure_of(state) if state is not None else None
-            if failure is not None:
-                found[run_id] = failure.id
-            elif state is None:
-                missing.append(run_id)
-        if missing:
+    def _summaries_of(
+        conn: Connection, tables: LibraryTables, run_ids: set[str]
+    ) -> dict[str, str | None]:
+        """Signatures of runs folded on earlier pages (``None``: known, but not failed)."""
+        found: dict[str, str | None] = {}
+        wanted = [run_id for run_id in run_ids if not run_id.startswith(SIGNATURE_STREAM)]
+        for start in range(0, len(wanted), 500):
             rows = conn.execute(
                 select(tables.runs.c.run_id, tables.runs.c.signature).where(
-                    tables.runs.c.run_id.in_(missing)
+                    tables.runs.c.run_id.in_(wanted[start : start + 500])
                 )
             )
-            found.update({row.run_id: row.signature for row in rows if row.signature})
+            found.update({row.run_id: row.signature for row in rows})
         return found
 
     @staticmethod

@@ -6,11 +6,12 @@ catch the projection up first with :func:`refresh`.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Select, case, func, or_, select
+from sqlalchemy import Select, String, case, cast, func, or_, select
 
 from ..errors import SteplogError
 from ..models import failure_signatures_table as sig_t
@@ -121,6 +122,9 @@ def _failure(row: dict[str, Any]) -> FailureView:
 SortKey = Literal["count", "last_seen", "first_seen"]
 
 
+STATUSES = ("new", "triaged", "fixed", "regressed")
+
+
 def list_failures(
     store: EventStore,
     *,
@@ -136,6 +140,8 @@ def list_failures(
     offset: int = 0,
 ) -> list[FailureView]:
     """Failure signatures, filtered and sorted; ``model_version`` keeps those it produced."""
+    if status is not None and status not in STATUSES:
+        raise SteplogError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
     query = select(sig_t)
     for column, value in (
         (sig_t.c.scenario, scenario),
@@ -160,12 +166,15 @@ def list_failures(
         "last_seen": sig_t.c.last_seen_at.desc(),
         "first_seen": sig_t.c.first_seen_at.asc(),
     }[sort]
-    views = [_failure(row) for row in _rows(store, query.order_by(order, sig_t.c.signature))]
     if model_version:
-        views = [v for v in views if v.counts_by_version.get(model_version)]
+        query = query.where(sig_t.c.counts_by_version[model_version].as_integer() > 0)
     if label:
-        views = [v for v in views if any(item["label"] == label for item in v.labels)]
-    return views[offset : offset + limit]
+        # labels is a JSON list of objects; match the serialized pair, wildcards escaped
+        needle = f'"label": {json.dumps(label)}'.replace("\\", "\\\\")
+        needle = needle.replace("%", "\\%").replace("_", "\\_")
+        query = query.where(cast(sig_t.c.labels, String).like(f"%{needle}%", escape="\\"))
+    query = query.order_by(order, sig_t.c.signature).limit(limit).offset(offset)
+    return [_failure(row) for row in _rows(store, query)]
 
 
 def get_failure(store: EventStore, signature: str) -> FailureView:

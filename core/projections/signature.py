@@ -12,11 +12,15 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-_QUOTED = re.compile(r"""'[^']*'|"[^"]*\"""")
+_QUOTED = re.compile(r"""(?<![A-Za-z])'[^']*'|"[^"]*\"""")
+"""Quoted values; an apostrophe inside a word (``can't``) does not open a quote."""
 _UUID = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
 _HEX_ID = re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{12,}\b")
+_MIXED_ID = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*\b")
+"""Tokens mixing letters and digits (``ORD-AB12CD``, ``a1b2c3``): ids, not words."""
+_SCIENTIFIC = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+\b")
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
 _SPACE = re.compile(r"\s+")
 MAX_MESSAGE = 300
@@ -38,6 +42,8 @@ def normalize_message(message: str) -> str:
     masked = _QUOTED.sub("<str>", message)
     masked = _UUID.sub("<id>", masked)
     masked = _HEX_ID.sub("<id>", masked)
+    masked = _SCIENTIFIC.sub("<n>", masked)
+    masked = _MIXED_ID.sub("<id>", masked)
     masked = _NUMBER.sub("<n>", masked)
     return _SPACE.sub(" ", masked).strip()[:MAX_MESSAGE]
 
