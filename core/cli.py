@@ -557,6 +557,134 @@ def rebuild_cmd(
     console.print(f"rebuilt {projection} from {folded:,} events", highlight=False)
 
 
+# --- replay ----------------------------------------------------------------------------------
+
+
+@app.command("replay")
+def replay_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run to replay.")],
+    fork_at_step: Annotated[
+        int | None, typer.Option(min=0, help="Serve the recording before step K, then go live.")
+    ] = None,
+    model_version: Annotated[
+        str | None, typer.Option(help="With --fork-at-step: the version to continue on.")
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay a run with its recorded responses (identical or not?), or fork it at a step."""
+    from .replay import replay
+
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        result = replay(store, run_id, fork_at_step=fork_at_step, model_version=model_version)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(result.as_dict())
+    else:
+        console.print(
+            f"{result.mode} replay of {result.original} -> {result.run_id}\n{result.summary}",
+            highlight=False,
+        )
+        if result.first_difference:
+            console.print(
+                f"first difference: {json.dumps(result.first_difference)}",
+                highlight=False,
+                markup=False,
+            )
+    if result.divergence is not None or result.identical is False:
+        raise typer.Exit(1)
+
+
+@app.command("diff")
+def diff_cmd(
+    run_a: Annotated[str, typer.Argument(help="First run.")],
+    run_b: Annotated[str, typer.Argument(help="Second run.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Compare two runs step by step and name their first divergence."""
+    from .replay import diff_runs
+
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        result = diff_runs(store, run_a, run_b)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(result)
+        return
+    a, b = result["a"], result["b"]
+    console.print(
+        f"A {a['run_id']} ({a['model_version']}, {a['status']}, retries {a['retries']}, "
+        f"tokens {a['tokens']:,})\nB {b['run_id']} ({b['model_version']}, {b['status']}, "
+        f"retries {b['retries']}, tokens {b['tokens']:,})",
+        highlight=False,
+    )
+    first = result["first_difference"]
+    console.print(
+        "identical event streams"
+        if result["identical"]
+        else f"first divergence at event {first['seq']} (step {first['step_index']}, call "
+        f"{first['call_index']}): {first['fields'] or 'different events'}",
+        highlight=False,
+        markup=False,
+    )
+    table = Table("#", "step", "A", "B", "", box=None)
+    for row in result["steps"]:
+
+        def cell(side: dict[str, Any] | None) -> str:
+            return "-" if side is None else f"{side['status']} x{side['attempts']}"
+
+        table.add_row(
+            str(row["index"]),
+            row["name"] or "",
+            cell(row["a"]),
+            cell(row["b"]),
+            "" if row["same"] else "differs",
+        )
+    console.print(table)
+
+
+@app.command("regress")
+def regress_cmd(
+    regression_set: Annotated[str, typer.Argument(help="The regression set.")],
+    model_version: Annotated[str, typer.Option(help="The version to replay the samples on.")],
+    mode: Annotated[str, typer.Option(help="fork (at the failed step) or rerun (whole run).")] = (
+        "fork"
+    ),
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay every sample of a regression set onto a model version: how many pass now?"""
+    from .replay import regress
+
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        result = regress(
+            store,
+            regression_set,
+            model_version=model_version,
+            mode=_choice("--mode", mode, ("fork", "rerun")),
+        )
+    finally:
+        store.close()
+    if as_json:
+        _print_json(result)
+        return
+    table = Table("original", "new run", "status", "fork step", box=None)
+    for r in result["results"]:
+        table.add_row(
+            r["original"],
+            r["run_id"],
+            r["status"],
+            "" if r["fork_step"] is None else str(r["fork_step"]),
+        )
+    console.print(table)
+    console.print(result["verdict"], highlight=False)
+
+
 # --- statistics ----------------------------------------------------------------------------
 
 ConfidenceOption = Annotated[
@@ -1288,6 +1416,28 @@ def bench_rebuild(
         f"peak {result.rebuild.peak_rss_mb:,.0f} MB\n"
         f"  ratio {result.ratio:.2f}x ({result.verdicts['speed']}), "
         f"memory {result.verdicts['memory']}",
+        highlight=False,
+    )
+
+
+@bench_app.command("replay")
+def bench_replay(
+    runs: Annotated[int, typer.Option(min=2, max=1000, help="50-step runs to replay.")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """Exact replays/s of 50-step runs, next to reading the same runs' events."""
+    from .bench.replay import run_replay_benchmark
+
+    result = run_replay_benchmark(runs=runs)
+    if as_json:
+        _print_json(result.as_dict())
+        return
+    console.print(
+        f"{result.runs} runs of 50 steps ({result.events_per_run:.0f} events each), "
+        f"{result.identical}/{result.runs} replays identical\n"
+        f"  read the run's events   {result.read_seconds_per_run * 1000:8.2f} ms\n"
+        f"  replay it exactly       {result.replay_seconds_per_run * 1000:8.2f} ms "
+        f"({result.replays_per_second:.1f} replays/s, {result.ratio_to_read:.0f}x the read)",
         highlight=False,
     )
 

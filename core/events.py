@@ -354,6 +354,16 @@ class ClockRead(_RecordedCall):
     value: float
 
 
+@catalogue.register
+class ReplayDiverged(Event):
+    """A replay asked for a call the recording does not have (or left recorded calls unused)."""
+
+    step_index: int | None = Field(default=None, ge=0)
+    call_index: int | None = Field(default=None, ge=0)
+    expected: str
+    got: str
+
+
 # --- annotations -----------------------------------------------------------------------------
 
 

@@ -26,6 +26,7 @@ from ..events import (
     ClockRead,
     Event,
     ModelCalled,
+    ReplayDiverged,
     RunAborted,
     RunCompleted,
     RunFailed,
@@ -40,6 +41,7 @@ from ..events import (
 from ..projections.run_state import RunState, fold
 from ..recorder import RecordedRandom, RunRecorder, step_seed
 from ..store import EventStore
+from .playback import Divergence, Playback, describe
 from .scenario import (
     AGENT_PREFIX,
     ConcreteStep,
@@ -79,6 +81,7 @@ class Ending:
     run_id: str
     status: str
     failure_type: str | None = None
+    divergence: dict[str, Any] | None = None
 
 
 class _Stop(Exception):
@@ -106,6 +109,8 @@ class RunContext:
     attempt: int = 1
     last_response: str | None = None
     """Fingerprint of the last model response (loop detection compares attempts)."""
+    playback: Playback | None = None
+    """Set when replaying: recorded calls are served instead of made."""
     _random: RecordedRandom | None = field(default=None, repr=False)
     model: SimulatedModel = field(init=False)
     tools: SimulatedTools = field(init=False)
@@ -132,9 +137,17 @@ class RunContext:
             self._random = RecordedRandom(self.recorder, material, self.step_index)
         return self._random
 
+    def _served(self, step_index: int | None) -> Playback | None:
+        playback = self.playback
+        return playback if playback is not None and playback.serving(step_index) else None
+
     def now(self) -> float:
         """The run's clock in seconds (simulated: advanced by call latencies), recorded."""
         value = round(self.clock_ms / 1000, 3)
+        playback = self._served(self.step_index)
+        if playback is not None:
+            value = playback.take("ClockRead", self.step_index)["value"]
+            self.clock_ms = value * 1000
         self.recorder.record(
             ClockRead(
                 step_index=self.step_index,
@@ -154,6 +167,20 @@ class RunContext:
             "fields": step.spec.fields,
             "attempt": self.attempt,
         }
+        playback = self._served(step.index)
+        if playback is not None:
+            recorded = playback.take(
+                "ModelCalled",
+                step.index,
+                name=self.model_version,
+                request=request,
+                check_name=playback.checks_name(step.index),
+            )
+            recorded["call_index"] = self.recorder.next_call_index()
+            self.clock_ms += recorded.get("latency_ms", 0.0)
+            self.last_response = fingerprint("response", recorded["response"])
+            self.recorder.record(ModelCalled.model_validate(recorded))
+            return dict(recorded["response"])
         reply = self.model.complete(
             seed=self.seed,
             instance_id=self.instance.id,
@@ -185,6 +212,17 @@ class RunContext:
     def call_tool(self, step: ConcreteStep, tool: str) -> dict[str, Any]:
         """Call a scenario tool; recorded as ``ToolCalled``; raises on transient errors."""
         args = {"instance": self.instance.id, "step": step.name}
+        playback = self._served(step.index)
+        if playback is not None:
+            recorded = playback.take("ToolCalled", step.index, name=tool, request=args)
+            recorded["call_index"] = self.recorder.next_call_index()
+            self.clock_ms += recorded.get("latency_ms", 0.0)
+            self.recorder.record(ToolCalled.model_validate(recorded))
+            if recorded.get("error_type"):
+                raise _AttemptError(
+                    recorded["error_type"], str((recorded.get("result") or {}).get("error", ""))
+                )
+            return dict(recorded.get("result") or {})
         reply = self.tools.call(
             tool,
             seed=self.seed,
@@ -212,7 +250,7 @@ class RunContext:
 
     def _pace(self, simulated_ms: float) -> None:
         self.clock_ms += simulated_ms
-        if self.wall_latency_ms:
+        if self.wall_latency_ms and self.playback is None:
             time.sleep(self.wall_latency_ms / 1000)
 
 
@@ -238,9 +276,14 @@ def start_run(
 ) -> RunState:
     """Start a run of ``scenario`` on one task instance, drive it, return its final state."""
     ending = launch(
-        store, scenario, instance_id=instance_id, model_version=model_version, seed=seed,
-        run_id=run_id, gate_policy=gate_policy,
-    )  # fmt: skip
+        store,
+        scenario,
+        instance_id=instance_id,
+        model_version=model_version,
+        seed=seed,
+        run_id=run_id,
+        gate_policy=gate_policy,
+    )
     return fold_run(store, ending.run_id)
 
 
@@ -253,8 +296,15 @@ def launch(
     seed: int | None = None,
     run_id: str | None = None,
     gate_policy: GatePolicy | None = None,
+    playback: Playback | None = None,
+    replay_of: str | None = None,
+    forked_from: str | None = None,
+    fork_step: int | None = None,
 ) -> Ending:
-    """Like :func:`start_run`, returning only how it ended (no final fold): the batch path."""
+    """Like :func:`start_run`, returning only how it ended (no final fold): the batch path.
+
+    With ``playback`` the recorded calls are served instead of made (replay and fork).
+    """
     instance = scenario.instance(instance_id)
     scenario.model(model_version)  # a clear error for an unknown version, before writing
     if seed is None:
@@ -274,11 +324,19 @@ def launch(
             input={"instance": instance.id, **instance.params},
             planned_steps=[s.name for s in steps],
             gate_policy=gate_policy or scenario.gate_policy,
+            replay_of=replay_of,
+            forked_from=forked_from,
+            fork_step=fork_step,
         )
     )
     start_clock = time.time() * 1000
-    context = RunContext(recorder, scenario, instance, model_version, seed, start_clock)
-    context.now()  # the run's start time, recorded: replays serve it back
+    context = RunContext(
+        recorder, scenario, instance, model_version, seed, start_clock, playback=playback
+    )
+    try:
+        context.now()  # the run's start time, recorded: replays serve it back
+    except Divergence as divergence:
+        return _diverged(recorder, divergence, None)
     recorder.flush()
     return _drive(store, recorder, scenario, context)
 
@@ -303,7 +361,7 @@ def continue_run(store: EventStore, run_id: str) -> Ending:
             f"run {run_id!r} is waiting for approval of step {name!r}: "
             f"steplog approve {run_id} --step {name} [--reject --reason ...]"
         )
-    scenario = _registered_scenario(state)
+    scenario = registered_scenario(state)
     recorder = RunRecorder(store, run_id, version=state.version, call_index=state.call_index)
     started, clock = _clock_ms(events)
     context = RunContext(
@@ -336,7 +394,7 @@ def approve(
         raise RunStateError(
             f"run {run_id!r} waits for approval of step {waiting.name!r}, not {step!r}"
         )
-    _registered_scenario(state)  # refuse before recording a decision nothing could act on
+    registered_scenario(state)  # refuse before recording a decision nothing could act on
     decision = ApprovalDecided(
         step=step,
         step_index=waiting.index,
@@ -353,7 +411,7 @@ def approve(
     return resume(store, run_id)
 
 
-def _registered_scenario(state: RunState) -> ScenarioSpec:
+def registered_scenario(state: RunState) -> ScenarioSpec:
     """The scenario that recorded ``state``'s run, if it is registered at the same version."""
     if state.source != "harness" or not state.agent.startswith(AGENT_PREFIX):
         raise RunStateError(
@@ -402,7 +460,28 @@ def _drive(
         status, failure = _execute(recorder, scenario, context, state)
     except _Stop as stop:
         status, failure = stop.status, stop.failure_type
+    except Divergence as stopped:
+        return _diverged(recorder, stopped, context.step_index)
+    leftover = context.playback.leftover() if context.playback is not None else None
+    if leftover is not None:  # the code made fewer calls than were recorded
+        divergence = Divergence(
+            leftover.payload.get("step_index"),
+            leftover.payload.get("call_index"),
+            describe(leftover.type, leftover.payload),
+            "the end of the run",
+        )
+        recorder.record(ReplayDiverged(**divergence.as_dict()))
+        recorder.flush()
+        return Ending(recorder.run_id, status, failure, divergence.as_dict())
     return Ending(recorder.run_id, status, failure)
+
+
+def _diverged(recorder: RunRecorder, divergence: Divergence, step_index: int | None) -> Ending:
+    """Stop a replay that asked for something the recording does not have; say where."""
+    recorder.record(ReplayDiverged(**divergence.as_dict()))
+    recorder.record(RunAborted(reason=str(divergence), step_index=divergence.step_index))
+    recorder.flush()
+    return Ending(recorder.run_id, "aborted", "replay_divergence", divergence.as_dict())
 
 
 def _execute(
@@ -433,7 +512,9 @@ def _execute(
             )
         _check_timeout(recorder, ctx, budget, step, config.timeout_seconds)
         if step.spec.gate:
-            _pass_gate(recorder, step, policy, existing)
+            served = ctx._served(step.index)
+            decision = served.decisions.get(step.index) if served is not None else None
+            _pass_gate(recorder, step, policy, existing, decision)
         budget.step_tokens = existing.input_tokens + existing.output_tokens if existing else 0
         failed = existing.failed_attempts if existing is not None else 0
         # Continuing a step after a crash: its failed attempts are in the log, and so is the
@@ -520,7 +601,8 @@ def _execute(
 
 
 def _summary(output: dict[str, Any]) -> str:
-    shown = ", ".join(f"{key}={value}" for key, value in list(output.items())[:3])
+    # sorted: PostgreSQL's JSONB does not keep key order, and replays must match exactly
+    shown = ", ".join(f"{key}={value}" for key, value in sorted(output.items())[:3])
     return shown + (f" (+{len(output) - 3} more)" if len(output) > 3 else "")
 
 
@@ -590,9 +672,25 @@ def _record_attempt_failure(
 
 
 def _pass_gate(
-    recorder: RunRecorder, step: ConcreteStep, policy: GatePolicy, existing: Any
+    recorder: RunRecorder,
+    step: ConcreteStep,
+    policy: GatePolicy,
+    existing: Any,
+    recorded: dict[str, Any] | None = None,
 ) -> None:
     decided = existing.approval if existing is not None else None
+    if decided is None and recorded is not None and policy == "manual":
+        # a replay: the person's recorded decision is served, like any other input
+        recorder.record(
+            ApprovalRequested(
+                step=step.name,
+                step_index=step.index,
+                policy=policy,
+                summary=f"approve {step.name} before it runs",
+            )
+        )
+        recorder.record(ApprovalDecided.model_validate(recorded))
+        decided = bool(recorded["approved"])
     if decided is None:
         recorder.record(
             ApprovalRequested(

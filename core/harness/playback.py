@@ -1,0 +1,133 @@
+"""Serving a recording back: what makes replay deterministic.
+
+A :class:`Playback` holds a run's recorded nondeterministic acts -- model calls, tool calls,
+clock reads, random draws -- in call order, plus its recorded gate decisions. The harness asks
+it instead of the simulated model, the tools and the clock. Each request must match the next
+recorded call (same kind, step, name and request fingerprint); the first that does not raises
+:class:`Divergence`, so a replay never silently goes live. With ``live_from_step`` (a fork) the
+recording is served only for the steps before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..canonical import fingerprint
+from ..errors import SteplogError
+from ..store import StoredEvent
+
+CALL_TYPES = frozenset({"ModelCalled", "ToolCalled", "ClockRead", "RandomDrawn"})
+
+
+class Divergence(SteplogError):
+    """The code asked for something the recording does not have."""
+
+    def __init__(self, step_index: int | None, call_index: int | None, expected: str, got: str):
+        self.step_index = step_index
+        self.call_index = call_index
+        self.expected = expected
+        self.got = got
+        where = f"step {step_index}" if step_index is not None else "the run"
+        super().__init__(
+            f"replay diverged at {where}, call {call_index}: expected {expected}, got {got}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            "step_index": self.step_index,
+            "call_index": self.call_index,
+            "expected": self.expected,
+            "got": self.got,
+        }
+
+
+def describe(event_type: str, payload: dict[str, Any]) -> str:
+    """A short human description of a recorded call."""
+    name = payload.get("model") or payload.get("tool") or payload.get("kind") or ""
+    fp = payload.get("fingerprint")
+    step = payload.get("step_index")
+    return f"{event_type}({name}{', ' if name else ''}step {step}" + (
+        f", request {fp[:10]})" if fp else ")"
+    )
+
+
+@dataclass
+class Playback:
+    """The recorded calls of a run, served in order."""
+
+    calls: list[StoredEvent]
+    decisions: dict[int, dict[str, Any]] = field(default_factory=dict)
+    live_from_step: int | None = None
+    names_from_step: int = 0
+    """Model names are checked from this step on; a fork's earlier steps ran on another model."""
+    cursor: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        events: list[StoredEvent],
+        *,
+        live_from_step: int | None = None,
+        names_from_step: int = 0,
+    ) -> Playback:
+        """The playback of a run's events (only the steps before ``live_from_step``)."""
+
+        def served(event: StoredEvent) -> bool:
+            step = event.payload.get("step_index")
+            return live_from_step is None or step is None or step < live_from_step
+
+        calls = [e for e in events if e.type in CALL_TYPES and served(e)]
+        decisions = {
+            e.payload["step_index"]: e.payload
+            for e in events
+            if e.type == "ApprovalDecided" and served(e)
+        }
+        return cls(calls, decisions, live_from_step, names_from_step)
+
+    def checks_name(self, step_index: int) -> bool:
+        """Whether the model asked for must be the one recorded at this step."""
+        return self.live_from_step is None and step_index >= self.names_from_step
+
+    def serving(self, step_index: int | None) -> bool:
+        """Whether calls of ``step_index`` come from the recording (else: live)."""
+        if self.live_from_step is None or step_index is None:
+            return True
+        return step_index < self.live_from_step
+
+    def take(
+        self,
+        kind: str,
+        step_index: int | None,
+        *,
+        name: str | None = None,
+        request: Any = None,
+        check_name: bool = True,
+    ) -> dict[str, Any]:
+        """The next recorded call, if it is the one being asked for."""
+        got = f"{kind}({name or ''}{', ' if name else ''}step {step_index})"
+        if self.cursor >= len(self.calls):
+            raise Divergence(step_index, None, "the end of the recording", got)
+        event = self.calls[self.cursor]
+        payload = event.payload
+        recorded_name = payload.get("model") or payload.get("tool")
+        same = event.type == kind and payload.get("step_index") == step_index
+        if same and check_name and name is not None:
+            same = recorded_name == name
+        if same and request is not None and payload.get("fingerprint"):
+            same = fingerprint(str(recorded_name), request) == payload["fingerprint"]
+        if not same:
+            if request is not None:
+                got = (
+                    got[:-1] + f", request {fingerprint(str(name or recorded_name), request)[:10]})"
+                )
+            raise Divergence(
+                step_index, payload.get("call_index"), describe(event.type, payload), got
+            )
+        self.cursor += 1
+        return dict(payload)
+
+    def leftover(self) -> StoredEvent | None:
+        """The first recorded call nobody asked for (in the served steps)."""
+        return self.calls[self.cursor] if self.cursor < len(self.calls) else None

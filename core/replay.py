@@ -1,0 +1,323 @@
+"""Replay a run exactly, fork it at a step onto another model version, diff two runs, and
+replay a regression set.
+
+* **Exact replay** re-runs the run's registered scenario with every recorded model response,
+  tool result, clock reading and gate decision served back (:mod:`steplog.harness.playback`),
+  writes a new run linked by ``replay_of``, and compares the two event streams by a canonical
+  digest (payloads without ids, timestamps and the replay links).
+* **Fork** serves the recording for the steps before K, then continues live on another model
+  version; the new run records ``forked_from`` and K.
+* **Diff** compares two runs event by event and step by step, naming the first divergence.
+Only registered scenarios replay; nothing is ever imported from event data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from uuid6 import uuid7
+
+from .errors import SteplogError
+from .harness.playback import Playback
+from .harness.runner import RunStateError, fold_run, launch, registered_scenario
+from .projections.queries import refresh, regression_set
+from .projections.run_state import RunState, fold
+from .stats import paired as paired_stats
+from .stats.paired import PairedTable
+from .stats.proportions import proportion
+from .store import EventStore, StoredEvent
+
+REPLAY_LINKS = ("replay_of", "forked_from", "fork_step")
+
+
+def canonical(events: list[StoredEvent]) -> list[tuple[int, str, Any]]:
+    """A run's events without what differs between a run and its replay by construction."""
+    body = []
+    for event in events:
+        payload = event.payload
+        if event.type == "RunStarted":
+            payload = {k: v for k, v in payload.items() if k not in REPLAY_LINKS}
+        body.append((event.seq, event.type, payload))
+    return body
+
+
+def digest(events: list[StoredEvent]) -> str:
+    """The canonical digest of a run's event stream."""
+    text = json.dumps(canonical(events), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What a replay or fork produced."""
+
+    mode: Literal["exact", "fork"]
+    original: str
+    run_id: str
+    status: str
+    original_status: str
+    identical: bool | None
+    divergence: dict[str, Any] | None
+    first_difference: dict[str, Any] | None
+    fork_step: int | None = None
+    model_version: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            "mode": self.mode,
+            "original": self.original,
+            "run_id": self.run_id,
+            "status": self.status,
+            "original_status": self.original_status,
+            "identical": self.identical,
+            "divergence": self.divergence,
+            "first_difference": self.first_difference,
+            "fork_step": self.fork_step,
+            "model_version": self.model_version,
+        }
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        if self.divergence is not None:
+            return (
+                f"diverged: {self.divergence['expected']} was recorded, the code asked for "
+                f"{self.divergence['got']} (step {self.divergence['step_index']})"
+            )
+        if self.mode == "exact":
+            return "identical" if self.identical else "not identical: see first_difference"
+        change = "still fails" if self.status != "completed" else "now completes"
+        return (
+            f"fork at step {self.fork_step} on {self.model_version}: {self.status} "
+            f"(original {self.original_status}) -- {change}"
+        )
+
+
+def replay(
+    store: EventStore,
+    run_id: str,
+    *,
+    fork_at_step: int | None = None,
+    model_version: str | None = None,
+    new_run_id: str | None = None,
+) -> ReplayResult:
+    """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``."""
+    events = store.read_run(run_id)
+    if not events:
+        raise RunStateError(f"no run {run_id!r} in {store.url}")
+    original = fold(events)
+    if not original.is_terminal and original.status != "awaiting_approval":
+        raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
+    scenario = registered_scenario(original)
+    if original.task_instance_id is None:
+        raise RunStateError(f"run {run_id!r} names no task instance; it cannot be replayed")
+    fork = fork_at_step is not None
+    if fork:
+        assert fork_at_step is not None
+        planned = len(original.planned_steps) or len(original.steps)
+        if not 0 <= fork_at_step < max(planned, 1):
+            raise SteplogError(
+                f"--fork-at-step must be between 0 and {planned - 1}, not {fork_at_step}"
+            )
+    version = model_version or original.model_version
+    if not fork and version != original.model_version:
+        raise SteplogError("--model-version changes the model: use it with --fork-at-step K")
+    # Replaying a fork: its steps before the fork point were answered by the original's model.
+    names_from = original.fork_step if original.forked_from and original.fork_step else 0
+    playback = Playback.of(events, live_from_step=fork_at_step, names_from_step=names_from)
+    ending = launch(
+        store,
+        scenario,
+        instance_id=original.task_instance_id,
+        model_version=version,
+        seed=original.seed,
+        run_id=new_run_id or str(uuid7()),
+        gate_policy=original.gate_policy,  # type: ignore[arg-type]
+        playback=playback,
+        replay_of=None if fork else run_id,
+        # a replay of a fork stays linked to the fork's origin and step
+        forked_from=run_id if fork else original.forked_from,
+        fork_step=fork_at_step if fork else original.fork_step,
+    )
+    replayed = store.read_run(ending.run_id)
+    identical = None
+    difference = None
+    if not fork:
+        identical = ending.divergence is None and digest(replayed) == digest(events)
+        if not identical:
+            difference = first_difference(events, replayed)
+    return ReplayResult(
+        mode="fork" if fork else "exact",
+        original=run_id,
+        run_id=ending.run_id,
+        status=ending.status,
+        original_status=original.status,
+        identical=identical,
+        divergence=ending.divergence,
+        first_difference=difference,
+        fork_step=fork_at_step,
+        model_version=version,
+    )
+
+
+def first_difference(a: list[StoredEvent], b: list[StoredEvent]) -> dict[str, Any] | None:
+    """Where two runs' canonical event streams first differ, and how."""
+    left, right = canonical(a), canonical(b)
+    for index in range(max(len(left), len(right))):
+        one = left[index] if index < len(left) else None
+        two = right[index] if index < len(right) else None
+        if one == two:
+            continue
+        source = one or two
+        assert source is not None
+        payload = source[2]
+        fields = []
+        if one is not None and two is not None and one[1] == two[1]:
+            keys = set(one[2]) | set(two[2])
+            fields = sorted(k for k in keys if one[2].get(k) != two[2].get(k))
+        return {
+            "seq": index,
+            "step_index": payload.get("step_index"),
+            "call_index": payload.get("call_index"),
+            "a": None if one is None else {"type": one[1], **_brief(one[2], fields)},
+            "b": None if two is None else {"type": two[1], **_brief(two[2], fields)},
+            "fields": fields,
+        }
+    return None
+
+
+def _brief(payload: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    keep = fields or [
+        k for k in ("step", "step_index", "model", "tool", "error_type") if k in payload
+    ]
+    return {k: payload.get(k) for k in keep}
+
+
+def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
+    """Step-by-step comparison of two runs and their first divergence."""
+    events = {}
+    states: dict[str, RunState] = {}
+    for run_id in (run_a, run_b):
+        events[run_id] = store.read_run(run_id)
+        states[run_id] = fold_run(store, run_id)
+    a, b = states[run_a], states[run_b]
+    steps = []
+    for index in range(max(len(a.steps), len(b.steps))):
+        one = a.steps[index] if index < len(a.steps) else None
+        two = b.steps[index] if index < len(b.steps) else None
+        steps.append(
+            {
+                "index": index,
+                "name": (one or two).name if (one or two) else None,  # type: ignore[union-attr]
+                "a": _step(one),
+                "b": _step(two),
+                "same": one is not None and two is not None and _step(one) == _step(two),
+            }
+        )
+    return {
+        "a": {
+            "run_id": run_a,
+            "status": a.status,
+            "model_version": a.model_version,
+            "retries": a.retries,
+            "tokens": a.input_tokens + a.output_tokens,
+        },
+        "b": {
+            "run_id": run_b,
+            "status": b.status,
+            "model_version": b.model_version,
+            "retries": b.retries,
+            "tokens": b.input_tokens + b.output_tokens,
+        },
+        "identical": digest(events[run_a]) == digest(events[run_b]),
+        "first_difference": first_difference(events[run_a], events[run_b]),
+        "steps": steps,
+    }
+
+
+def _step(step: Any) -> dict[str, Any] | None:
+    if step is None:
+        return None
+    return {
+        "status": step.status,
+        "attempts": step.attempts,
+        "last_error_type": step.last_error_type,
+        "tokens": step.input_tokens + step.output_tokens,
+    }
+
+
+def regress(
+    store: EventStore, set_name: str, *, model_version: str, mode: Literal["fork", "rerun"] = "fork"
+) -> dict[str, Any]:
+    """Replay every sample of a regression set onto ``model_version``; how many pass now."""
+    refresh(store)
+    members = regression_set(store, set_name)
+    if not members:
+        raise SteplogError(f"no regression set {set_name!r} (or it is empty)")
+    results = []
+    for member in members:
+        original = fold_run(store, member["run_id"])
+        if mode == "fork":
+            step = original.failure_step_index if original.failure_step_index is not None else 0
+            outcome = replay(store, original.run_id, fork_at_step=step, model_version=model_version)
+            results.append(
+                {
+                    "original": original.run_id,
+                    "run_id": outcome.run_id,
+                    "status": outcome.status,
+                    "fork_step": step,
+                    "divergence": outcome.divergence,
+                }
+            )
+        else:
+            scenario = registered_scenario(original)
+            ending = launch(
+                store,
+                scenario,
+                instance_id=original.task_instance_id or "",
+                model_version=model_version,
+                seed=original.seed,
+                gate_policy=original.gate_policy,  # type: ignore[arg-type]
+            )
+            results.append(
+                {
+                    "original": original.run_id,
+                    "run_id": ending.run_id,
+                    "status": ending.status,
+                    "fork_step": None,
+                    "divergence": None,
+                }
+            )
+    passed = sum(r["status"] == "completed" for r in results)
+    table = PairedTable(
+        both=0, candidate_only=passed, baseline_only=0, neither=len(results) - passed
+    )
+    interval = paired_stats.tango(table)
+    test = paired_stats.mcnemar_mid_p(table)
+    fix_rate = proportion(passed, len(results))
+    refresh(store)
+    return {
+        "regression_set": set_name,
+        "model_version": model_version,
+        "mode": mode,
+        "samples": len(results),
+        "now_pass": passed,
+        "still_fail": len(results) - passed,
+        "paired": {
+            **table.as_dict(),
+            "estimate": interval.estimate,
+            "ci": [interval.low, interval.high],
+            "method": interval.method,
+            "p_value": test.p_value,
+            "test": test.test,
+        },
+        "results": results,
+        "fix_rate": fix_rate.as_dict(),
+        "verdict": f"{passed}/{len(results)} samples of {set_name!r} now pass on {model_version} "
+        f"({mode}); fix rate {fix_rate.estimate:.0%} [{fix_rate.low:.0%}, {fix_rate.high:.0%}] "
+        f"(Wilson), paired {test.test} p={test.p_value:.3g}",
+    }
