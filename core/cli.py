@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -1256,6 +1256,49 @@ def info(db: DbOption = None, as_json: JsonOption = False) -> None:
         f"  quarantined {summary['quarantined']:,}",
         highlight=False,
     )
+
+
+@app.command("ui")
+def ui_cmd(
+    db: DbOption = None,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to serve on.")] = 8501,
+    host: Annotated[str, typer.Option(help="Address to bind; loopback by default.")] = (
+        "127.0.0.1"
+    ),
+) -> None:
+    """Start the Streamlit app on this store (Ctrl-C stops it)."""
+    import os
+    import subprocess
+
+    url = resolve_url(db)
+    EventStore.open(url, must_exist=db is not None).close()  # fail fast, with a clear message
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(
+            f"[bold yellow]warning:[/] serving on {host}: the UI has no authentication; anyone "
+            "who can reach this address can read every run and trigger replays",
+            highlight=False,
+        )
+    app_file = Path(__file__).resolve().parent.parent / "ui" / "app.py"
+    if not app_file.exists():
+        raise SteplogError(f"the UI is not installed next to steplog ({app_file} is missing)")
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_file),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    console.print(f"steplog UI on http://{host}:{port} (store {redact(url)})", highlight=False)
+    with suppress(KeyboardInterrupt):
+        subprocess.run(command, env={**os.environ, "STEPLOG_DATABASE_URL": url}, check=False)
 
 
 @app.command("demo")

@@ -33,14 +33,21 @@ from .store import EventStore, StoredEvent
 REPLAY_LINKS = ("replay_of", "forked_from", "fork_step")
 
 
+ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
+"""People's notes about a run, appended later: not part of what the run did."""
+
+
 def canonical(events: list[StoredEvent]) -> list[tuple[int, str, Any]]:
-    """A run's events without what differs between a run and its replay by construction."""
-    body = []
+    """A run's events without what differs between a run and its replay by construction:
+    ids, timestamps, the replay links, and annotations added afterwards."""
+    body: list[tuple[int, str, Any]] = []
     for event in events:
+        if event.type in ANNOTATIONS:
+            continue
         payload = event.payload
         if event.type == "RunStarted":
             payload = {k: v for k, v in payload.items() if k not in REPLAY_LINKS}
-        body.append((event.seq, event.type, payload))
+        body.append((len(body), event.type, payload))
     return body
 
 

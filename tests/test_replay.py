@@ -237,3 +237,15 @@ def test_bench_replay_reports_the_ratio_to_reading() -> None:
     assert report["ratio_to_read"] == pytest.approx(
         report["replay_seconds_per_run"] / report["read_seconds_per_run"]
     )
+
+
+def test_labels_and_set_membership_do_not_make_a_replay_differ(store: EventStore) -> None:
+    sandbox = get_scenario("sandbox")
+    execute_all(store.url, plan_runs(sandbox, model_version="sim-v1", runs=10, seed=0))
+    refresh(store)
+    failed = list_runs(store, status="failed", limit=1)[0]["run_id"]
+    from steplog.annotations import label
+
+    label(store, failed, label="looked at")
+    add_to_regression_set(store, "s", [failed])
+    assert replay(store, failed).identical

@@ -1,0 +1,21 @@
+"""steplog's Streamlit app: ``steplog ui`` starts it. Multipage via ``st.navigation``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+PAGES = Path(__file__).parent / "pages"
+
+st.set_page_config(page_title="steplog", page_icon=":mag:", layout="wide")
+navigation = st.navigation(
+    [
+        st.Page(PAGES / "overview.py", title="Overview", default=True),
+        st.Page(PAGES / "failures.py", title="Failure library"),
+        st.Page(PAGES / "run.py", title="Run detail", url_path="run"),
+        st.Page(PAGES / "compare.py", title="Compare versions"),
+        st.Page(PAGES / "replay.py", title="Replay", url_path="replay"),
+    ]
+)
+navigation.run()

@@ -1,0 +1,90 @@
+"""What every page shares: the store (one per process), cached queries, and messages.
+
+Pages read widgets, call ``steplog`` (core), and render; nothing here touches SQL. Query
+results are cached per store position (``st.cache_data`` keyed by ``last_position``), so new
+events show up on the next rerun without a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import streamlit as st
+
+from steplog.database import resolve_url
+from steplog.errors import SteplogError
+from steplog.projections.queries import refresh
+from steplog.store import EventStore
+
+T = TypeVar("T")
+EMPTY_HINT = "The store has no runs yet. Seed it with `steplog demo --no-ui` (or run a scenario)."
+
+
+@st.cache_resource(show_spinner=False)
+def _store(url: str) -> EventStore:
+    return EventStore.open(url)
+
+
+def store() -> EventStore:
+    """The process's store (the engine is cached; the URL comes from ``steplog ui --db``)."""
+    return _store(resolve_url())
+
+
+def position() -> int:
+    """The store's last position, after folding new events into the read models."""
+    current = store()
+    refresh(current)
+    return current.last_position()
+
+
+def cached(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function(store, *args, **kwargs)``, cached until the log grows."""
+    key = (resolve_url(), function.__module__, function.__qualname__, position())
+    return _cached(*key, args, tuple(sorted(kwargs.items())))  # type: ignore[no-any-return]
+
+
+# Every parameter is part of the cache key (Streamlit skips only names starting with "_").
+@st.cache_data(show_spinner=False, max_entries=256)
+def _cached(
+    url: str,
+    module: str,
+    name: str,
+    log_position: int,
+    args: tuple[Any, ...],
+    kwargs: tuple[tuple[str, Any], ...],
+) -> Any:
+    import importlib
+
+    target: Any = importlib.import_module(module)
+    for part in name.split("."):
+        target = getattr(target, part)
+    return target(store(), *args, **dict(kwargs))
+
+
+def guard(render: Callable[[], None]) -> None:
+    """Run a page; show steplog's errors (bad input, database down) as messages."""
+    try:
+        render()
+    except SteplogError as exc:
+        st.error(str(exc))
+    except Exception as exc:  # the database may be gone; say so instead of a traceback
+        from sqlalchemy.exc import DBAPIError
+
+        if isinstance(exc, DBAPIError):
+            st.error(f"database error: {str(exc.orig).strip().splitlines()[0]}")
+        else:
+            raise
+
+
+def pct(value: float | None) -> str:
+    """A rate as a percentage, '-' when undefined."""
+    return "-" if value is None else f"{value:.1%}"
+
+
+def run_link(run_id: str, label: str | None = None) -> str:
+    """A markdown link to the run page (text only: ids are URL-quoted, labels escaped)."""
+    from urllib.parse import quote
+
+    text = (label or f"Open run {run_id}").replace("[", "(").replace("]", ")")
+    return f"[{text}](run?run={quote(run_id)})"
