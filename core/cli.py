@@ -1295,6 +1295,8 @@ def ui_cmd(
         "true",
         "--browser.gatherUsageStats",
         "false",
+        "--client.toolbarMode",
+        "minimal",
     ]
     console.print(f"steplog UI on http://{host}:{port} (store {redact(url)})", highlight=False)
     with suppress(KeyboardInterrupt):

@@ -12,7 +12,7 @@ from steplog.harness.scenario import get_scenario
 from steplog.projections.queries import list_failures, list_runs, refresh
 from steplog.store import EventStore
 
-PAGES = Path(__file__).resolve().parent.parent / "ui" / "pages"
+PAGES = Path(__file__).resolve().parent.parent / "ui" / "views"
 TIMEOUT = 60
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-PAGES = Path(__file__).parent / "pages"
+PAGES = Path(__file__).parent / "views"
 
 st.set_page_config(page_title="steplog", page_icon=":mag:", layout="wide")
 navigation = st.navigation(
