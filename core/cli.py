@@ -7,6 +7,7 @@ User mistakes (bad input, a database that cannot be reached, a version conflict)
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections.abc import Iterator
@@ -87,7 +88,18 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, default=str) + "\n")
+    """Strict JSON: NaN and infinities (an undefined statistic) become null."""
+    sys.stdout.write(json.dumps(_finite(data), default=str, allow_nan=False) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 # --- db --------------------------------------------------------------------------------------
@@ -1485,6 +1497,27 @@ def bench_replay(
         f"({result.replays_per_second:.1f} replays/s, {result.ratio_to_read:.0f}x the read)",
         highlight=False,
     )
+
+
+@bench_app.command("ui")
+def bench_ui(
+    runs: Annotated[int, typer.Option(min=1000, help="Runs in the store.")] = 100_000,
+    repeat: Annotated[int, typer.Option(min=1, max=10, help="Renders per page; median.")] = 3,
+    as_json: JsonOption = False,
+) -> None:
+    """Cold server-side render time of every UI page on a large store (target < 1.5 s)."""
+    from .bench.ui import run_ui_benchmark
+
+    events, timings = run_ui_benchmark(
+        runs=runs, repeat=repeat, progress=None if as_json else err_console
+    )
+    if as_json:
+        _print_json({"runs": runs, "events": events, "pages": [t.as_dict() for t in timings]})
+        return
+    table = Table("page", "median render", "target", title=f"{runs:,} runs, {events:,} events")
+    for t in timings:
+        table.add_row(t.page, f"{t.seconds:.2f} s", t.verdict)
+    console.print(table)
 
 
 def main() -> None:

@@ -44,6 +44,7 @@ class RunRecord:
     completed: bool
     failed: bool
     steps: int
+    planned: int
     first_step_correct: bool | None
     mid_run_errors: int
     mid_run_recovered: int
@@ -67,7 +68,10 @@ def load_runs(
 ) -> list[RunRecord]:
     """Finished runs of ``model_version`` (in ``scenario``), oldest first."""
     query = select(runs_t).where(
-        runs_t.c.model_version == model_version, runs_t.c.status.in_(FINISHED)
+        runs_t.c.model_version == model_version,
+        runs_t.c.status.in_(FINISHED),
+        runs_t.c.replay_of.is_(None),  # replays and forks re-use recorded answers:
+        runs_t.c.forked_from.is_(None),  # counting them would count those answers twice
     )
     if scenario:
         query = query.where(runs_t.c.scenario == scenario)
@@ -82,7 +86,8 @@ def load_runs(
             seed=r.seed,
             completed=r.status == "completed",
             failed=r.status != "completed",
-            steps=r.steps_done + (1 if r.status != "completed" else 0),
+            steps=_steps_entered(r),
+            planned=r.steps_planned,
             first_step_correct=r.first_step_correct,
             mid_run_errors=r.mid_run_errors,
             mid_run_recovered=r.mid_run_recovered,
@@ -94,6 +99,15 @@ def load_runs(
     ]
 
 
+def _steps_entered(row: Any) -> int:
+    """Steps a run entered: up to the step it failed at, or the steps it completed."""
+    if row.status == "completed":
+        return int(row.steps_done)
+    if row.failed_step_index is not None:
+        return int(row.failed_step_index) + 1
+    return int(row.steps_done) + 1
+
+
 # --- pieces ----------------------------------------------------------------------------------
 
 
@@ -103,9 +117,11 @@ def completion(
     """A version's completion rate with its interval (clustered when tasks repeat)."""
     completed = sum(r.completed for r in runs)
     wilson = proportions.proportion(completed, len(runs), method=method, confidence=confidence)
-    repeated = len({r.cluster for r in runs}) < len(runs)
+    clusters = len({r.cluster for r in runs})
+    repeated = clusters < len(runs)
     chosen = wilson
-    if repeated:
+    # A bootstrap cannot vary when every run agrees (0/n, n/n) or there is one task: Wilson.
+    if repeated and clusters >= 2 and 0 < completed < len(runs):
         chosen = clustered.cluster_bootstrap(
             [r.cluster for r in runs],
             [float(r.completed) for r in runs],
@@ -248,12 +264,16 @@ def process_metrics(runs: Sequence[RunRecord], confidence: float) -> dict[str, A
     errors = sum(r.mid_run_errors for r in runs)
     if errors:
         recovered = sum(r.mid_run_recovered for r in runs)
-        interval = clustered.cluster_bootstrap(
-            [r.run_id for r in runs for _ in range(r.mid_run_errors)],
-            [float(i < r.mid_run_recovered) for r in runs for i in range(r.mid_run_errors)],
-            method="cluster bootstrap (BCa) by run",
-            confidence=confidence,
-        )
+        interval: Interval
+        if 0 < recovered < errors and len({r.cluster for r in runs if r.mid_run_errors}) >= 2:
+            interval = clustered.cluster_bootstrap(
+                [r.cluster for r in runs for _ in range(r.mid_run_errors)],
+                [float(i < r.mid_run_recovered) for r in runs for i in range(r.mid_run_errors)],
+                method="cluster bootstrap (BCa) by task instance",
+                confidence=confidence,
+            )
+        else:
+            interval = proportions.proportion(recovered, errors, confidence=confidence)
         result["mid_run_correction_rate"] = {
             **interval.as_dict(),
             "recovered": recovered,
@@ -279,7 +299,7 @@ def survival_report(
         outcomes[name] = items
         curve = survival.kaplan_meier(items, confidence=confidence)
         p = survival.step_success(items, confidence=confidence)
-        horizon = max((o.steps for o in items), default=1)
+        horizon = max((r.planned for r in runs), default=1) or max(o.steps for o in items)
         hazards = [(point.failed, point.at_risk) for point in curve]
         trend = survival.cochran_armitage([f for f, _ in hazards], [n for _, n in hazards])
         report[name] = {
@@ -300,18 +320,21 @@ def power_report(
     candidate: dict[str, Any],
     paired_result: dict[str, Any] | None,
     target: float = TARGET_DIFFERENCE,
+    alpha: float = 0.05,
 ) -> dict[str, Any]:
     """The difference the current n can detect, and runs needed to detect ``target``."""
     n = min(baseline["runs"], candidate["runs"])
     rate = min(max(baseline["completion_rate"], 0.01), 0.99 - target)
     report: dict[str, Any] = {
-        "alpha": 0.05,
+        "alpha": alpha,
         "power": 0.8,
         "target_difference": target,
         "independent": {
             "runs_per_version": n,
-            "detectable_difference": power.detectable_difference(n, rate) if n > 1 else None,
-            "runs_needed_per_version": power.runs_per_group(rate, rate + target),
+            "detectable_difference": power.detectable_difference(n, rate, alpha=alpha)
+            if n > 1
+            else None,
+            "runs_needed_per_version": power.runs_per_group(rate, rate + target, alpha=alpha),
         },
     }
     if paired_result is not None:
@@ -321,10 +344,12 @@ def power_report(
         report["paired"] = {
             "pairs": pairs,
             "discordance": discordance,
-            "detectable_difference": power.detectable_paired_difference(pairs, discordance)
+            "detectable_difference": power.detectable_paired_difference(
+                pairs, discordance, alpha=alpha
+            )
             if pairs > 1
             else None,
-            "pairs_needed": power.pairs_needed(target, discordance),
+            "pairs_needed": power.pairs_needed(target, discordance, alpha=alpha),
         }
     return report
 
@@ -340,7 +365,8 @@ def verdict(report: dict[str, Any]) -> str:
     else:
         n_text = f"n={report['baseline']['runs']}+{report['candidate']['runs']} runs"
         test = f"{primary['test']} p {primary['p_value']:.3g}"
-    span = f"{estimate * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}]"
+    level = f"{report.get('confidence', 0.95):.0%}"
+    span = f"{estimate * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}] ({level} CI)"
     if low > 0:
         head = "candidate better"
     elif high < 0:
@@ -401,6 +427,9 @@ def compare(
         "pairing": {"mode": paired_mode, "matched_items": len(pairs), "used": use_pairs},
         "paired": paired_report(pairs, confidence) if use_pairs else None,
     }
+    report["task_types_in_one_version_only"] = sorted(
+        {r.task_type or "(none)" for r in base_runs} ^ {r.task_type or "(none)" for r in cand_runs}
+    )
     report["by_task_type"] = by_task_type(
         base_runs, cand_runs, use_pairs=use_pairs, confidence=confidence
     )
@@ -409,7 +438,9 @@ def compare(
         "candidate": process_metrics(cand_runs, confidence),
     }
     report["survival"] = survival_report(base_runs, cand_runs, confidence)
-    report["power"] = power_report(report["baseline"], report["candidate"], report["paired"])
+    report["power"] = power_report(
+        report["baseline"], report["candidate"], report["paired"], alpha=1 - confidence
+    )
     report["pass_k"] = pass_k_report(base_runs, cand_runs)
     report["verdict"] = verdict(report)
     return report
@@ -486,7 +517,9 @@ def compare_counts(
         "metrics": None,
         "survival": None,
     }
-    report["power"] = power_report(report["baseline"], report["candidate"], paired_result)
+    report["power"] = power_report(
+        report["baseline"], report["candidate"], paired_result, alpha=1 - confidence
+    )
     report["verdict"] = verdict(report)
     return report
 

@@ -37,9 +37,26 @@ ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
 """People's notes about a run, appended later: not part of what the run did."""
 
 
-def canonical(events: list[StoredEvent]) -> list[tuple[int, str, Any]]:
+MODEL_SPECIFIC = {
+    "RunStarted": ("model_version",),
+    "ModelCalled": (
+        "model",
+        "fingerprint",
+        "input_tokens",
+        "output_tokens",
+        "latency_ms",
+        "cost_usd",
+    ),
+}
+"""What differs between two model versions even when they behave the same."""
+
+
+def canonical(
+    events: list[StoredEvent], *, behaviour_only: bool = False
+) -> list[tuple[int, str, Any]]:
     """A run's events without what differs between a run and its replay by construction:
-    ids, timestamps, the replay links, and annotations added afterwards."""
+    ids, timestamps, the replay links, and annotations added afterwards. ``behaviour_only``
+    also drops what only says which model answered (to compare runs of two versions)."""
     body: list[tuple[int, str, Any]] = []
     for event in events:
         if event.type in ANNOTATIONS:
@@ -47,6 +64,8 @@ def canonical(events: list[StoredEvent]) -> list[tuple[int, str, Any]]:
         payload = event.payload
         if event.type == "RunStarted":
             payload = {k: v for k, v in payload.items() if k not in REPLAY_LINKS}
+        if behaviour_only and event.type in MODEL_SPECIFIC:
+            payload = {k: v for k, v in payload.items() if k not in MODEL_SPECIFIC[event.type]}
         body.append((len(body), event.type, payload))
     return body
 
@@ -171,9 +190,12 @@ def replay(
     )
 
 
-def first_difference(a: list[StoredEvent], b: list[StoredEvent]) -> dict[str, Any] | None:
+def first_difference(
+    a: list[StoredEvent], b: list[StoredEvent], *, behaviour_only: bool = False
+) -> dict[str, Any] | None:
     """Where two runs' canonical event streams first differ, and how."""
-    left, right = canonical(a), canonical(b)
+    left = canonical(a, behaviour_only=behaviour_only)
+    right = canonical(b, behaviour_only=behaviour_only)
     for index in range(max(len(left), len(right))):
         one = left[index] if index < len(left) else None
         two = right[index] if index < len(right) else None
@@ -241,7 +263,8 @@ def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
             "tokens": b.input_tokens + b.output_tokens,
         },
         "identical": digest(events[run_a]) == digest(events[run_b]),
-        "first_difference": first_difference(events[run_a], events[run_b]),
+        # where the runs first behave differently (not merely: another model answered)
+        "first_difference": first_difference(events[run_a], events[run_b], behaviour_only=True),
         "steps": steps,
     }
 
@@ -265,9 +288,12 @@ def regress(
     members = regression_set(store, set_name)
     if not members:
         raise SteplogError(f"no regression set {set_name!r} (or it is empty)")
+    originals = [fold_run(store, member["run_id"]) for member in members]
+    for original in originals:  # refuse before writing anything
+        scenario = registered_scenario(original)
+        scenario.model(model_version)
     results = []
-    for member in members:
-        original = fold_run(store, member["run_id"])
+    for original in originals:
         if mode == "fork":
             step = original.failure_step_index if original.failure_step_index is not None else 0
             outcome = replay(store, original.run_id, fork_at_step=step, model_version=model_version)

@@ -152,3 +152,52 @@ def test_bad_input_is_explained(args: list[str], message: str, steplog_home: str
     code, _, err = invoke(*args)
     assert code == 1
     assert message in " ".join(err.split())
+
+
+def test_replays_and_forks_are_not_counted_again(seeded: str) -> None:
+    from steplog.replay import replay
+
+    store = EventStore.open(seeded)
+    try:
+        before = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off")
+        run_id = json.loads(
+            invoke(
+                "runs",
+                "--db",
+                seeded,
+                "--model-version",
+                "sim-v1",
+                "--status",
+                "failed",
+                "--limit",
+                "1",
+                "--json",
+            )[1]
+        )[0]["run_id"]
+        replay(store, run_id)
+        replay(store, run_id, fork_at_step=0, model_version="sim-v2")
+        after = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off")
+        assert after["baseline"]["runs"] == before["baseline"]["runs"]
+        assert after["candidate"]["runs"] == before["candidate"]["runs"]
+    finally:
+        store.close()
+
+
+def test_survival_uses_the_steps_a_run_has(seeded: str) -> None:
+    store = EventStore.open(seeded)
+    try:
+        report = compare(store, baseline="sim-v1", candidate="sim-v2")
+    finally:
+        store.close()
+    for side in ("baseline", "candidate"):
+        curve = report["survival"][side]["curve"]
+        assert max(point["step"] for point in curve) <= 7  # customer-service has 7 steps
+        assert report["survival"][side]["implied_completion"]["steps"] == 7
+
+
+def test_undefined_statistics_are_null_in_strict_json() -> None:
+    code, out, _ = invoke("compare-counts", "--baseline", "0/20", "--candidate", "5/20", "--json")
+    assert code == 0
+    report = json.loads(out)  # would fail on NaN/Infinity
+    assert report["baseline"]["ci"][0] == 0.0
+    assert "Infinity" not in out and "NaN" not in out

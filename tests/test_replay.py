@@ -139,7 +139,9 @@ def test_diff_names_the_first_divergence(store: EventStore) -> None:
     result = diff_runs(store, a.run_id, b.run_id)
     assert result["identical"] is False
     first = result["first_difference"]
-    assert first["seq"] == 0 and "model_version" in first["fields"]
+    # not "another model answered" at RunStarted, but where the two runs behave differently
+    assert first["seq"] > 0 and "model_version" not in first["fields"]
+    assert first["step_index"] is not None
     assert len(result["steps"]) == max(len(a.steps), len(b.steps))
     assert diff_runs(store, a.run_id, a.run_id)["identical"] is True
 
@@ -249,3 +251,18 @@ def test_labels_and_set_membership_do_not_make_a_replay_differ(store: EventStore
     label(store, failed, label="looked at")
     add_to_regression_set(store, "s", [failed])
     assert replay(store, failed).identical
+
+
+def test_a_timed_out_run_replays_identically_and_times_out_again(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "scenarios"
+    write_scenario(folder, config="timeout_seconds = 0.6")
+    monkeypatch.setenv("STEPLOG_SCENARIOS", str(folder))
+    original = start_run(
+        store, get_scenario("drill"), instance_id="case-1", model_version="sim-v2", seed=1
+    )
+    assert original.failure_type == "timeout_seconds"
+    assert replay(store, original.run_id).identical
+    fork = replay(store, original.run_id, fork_at_step=1, model_version="sim-v2")
+    assert fork.status == "aborted"  # the same model from step 1: the same timeout

@@ -134,3 +134,26 @@ def test_compare_page_shows_the_verdict(seeded: EventStore) -> None:
     )
     app.selectbox(key="scenario").select("customer-service").run()
     assert not app.exception, app.exception
+
+
+def test_payload_markdown_and_html_are_shown_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from steplog import record_run, step
+
+    url = f"sqlite:///{tmp_path}/md.db"
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", url)
+    message = (
+        "boom ![pixel](https://attacker.example/p.png) [login](https://attacker.example) <b>x</b>"
+    )
+    with (
+        pytest.raises(RuntimeError),
+        record_run("**bold**", model_version="v", db=url) as run,
+        step("s"),
+    ):
+        raise RuntimeError(message)
+    app = page("run", run=run.run_id)
+    assert not app.exception, app.exception
+    assert any(message in block.value for block in app.code)
+    rendered = " ".join(m.value for m in [*app.markdown, *app.error, *app.caption])
+    assert "](https://attacker" not in rendered

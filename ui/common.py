@@ -7,8 +7,10 @@ events show up on the next rerun without a restart.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import streamlit as st
 
@@ -67,12 +69,12 @@ def guard(render: Callable[[], None]) -> None:
     try:
         render()
     except SteplogError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
     except Exception as exc:  # the database may be gone; say so instead of a traceback
         from sqlalchemy.exc import DBAPIError
 
         if isinstance(exc, DBAPIError):
-            st.error(f"database error: {str(exc.orig).strip().splitlines()[0]}")
+            st.error(md(f"database error: {str(exc.orig).strip().splitlines()[0]}"))
         else:
             raise
 
@@ -82,9 +84,14 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def run_link(run_id: str, label: str | None = None) -> str:
-    """A markdown link to the run page (text only: ids are URL-quoted, labels escaped)."""
-    from urllib.parse import quote
+def md(text: object) -> str:
+    """User data made inert for Markdown: no links, images, emphasis or HTML from payloads."""
+    return _MARKDOWN.sub(lambda m: "\\" + m.group(0), str(text))
 
-    text = (label or f"Open run {run_id}").replace("[", "(").replace("]", ")")
-    return f"[{text}](run?run={quote(run_id)})"
+
+_MARKDOWN = re.compile(r"[\\`*_{}\[\]()#+\-.!|<>~:$]")
+
+
+def run_link(run_id: str, label: str | None = None) -> str:
+    """A markdown link to the run page (the id URL-quoted, the label escaped)."""
+    return f"[{md(label or f'Open run {run_id}')}](run?run={quote(run_id, safe='')})"

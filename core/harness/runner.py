@@ -337,6 +337,7 @@ def launch(
         context.now()  # the run's start time, recorded: replays serve it back
     except Divergence as divergence:
         return _diverged(recorder, divergence, None)
+    context.started_ms = context.clock_ms  # a replay's clock starts where the original's did
     recorder.flush()
     return _drive(store, recorder, scenario, context)
 

@@ -429,7 +429,8 @@ class LibraryProjection:
             after = fold_from(state, segment) if segment or state is None else state
             states[run_id] = after
             was_failed = before is not None and before.status in FAILED
-            if after.status in FAILED and not was_failed:
+            original = after.replay_of is None and after.forked_from is None
+            if original and after.status in FAILED and not was_failed:
                 terminal = next(e for e in run_events if e.type in ("RunFailed", "RunAborted"))
                 happenings.append((terminal.position, "failure", after))
 

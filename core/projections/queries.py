@@ -194,7 +194,11 @@ def distributions(
     store: EventStore, *, scenario: str | None = None, model_version: str | None = None
 ) -> dict[str, dict[str, int]]:
     """Failed runs by (normalised) failed step and by error type (article 000 §6.2)."""
-    base = select(runs_t).where(runs_t.c.status.in_(("failed", "aborted")))
+    base = select(runs_t).where(
+        runs_t.c.status.in_(("failed", "aborted")),
+        runs_t.c.replay_of.is_(None),
+        runs_t.c.forked_from.is_(None),
+    )
     if scenario:
         base = base.where(runs_t.c.scenario == scenario)
     if model_version:
@@ -263,7 +267,11 @@ def metrics(
             func.sum(runs_t.c.tokens).label("tokens"),
             func.sum(runs_t.c.cost_usd).label("cost"),
         )
-        .where(runs_t.c.status.in_(FINISHED))
+        .where(
+            runs_t.c.status.in_(FINISHED),
+            runs_t.c.replay_of.is_(None),  # replays and forks are not new evidence
+            runs_t.c.forked_from.is_(None),
+        )
         .group_by(*keys)
         .order_by(*keys)
     )

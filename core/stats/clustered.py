@@ -18,6 +18,9 @@ from scipy.stats import bootstrap
 from .results import Interval
 
 RESAMPLES = 2000
+BCA_MAX_CLUSTERS = 500
+"""BCa's jackknife costs memory quadratic in the clusters; beyond this, percentile intervals."""
+BATCH = 100
 
 
 def _clusters(keys: Sequence[str], values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -45,6 +48,7 @@ def cluster_bootstrap(
     estimate = float(sums.sum() / counts.sum())
     if len(sums) < 2 or np.all(sums / counts == estimate):
         return Interval(estimate, estimate, estimate, method, len(values), confidence)
+    big = len(sums) > BCA_MAX_CLUSTERS
     result = bootstrap(
         (sums, counts),
         lambda s, c, axis: s.sum(axis=axis) / c.sum(axis=axis),
@@ -52,9 +56,12 @@ def cluster_bootstrap(
         vectorized=True,
         confidence_level=confidence,
         n_resamples=RESAMPLES,
-        method="BCa",
+        batch=BATCH,
+        method="percentile" if big else "BCa",
         random_state=np.random.default_rng(seed),
     )
+    if big:
+        method = method.replace("BCa", "percentile")
     low, high = result.confidence_interval
     if not (np.isfinite(low) and np.isfinite(high)):  # degenerate BCa: fall back to percentile
         result = bootstrap(
@@ -64,6 +71,7 @@ def cluster_bootstrap(
             vectorized=True,
             confidence_level=confidence,
             n_resamples=RESAMPLES,
+            batch=BATCH,
             method="percentile",
             random_state=np.random.default_rng(seed),
         )

@@ -8,7 +8,7 @@ import streamlit as st
 
 from steplog.compare import compare
 from steplog.projections.queries import metrics
-from steplog.ui.common import EMPTY_HINT, cached, guard
+from steplog.ui.common import EMPTY_HINT, cached, guard, md
 
 
 def render() -> None:
@@ -34,7 +34,7 @@ def render() -> None:
         scenario=None if scenario == "(all)" else scenario,
         paired_mode=paired,
     )
-    st.success(report["verdict"])
+    st.success(md(report["verdict"]))
     rates = pd.DataFrame(
         [
             {

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from steplog.projections.queries import STATUSES, get_failure, list_failures, list_runs, metrics
-from steplog.ui.common import EMPTY_HINT, cached, guard, run_link
+from steplog.ui.common import EMPTY_HINT, cached, guard, md, run_link
 
 PAGE_SIZE = 25
 
@@ -62,7 +62,7 @@ def render() -> None:
     st.dataframe(frame, hide_index=True, key="signatures")
     chosen = st.selectbox("open a signature", [v.signature for v in views], key="chosen")
     view = get_failure_cached(chosen)
-    st.subheader(f"{view.error_type} at {view.step} ({view.scenario})")
+    st.subheader(md(f"{view.error_type} at {view.step} ({view.scenario})"))
     st.text(view.message)  # text, never HTML
     st.caption(
         f"{view.count} runs; first seen {view.first_seen_at:%Y-%m-%d %H:%M}, last seen "

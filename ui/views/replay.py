@@ -7,7 +7,7 @@ import streamlit as st
 
 from steplog.projections.queries import metrics, regression_sets
 from steplog.replay import diff_runs, regress, replay
-from steplog.ui.common import cached, guard, run_link, store
+from steplog.ui.common import cached, guard, md, run_link, store
 
 
 def render() -> None:
@@ -26,9 +26,9 @@ def render() -> None:
             result = replay(store(), run_id, fork_at_step=step, model_version=version)
             status.update(label="done", state="complete")
         if result.divergence is not None or result.identical is False:
-            st.error(result.summary)
+            st.error(md(result.summary))
         else:
-            st.success(result.summary)
+            st.success(md(result.summary))
         st.markdown(run_link(result.run_id, f"new run {result.run_id}"))
         diff = diff_runs(store(), run_id, result.run_id)
         st.dataframe(
@@ -62,7 +62,7 @@ def render() -> None:
     how = c3.selectbox("how", ["fork", "rerun"], key="how")
     if st.button("Replay the set", disabled=not target, key="regress"):
         outcome = regress(store(), name, model_version=target, mode=how)  # type: ignore[arg-type]
-        st.success(outcome["verdict"])
+        st.success(md(outcome["verdict"]))
         st.dataframe(pd.DataFrame(outcome["results"]), hide_index=True)
 
 

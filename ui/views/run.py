@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
@@ -10,7 +11,7 @@ import streamlit as st
 from steplog.annotations import add_to_regression_set, label
 from steplog.projections.queries import related_runs
 from steplog.projections.run_state import as_of, fold
-from steplog.ui.common import cached, guard, run_link, store
+from steplog.ui.common import cached, guard, md, run_link, store
 
 CALLS = ("ModelCalled", "ToolCalled", "RandomDrawn", "ClockRead")
 
@@ -23,15 +24,18 @@ def render() -> None:
         return
     events = store().read_run(run_id)
     if not events:
-        st.error(f"No run {run_id!r} in this store.")
+        st.error(md(f"No run {run_id!r} in this store."))
         return
     final = fold(events)
-    st.caption(
+    st.text(
         f"{final.scenario} / {final.task_instance_id} on {final.model_version} "
         f"(seed {final.seed}) -- {final.status}"
     )
     if final.failure_type:
-        st.error(f"{final.failure_type} at {final.failure_step}: {final.failure_message}")
+        st.error(f"failed at step {final.failure_step_index}")
+        st.code(
+            f"{final.failure_type} at {final.failure_step}: {final.failure_message}", language=None
+        )
     last_step = max(len(final.steps) - 1, 0)
     at = st.slider("state as of step", 0, last_step, last_step, key="at_step") if last_step else 0
     state = as_of(events, step=at)
@@ -72,7 +76,7 @@ def render() -> None:
         st.subheader("Replays and forks")
         for row in related:
             st.markdown(run_link(row["run_id"], f"{row['run_id']} ({row['status']})"))
-    st.markdown(f"[Replay or fork this run](replay?run={run_id})")
+    st.markdown(f"[Replay or fork this run](replay?run={quote(run_id, safe='')})")
     if final.status in ("failed", "aborted"):
         st.subheader("Label this failure")
         with st.form("label"):
@@ -80,12 +84,12 @@ def render() -> None:
             note = st.text_input("note", key="label_note")
             if st.form_submit_button("Save label"):
                 signature = label(store(), run_id, label=text, note=note or None, by="ui")
-                st.success(f"labelled {signature} {text!r}")
+                st.success(md(f"labelled {signature} {text!r}"))
         with st.form("regression"):
             name = st.text_input("regression set", key="set_name")
             if st.form_submit_button("Add to regression set"):
                 add_to_regression_set(store(), name, [run_id])
-                st.success(f"added to {name!r}")
+                st.success(md(f"added to {name!r}"))
 
 
 guard(render)
