@@ -102,6 +102,16 @@ def _finite(value: Any) -> Any:
     return value
 
 
+@contextmanager
+def _opened(db: str | None) -> Iterator[EventStore]:
+    """The store at ``db``, closed afterwards; an explicit ``--db`` must already exist."""
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 # --- db --------------------------------------------------------------------------------------
 
 
@@ -286,8 +296,7 @@ def failures_cmd(
         raise SteplogError(f"--sort must be count, last_seen or first_seen, not {sort!r}")
     if group_by not in (None, "step", "error-type"):
         raise SteplogError(f"--group-by must be step or error-type, not {group_by!r}")
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         refresh(store)
         if group_by is not None:
             found = distributions(store, scenario=scenario, model_version=model_version)
@@ -311,8 +320,6 @@ def failures_cmd(
             sort=sort,  # type: ignore[arg-type]  # checked against SortKey above
             limit=limit,
         )
-    finally:
-        store.close()
     if as_json:
         _print_json([v.as_dict() for v in views])
         return
@@ -353,13 +360,10 @@ def failure_cmd(
     """One failure signature: counts per version, labels, regression sets and sample runs."""
     from .projections.queries import get_failure, list_runs, refresh
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         refresh(store)
         view = get_failure(store, signature)
         runs = list_runs(store, signature=view.signature, limit=samples)
-    finally:
-        store.close()
     if as_json:
         _print_json({**view.as_dict(), "samples": runs})
         return
@@ -403,11 +407,8 @@ def label_cmd(
     """Label a failure. A signature labelled 'fixed' that fails again becomes 'regressed'."""
     from .annotations import label as add_label
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         signature = add_label(store, target, label=label, note=note, by=by)
-    finally:
-        store.close()
     console.print(f"labelled {signature} {label!r}", highlight=False)
 
 
@@ -425,11 +426,8 @@ def regression_add(
     """Add failed runs to a regression set."""
     from .annotations import add_to_regression_set
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         added = add_to_regression_set(store, name, runs, note=note)
-    finally:
-        store.close()
     console.print(f"added {added} run(s) to {name!r}", highlight=False)
 
 
@@ -438,12 +436,9 @@ def regression_list(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Regression sets and their sizes."""
     from .projections.queries import refresh, regression_sets
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         refresh(store)
         sets = regression_sets(store)
-    finally:
-        store.close()
     if as_json:
         _print_json(sets)
         return
@@ -460,12 +455,9 @@ def regression_show(
     """The runs in a regression set."""
     from .projections.queries import refresh, regression_set
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         refresh(store)
         members = regression_set(store, name)
-    finally:
-        store.close()
     if not members:
         raise SteplogError(f"no regression set {name!r} (or it is empty)")
     if as_json:
@@ -499,12 +491,9 @@ def metrics_cmd(
     """Process metrics per scenario and model version (article 000 §6.3); see the README."""
     from .projections.queries import metrics, refresh
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         refresh(store)
         found = metrics(store, scenario=scenario, by_task_type=by_task_type)
-    finally:
-        store.close()
     if as_json:
         _print_json([m.as_dict() for m in found])
         return
@@ -551,21 +540,20 @@ def rebuild_cmd(
 
     if projection != NAME:
         raise SteplogError(f"unknown projection {projection!r}; projections: {NAME}")
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
-        with Progress(
+    with (
+        _opened(db) as store,
+        Progress(
             "[progress.description]{task.description}",
             BarColumn(),
             "{task.completed:,}/{task.total:,} events",
             TimeRemainingColumn(),
             console=err_console,
-        ) as progress:
-            task = progress.add_task(f"rebuilding {projection}", total=store.last_position())
-            folded = LibraryProjection(store).rebuild(
-                progress=lambda done, total: progress.update(task, completed=done, total=total)
-            )
-    finally:
-        store.close()
+        ) as progress,
+    ):
+        task = progress.add_task(f"rebuilding {projection}", total=store.last_position())
+        folded = LibraryProjection(store).rebuild(
+            progress=lambda done, total: progress.update(task, completed=done, total=total)
+        )
     console.print(f"rebuilt {projection} from {folded:,} events", highlight=False)
 
 
@@ -587,11 +575,8 @@ def replay_cmd(
     """Replay a run with its recorded responses (identical or not?), or fork it at a step."""
     from .replay import replay
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         result = replay(store, run_id, fork_at_step=fork_at_step, model_version=model_version)
-    finally:
-        store.close()
     if as_json:
         _print_json(result.as_dict())
     else:
@@ -619,11 +604,8 @@ def diff_cmd(
     """Compare two runs step by step and name their first divergence."""
     from .replay import diff_runs
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         result = diff_runs(store, run_a, run_b)
-    finally:
-        store.close()
     if as_json:
         _print_json(result)
         return
@@ -672,16 +654,13 @@ def regress_cmd(
     """Replay every sample of a regression set onto a model version: how many pass now?"""
     from .replay import regress
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         result = regress(
             store,
             regression_set,
             model_version=model_version,
             mode=_choice("--mode", mode, ("fork", "rerun")),
         )
-    finally:
-        store.close()
     if as_json:
         _print_json(result)
         return
@@ -723,8 +702,7 @@ def compare_cmd(
     """Is the candidate really better? Intervals, tests, pairing, survival, power, verdict."""
     from .compare import compare
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         report = compare(
             store,
             baseline=baseline,
@@ -737,8 +715,6 @@ def compare_cmd(
                 "--difference-method", difference_method, ("newcombe", "miettinen-nurminen")
             ),
         )
-    finally:
-        store.close()
     _print_report(report, as_json)
 
 
@@ -893,11 +869,8 @@ def quarantine_list(
     as_json: JsonOption = False,
 ) -> None:
     """List quarantined input, oldest first."""
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         records = store.quarantined(after_id=after, limit=limit, source=source)
-    finally:
-        store.close()
     if as_json:
         sys.stdout.write("".join(json.dumps(r.to_json()) + "\n" for r in records))
         return
@@ -920,11 +893,8 @@ def quarantine_show(
     as_json: JsonOption = False,
 ) -> None:
     """Show one quarantined record: where it came from, why, and its raw content."""
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         record = store.quarantined_input(record_id)
-    finally:
-        store.close()
     if record is None:
         raise SteplogError(f"no quarantined record {record_id}")
     if as_json:
@@ -1090,8 +1060,7 @@ def runs_cmd(
     """List runs, newest first, with status, failure, retries and tokens."""
     from .projections.queries import list_runs, refresh
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         refresh(store)
         rows = list_runs(
             store,
@@ -1102,8 +1071,6 @@ def runs_cmd(
             limit=limit,
             offset=offset,
         )
-    finally:
-        store.close()
     if as_json:
         _print_json(rows)
         return
@@ -1151,11 +1118,8 @@ def show_cmd(
     from .harness.runner import RunStateError
     from .projections.run_state import as_of
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         events = store.read_run(run_id)
-    finally:
-        store.close()
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
     state = as_of(events, step=at_step, position=at_position)
@@ -1207,11 +1171,8 @@ def approve_cmd(
     """Record a decision at a stage gate; the run then continues from its events."""
     from .harness.runner import approve
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         state = approve(store, run_id, step=step, approved=not reject, reason=reason)
-    finally:
-        store.close()
     if as_json:
         _print_json(state.as_dict())
         return
@@ -1227,11 +1188,8 @@ def resume_cmd(
     """Continue a run from its last completed step, rebuilt from its events."""
     from .harness.runner import resume
 
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         state = resume(store, run_id)
-    finally:
-        store.close()
     if as_json:
         _print_json(state.as_dict())
         return
@@ -1253,11 +1211,8 @@ def _store_summary(store: EventStore) -> dict[str, Any]:
 @app.command("info")
 def info(db: DbOption = None, as_json: JsonOption = False) -> None:
     """What the store holds: location, events, runs, quarantined records."""
-    store = EventStore.open(db, must_exist=db is not None)
-    try:
+    with _opened(db) as store:
         summary = _store_summary(store)
-    finally:
-        store.close()
     if as_json:
         _print_json(summary)
         return

@@ -51,6 +51,7 @@ class RunRecord:
     retries: int
     tokens: int
     cost_usd: float
+    cluster_key: str = ""
 
     @property
     def item(self) -> tuple[str, str | None, int | None]:
@@ -60,14 +61,40 @@ class RunRecord:
     @property
     def cluster(self) -> str:
         """Runs of one task instance are not independent."""
-        return f"{self.scenario}/{self.task_instance_id or self.run_id}"
+        return self.cluster_key or f"{self.scenario}/{self.task_instance_id or self.run_id}"
+
+
+def _steps_entered(completed: bool, done: int, failed_index: int | None) -> int:
+    """Steps a run entered: the steps it completed, or up to the step it failed at."""
+    if completed:
+        return done
+    return failed_index + 1 if failed_index is not None else done + 1
+
+
+_LOAD_COLUMNS = (
+    runs_t.c.run_id,
+    runs_t.c.scenario,
+    runs_t.c.task_instance_id,
+    runs_t.c.task_type,
+    runs_t.c.seed,
+    runs_t.c.status,
+    runs_t.c.steps_done,
+    runs_t.c.failed_step_index,
+    runs_t.c.steps_planned,
+    runs_t.c.first_step_correct,
+    runs_t.c.mid_run_errors,
+    runs_t.c.mid_run_recovered,
+    runs_t.c.retries,
+    runs_t.c.tokens,
+    runs_t.c.cost_usd,
+)
 
 
 def load_runs(
     store: EventStore, model_version: str, scenario: str | None = None
 ) -> list[RunRecord]:
     """Finished runs of ``model_version`` (in ``scenario``), oldest first."""
-    query = select(runs_t).where(
+    query = select(*_LOAD_COLUMNS).where(
         runs_t.c.model_version == model_version,
         runs_t.c.status.in_(FINISHED),
         runs_t.c.replay_of.is_(None),  # replays and forks re-use recorded answers:
@@ -75,37 +102,59 @@ def load_runs(
     )
     if scenario:
         query = query.where(runs_t.c.scenario == scenario)
+    query = query.order_by(runs_t.c.started_at, runs_t.c.run_id)
     with store.engine.connect() as conn:
-        rows = conn.execute(query.order_by(runs_t.c.started_at, runs_t.c.run_id)).all()
-    return [
-        RunRecord(
-            run_id=r.run_id,
-            scenario=r.scenario,
-            task_instance_id=r.task_instance_id,
-            task_type=r.task_type,
-            seed=r.seed,
-            completed=r.status == "completed",
-            failed=r.status != "completed",
-            steps=_steps_entered(r),
-            planned=r.steps_planned,
-            first_step_correct=r.first_step_correct,
-            mid_run_errors=r.mid_run_errors,
-            mid_run_recovered=r.mid_run_recovered,
-            retries=r.retries,
-            tokens=r.tokens,
-            cost_usd=r.cost_usd,
+        # 100k rows: the driver's tuples, without per-row result processing
+        compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+        cursor = conn.connection.cursor()
+        try:
+            params = compiled.params
+            positional = [params[name] for name in compiled.positiontup or []]
+            cursor.execute(str(compiled), positional if compiled.positional else params)
+            rows = cursor.fetchall()
+        finally:
+            cursor.close()
+    records = []
+    for (
+        run_id,
+        scenario_name,
+        instance,
+        task_type,
+        seed,
+        status,
+        done,
+        failed_index,
+        planned,
+        first,
+        errors,
+        recovered,
+        retries,
+        tokens,
+        cost,
+    ) in rows:
+        completed = status == "completed"
+        steps = _steps_entered(completed, done, failed_index)
+        records.append(
+            RunRecord(
+                run_id,
+                scenario_name,
+                instance,
+                task_type,
+                seed,
+                completed,
+                not completed,
+                steps,
+                planned,
+                None if first is None else bool(first),
+                errors,
+                recovered,
+                retries,
+                tokens,
+                cost,
+                f"{scenario_name}/{instance or run_id}",
+            )
         )
-        for r in rows
-    ]
-
-
-def _steps_entered(row: Any) -> int:
-    """Steps a run entered: up to the step it failed at, or the steps it completed."""
-    if row.status == "completed":
-        return int(row.steps_done)
-    if row.failed_step_index is not None:
-        return int(row.failed_step_index) + 1
-    return int(row.steps_done) + 1
+    return records
 
 
 # --- pieces ----------------------------------------------------------------------------------

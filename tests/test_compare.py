@@ -35,10 +35,10 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def test_report_has_the_documented_shape(seeded: str) -> None:
-    code, out, _ = invoke(
+    code, out, err = invoke(
         "compare", "--baseline", "sim-v1", "--candidate", "sim-v2", "--db", seeded, "--json"
     )
-    assert code == 0
+    assert code == 0, err
     report = json.loads(out)
     for side in ("baseline", "candidate"):
         assert set(report[side]) >= {

@@ -306,3 +306,13 @@ def test_newcombe_and_tango_cover_near_nominal() -> None:
         covered_paired += t.low <= true_paired <= t.high
     assert 0.93 <= covered_independent / draws <= 0.97
     assert 0.93 <= covered_paired / draws <= 0.97
+
+
+def test_large_samples_use_the_score_test_instead_of_enumerating_tables() -> None:
+    # 40,000 runs per version: Boschloo would enumerate 1.6e9 tables.
+    result = proportions.boschloo(20_400, 40_000, 20_000, 40_000)
+    assert result.test == "two-proportion score (z)"
+    p1, p2, pooled = 0.51, 0.5, 0.505
+    z = (p1 - p2) / (pooled * (1 - pooled) * (2 / 40_000)) ** 0.5
+    assert result.statistic == pytest.approx(z)
+    assert result.p_value == pytest.approx(0.00468, abs=1e-4)  # 2 * (1 - Phi(2.828))

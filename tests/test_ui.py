@@ -157,3 +157,24 @@ def test_payload_markdown_and_html_are_shown_as_text(
     assert any(message in block.value for block in app.code)
     rendered = " ".join(m.value for m in [*app.markdown, *app.error, *app.caption])
     assert "](https://attacker" not in rendered
+
+
+def test_bench_ui_renders_every_page_cold(steplog_home: str) -> None:
+    from typer.testing import CliRunner
+
+    from steplog.cli import app as cli
+
+    result = CliRunner().invoke(cli, ["bench", "ui", "--runs", "1000", "--repeat", "1", "--json"])
+    assert result.exit_code == 0, result.stdout
+    import json
+
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["runs"] == 1000 and report["events"] > 10_000
+    assert [p["page"] for p in report["pages"]] == [
+        "overview",
+        "failures",
+        "run",
+        "compare",
+        "replay",
+    ]
+    assert all(p["seconds"] > 0 and p["verdict"].startswith("< 1.5 s") for p in report["pages"])

@@ -71,10 +71,13 @@ def kaplan_meier(
             ci = result.sf.confidence_interval(confidence_level=confidence, method="log-log")
         low = np.nan_to_num(ci.low.evaluate(steps), nan=0.0)
         high = np.nan_to_num(ci.high.evaluate(steps), nan=1.0)
+    entered = np.bincount([o.steps for o in outcomes], minlength=last + 2)
+    at_risk_by_step = entered[::-1].cumsum()[::-1]  # runs that entered at least this step
+    failures = np.bincount([o.steps for o in outcomes if o.failed], minlength=last + 2)
     points = []
     for i, step in enumerate(range(1, last + 1)):
-        at_risk = sum(1 for o in outcomes if o.steps >= step)
-        failed = sum(1 for o in outcomes if o.failed and o.steps == step)
+        at_risk = int(at_risk_by_step[step])
+        failed = int(failures[step])
         points.append(
             SurvivalPoint(step, float(survival[i]), float(low[i]), float(high[i]), at_risk, failed)
         )
