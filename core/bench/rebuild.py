@@ -20,7 +20,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,13 +27,11 @@ from typing import Any
 from rich.console import Console
 
 from ..database import steplog_home
-from ..harness.batch import execute_all, plan_runs
-from ..harness.scenario import registered_scenarios
 from ..store import EventStore
+from .stores import COLUMNS, ceil_div, replicated_store
 
 SPEED_TARGET = 0.5
 MEMORY_TARGET_MB = 300
-_COLUMNS = "position, event_id, run_id, seq, type, schema_version, recorded_at, payload"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,68 +87,14 @@ class RebuildBench:
 
 
 def build_store(path: Path, events: int, progress: Console | None = None) -> int:
-    """A SQLite store of about ``events`` events of real runs; returns its run count."""
-    if path.exists():
-        with sqlite3.connect(path) as conn:
-            have = conn.execute("SELECT count(*) FROM events").fetchone()[0]
-            runs = conn.execute("SELECT count(DISTINCT run_id) FROM events").fetchone()[0]
-        if have >= events:
-            return int(runs)
-        path.unlink()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    seed_path = path.with_name(path.stem + "-seed.db")
-    _remove_sqlite(seed_path)
-    seed = EventStore.open(str(seed_path))
-    for spec in registered_scenarios().values():
-        for version in spec.versions_for_demo():
-            plans = plan_runs(
-                spec,
-                model_version=version,
-                runs=25,
-                seed=1,
-                run_id_prefix=f"{spec.name}-{version}-",
-            )
-            execute_all(seed.url, plans)
-    seed.close()
-    EventStore.open(str(path)).close()  # the migrated, empty target
-    with sqlite3.connect(seed_path) as source:
-        template = source.execute(f"SELECT {_COLUMNS} FROM events ORDER BY position").fetchall()
-    _remove_sqlite(seed_path)
-    copies = -(-events // len(template))
-    target = sqlite3.connect(path, isolation_level=None)
-    target.execute("PRAGMA journal_mode = WAL")
-    target.execute("PRAGMA synchronous = NORMAL")  # bulk load only; steplog itself uses FULL
-    position = 0
-    runs = 0
-    for copy in range(copies):
-        if progress is not None and copy % 10 == 0:
-            progress.print(f"building the benchmark store: copy {copy + 1}/{copies}")
-        rows = []
-        for _, _, run_id, seq, type_name, version, recorded_at, payload in template:
-            position += 1
-            rows.append(
-                (
-                    position,
-                    uuid.uuid4().hex,
-                    f"{run_id}~{copy}",
-                    seq,
-                    type_name,
-                    version,
-                    recorded_at,
-                    payload,
-                )
-            )
-        target.execute("BEGIN")
-        target.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        target.execute("COMMIT")
-        runs += len({row[2] for row in rows})
-    target.close()
+    """A SQLite store of at least ``events`` events of real runs; returns its run count."""
+    runs, _ = replicated_store(
+        path,
+        enough=lambda _runs, have: have >= events,
+        copies=lambda _runs, per_copy: ceil_div(events, per_copy),
+        progress=progress,
+    )
     return runs
-
-
-def _remove_sqlite(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _child(kind: str, path: str) -> dict[str, Any]:
@@ -159,7 +102,7 @@ def _child(kind: str, path: str) -> dict[str, Any]:
     started = time.perf_counter()
     if kind == "raw":
         conn = sqlite3.connect(path)
-        cursor = conn.execute(f"SELECT {_COLUMNS} FROM events ORDER BY position")
+        cursor = conn.execute(f"SELECT {COLUMNS} FROM events ORDER BY position")
         count = 0
         while rows := cursor.fetchmany(5000):
             for row in rows:

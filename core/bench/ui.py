@@ -12,7 +12,6 @@ import os
 import sqlite3
 import statistics
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,12 @@ from typing import Any
 from rich.console import Console
 
 from ..database import steplog_home
-from ..harness.batch import execute_all, plan_runs
-from ..harness.scenario import registered_scenarios
 from ..projections.queries import refresh
 from ..store import EventStore
+from .stores import ceil_div, replicated_store
 
 TARGET_SECONDS = 1.5
 PAGES = ("overview", "failures", "run", "compare", "replay")
-_COLUMNS = "position, event_id, run_id, seq, type, schema_version, recorded_at, payload"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,69 +46,19 @@ class PageTiming:
 
 
 def build_store(path: Path, runs: int, progress: Console | None) -> int:
-    """A store of ``runs`` runs copied from real ones; returns its event count."""
-    if path.exists():
-        with sqlite3.connect(path) as conn:
-            have = conn.execute("SELECT count(DISTINCT run_id) FROM events").fetchone()[0]
-            events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
-        if have >= runs:
-            return int(events)
-        path.unlink()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    seed = path.with_name(path.stem + "-seed.db")
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{seed}{suffix}").unlink(missing_ok=True)
-    for spec in registered_scenarios().values():
-        for version in spec.versions_for_demo():
-            execute_all(
-                str(seed),
-                plan_runs(
-                    spec,
-                    model_version=version,
-                    runs=25,
-                    seed=1,
-                    run_id_prefix=f"{spec.name}-{version}-",
-                ),
-            )
-    with sqlite3.connect(seed) as source:
-        template = source.execute(f"SELECT {_COLUMNS} FROM events ORDER BY position").fetchall()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{seed}{suffix}").unlink(missing_ok=True)
-    per_copy = len({row[2] for row in template})
-    copies = -(-runs // per_copy)
-    EventStore.open(str(path)).close()
-    target = sqlite3.connect(path, isolation_level=None)
-    target.execute("PRAGMA journal_mode = WAL")
-    target.execute("PRAGMA synchronous = NORMAL")  # bulk load only
-    position = 0
-    for copy in range(copies):
-        if progress is not None and copy % 50 == 0:
-            progress.print(f"building the UI benchmark store: copy {copy + 1}/{copies}")
-        rows = []
-        for _, _, run_id, seq, kind, version, recorded_at, payload in template:
-            position += 1
-            rows.append(
-                (
-                    position,
-                    uuid.uuid4().hex,
-                    f"{run_id}~{copy}",
-                    seq,
-                    kind,
-                    version,
-                    recorded_at,
-                    payload,
-                )
-            )
-        target.execute("BEGIN")
-        target.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        target.execute("COMMIT")
-    target.close()
+    """A store of ``runs`` runs copied from real ones, read models folded; its event count."""
+    _, events = replicated_store(
+        path,
+        enough=lambda have, _events: have >= runs,
+        copies=lambda per_copy, _events: ceil_div(runs, per_copy),
+        progress=progress,
+    )
     store = EventStore.open(str(path))
     if progress is not None:
         progress.print("folding the read models ...")
     refresh(store)
     store.close()
-    return position
+    return events
 
 
 def run_ui_benchmark(
