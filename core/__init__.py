@@ -8,7 +8,7 @@ from .errors import (
     SteplogError,
 )
 from .events import Catalogue, Event, catalogue
-from .recorder import model_call, now, record_run, rng, step, tool_call
+from .recorder import model_call, now, record_run, register_agent, rng, step, tool_call
 from .store import AppendResult, EventStore, NewEvent, StoredEvent
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "model_call",
     "now",
     "record_run",
+    "register_agent",
     "rng",
     "step",
     "tool_call",

@@ -569,11 +569,23 @@ def replay_cmd(
     model_version: Annotated[
         str | None, typer.Option(help="With --fork-at-step: the version to continue on.")
     ] = None,
+    import_module: Annotated[
+        str | None,
+        typer.Option("--import", help="Module that registers your agent (SDK runs)."),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Replay a run with its recorded responses (identical or not?), or fork it at a step."""
     from .replay import replay
+
+    if import_module:
+        import importlib
+
+        try:
+            importlib.import_module(import_module)
+        except ImportError as exc:
+            raise SteplogError(f"cannot import {import_module!r}: {exc}") from None
 
     with _opened(db) as store:
         result = replay(store, run_id, fork_at_step=fork_at_step, model_version=model_version)

@@ -39,6 +39,8 @@ from .events import (
     Event,
     ModelCalled,
     RandomDrawn,
+    ReplayDiverged,
+    RunAborted,
     RunCompleted,
     RunConfig,
     RunFailed,
@@ -49,6 +51,7 @@ from .events import (
     StepStarted,
     ToolCalled,
 )
+from .harness.playback import Divergence, Playback
 from .store import EventStore, NewEvent
 
 P = ParamSpec("P")
@@ -117,12 +120,21 @@ class RunRecorder:
 class RecordedRandom:
     """A seeded random stream whose every draw is recorded as ``RandomDrawn``."""
 
-    def __init__(self, recorder: RunRecorder, seed_material: str, step_index: int | None):
+    def __init__(
+        self,
+        recorder: RunRecorder,
+        seed_material: str,
+        step_index: int | None,
+        playback: Playback | None = None,
+    ):
         self._random = random.Random(seed_material)
         self._recorder = recorder
         self._step_index = step_index
+        self._playback = playback
 
     def _record(self, kind: str, value: Any) -> Any:
+        if self._playback is not None:  # a replay: the recorded draw, in its order
+            value = self._playback.take("RandomDrawn", self._step_index)["value"]
         self._recorder.record(
             RandomDrawn(
                 step_index=self._step_index,
@@ -205,7 +217,9 @@ class RecordedStep:
         """This attempt's recorded random stream."""
         if self._random is None:
             material = step_seed(self.run.seed, self.index, self.attempt)
-            self._random = RecordedRandom(self.run.recorder, material, self.index)
+            self._random = RecordedRandom(
+                self.run.recorder, material, self.index, self.run.playback
+            )
         return self._random
 
 
@@ -218,6 +232,8 @@ class RecordedRun:
     output: Any = None
     steps_started: int = 0
     failed_step: RecordedStep | None = None
+    playback: Playback | None = None
+    """Set when replaying: calls are served from the recording instead of made."""
     _random: RecordedRandom | None = field(default=None, repr=False)
 
     @property
@@ -229,7 +245,7 @@ class RecordedRun:
     def random(self) -> RecordedRandom:
         """A recorded random stream for code outside any step."""
         if self._random is None:
-            self._random = RecordedRandom(self.recorder, f"{self.seed}:run", None)
+            self._random = RecordedRandom(self.recorder, f"{self.seed}:run", None, self.playback)
         return self._random
 
 
@@ -248,6 +264,8 @@ def record_run(
     run_id: str | None = None,
     db: str | None = None,
     store: EventStore | None = None,
+    replay_of: str | None = None,
+    playback: Playback | None = None,
 ) -> Iterator[RecordedRun]:
     """Record a run of your own agent: RunStarted now, RunCompleted or RunFailed at the end.
 
@@ -260,7 +278,7 @@ def record_run(
     owned = store is None
     event_store = EventStore.open(db) if store is None else store
     recorder = RunRecorder(event_store, run_id or str(uuid7()))
-    run = RecordedRun(recorder=recorder, seed=seed)
+    run = RecordedRun(recorder=recorder, seed=seed, playback=playback)
     recorder.record(
         RunStarted(
             scenario=scenario,
@@ -273,12 +291,18 @@ def record_run(
             seed=seed,
             input=jsonable(input or {}),
             source="sdk",
+            replay_of=replay_of,
         )
     )
     recorder.flush()
     token = _current_run.set(run)
     try:
         yield run
+    except Divergence as diverged:
+        recorder.record(ReplayDiverged(**diverged.as_dict()))
+        recorder.record(RunAborted(reason=str(diverged), step_index=diverged.step_index))
+        recorder.flush()
+        raise
     except BaseException as exc:
         failed = run.failed_step
         recorder.record(
@@ -371,7 +395,7 @@ def model_call(model: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     ) -> None:
         _record_model(run, model, request, response, error, started)
 
-    return _instrument(record)
+    return _instrument(record, "ModelCalled", model)
 
 
 def tool_call(tool: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
@@ -401,14 +425,44 @@ def tool_call(tool: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
         else:
             run.recorder.record(ToolCalled(**common, result=jsonable(result)))
 
-    return _instrument(record)
+    return _instrument(record, "ToolCalled", tool)
 
 
 Recorder = Callable[["RecordedRun", Any, Any, "BaseException | None", float], None]
 
 
-def _instrument(record: Recorder) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Wrap a function so that, inside a run, each call is passed to ``record``."""
+def _serve(run: RecordedRun, kind: str, name: str, request: Any) -> Any:
+    """A replayed call: the recorded answer (or error), recorded again in its place."""
+    assert run.playback is not None
+    current = _current_step.get()
+    payload = run.playback.take(
+        kind, current.index if current else None, name=name, request=request
+    )
+    payload["call_index"] = run.recorder.next_call_index()
+    event = ModelCalled if kind == "ModelCalled" else ToolCalled
+    run.recorder.record(event.model_validate(payload))
+    if kind == "ModelCalled" and payload.get("error"):
+        error_type, _, message = str(payload["error"]).partition(": ")
+        raise _replayed_error(error_type, message)
+    if kind == "ToolCalled" and payload.get("status") == "error":
+        raise _replayed_error(
+            str(payload.get("error_type") or "ToolError"), str(payload.get("result"))
+        )
+    return payload.get("response") if kind == "ModelCalled" else payload.get("result")
+
+
+def _replayed_error(error_type: str, message: str) -> Exception:
+    """An exception named like the recorded one (only its name: no code is looked up)."""
+    name = "".join(ch for ch in error_type if ch.isalnum() or ch == "_") or "ReplayedError"
+    error_class: type[Exception] = type(name, (Exception,), {})
+    return error_class(message)
+
+
+def _instrument(
+    record: Recorder, kind: str, name: str
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Wrap a function so that, inside a run, each call is passed to ``record`` -- or, in a
+    replay, answered from the recording."""
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         if inspect.isasyncgenfunction(function):
@@ -424,6 +478,8 @@ def _instrument(record: Recorder) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 if run is None:
                     return await function(*args, **kwargs)
                 request = jsonable({"args": args, "kwargs": kwargs})
+                if run.playback is not None:
+                    return _serve(run, kind, name, request)
                 started = time.perf_counter()
                 try:
                     response = await function(*args, **kwargs)
@@ -443,6 +499,9 @@ def _instrument(record: Recorder) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 if run is None:
                     return (yield from function(*args, **kwargs))
                 request = jsonable({"args": args, "kwargs": kwargs})
+                if run.playback is not None:
+                    yield from _serve(run, kind, name, request) or []
+                    return None
                 started = time.perf_counter()
                 items: list[Any] = []
                 try:
@@ -463,6 +522,8 @@ def _instrument(record: Recorder) -> Callable[[Callable[P, R]], Callable[P, R]]:
             if run is None:
                 return function(*args, **kwargs)
             request = jsonable({"args": args, "kwargs": kwargs})
+            if run.playback is not None:
+                return _serve(run, kind, name, request)  # type: ignore[no-any-return]
             started = time.perf_counter()
             try:
                 response = function(*args, **kwargs)
@@ -491,6 +552,8 @@ def now() -> float:
     run = _current_run.get()
     if run is not None:
         current = _current_step.get()
+        if run.playback is not None:
+            value = run.playback.take("ClockRead", current.index if current else None)["value"]
         run.recorder.record(
             ClockRead(
                 step_index=current.index if current else None,
@@ -499,6 +562,29 @@ def now() -> float:
             )
         )
     return value
+
+
+_AGENTS: dict[str, tuple[str, Callable[..., Any]]] = {}
+
+
+def register_agent(name: str, *, version: str = "1") -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Register your agent's entry point so its recorded runs can be replayed.
+
+    Record it with ``record_run(..., agent=name, agent_version=version, input={...})`` around a
+    call ``agent(**input)``; ``steplog.replay.replay(store, run_id)`` then calls it again with
+    every model call, tool call, draw and clock read served from the recording.
+    """
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        _AGENTS[name] = (version, function)
+        return function
+
+    return decorate
+
+
+def registered_agent(name: str) -> tuple[str, Callable[..., Any]] | None:
+    """(version, entry point) of an agent registered in this process."""
+    return _AGENTS.get(name)
 
 
 def current_run() -> RecordedRun | None:

@@ -21,10 +21,11 @@ from typing import Any, Literal
 from uuid6 import uuid7
 
 from .errors import SteplogError
-from .harness.playback import Playback
+from .harness.playback import Divergence, Playback, describe
 from .harness.runner import RunStateError, fold_run, launch, registered_scenario
 from .projections.queries import refresh, regression_set
 from .projections.run_state import RunState, fold
+from .recorder import record_run, registered_agent
 from .stats import paired as paired_stats
 from .stats.paired import PairedTable
 from .stats.proportions import proportion
@@ -138,6 +139,10 @@ def replay(
     original = fold(events)
     if not original.is_terminal and original.status != "awaiting_approval":
         raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
+    if original.source == "sdk":
+        if fork_at_step is not None or model_version is not None:
+            raise SteplogError("runs recorded by the SDK replay exactly; forks need a scenario")
+        return _replay_sdk(store, events, original, new_run_id)
     scenario = registered_scenario(original)
     if original.task_instance_id is None:
         raise RunStateError(f"run {run_id!r} names no task instance; it cannot be replayed")
@@ -187,6 +192,70 @@ def replay(
         first_difference=difference,
         fork_step=fork_at_step,
         model_version=version,
+    )
+
+
+def _replay_sdk(
+    store: EventStore, events: list[StoredEvent], original: RunState, new_run_id: str | None
+) -> ReplayResult:
+    """Replay a run of a user's agent registered with ``steplog.register_agent``."""
+    registered = registered_agent(original.agent)
+    if registered is None:
+        raise RunStateError(
+            f"run {original.run_id!r} was recorded by the SDK for agent {original.agent!r}, which "
+            f"is not registered in this process: decorate its entry point with "
+            f"@steplog.register_agent({original.agent!r}) (steplog replay --import MODULE)"
+        )
+    version, agent = registered
+    if version != original.agent_version:
+        raise RunStateError(
+            f"run {original.run_id!r} was recorded with {original.agent} version "
+            f"{original.agent_version}, but version {version} is registered"
+        )
+    playback = Playback.of(events)
+    run_id = new_run_id or str(uuid7())
+    divergence = None
+    try:
+        with record_run(
+            original.scenario,
+            model_version=original.model_version,
+            agent=original.agent,
+            agent_version=original.agent_version,
+            task_instance_id=original.task_instance_id,
+            task_type=original.task_type,
+            seed=original.seed,
+            input=original.input,
+            config=None,
+            run_id=run_id,
+            store=store,
+            replay_of=original.run_id,
+            playback=playback,
+        ) as run:
+            run.output = agent(**original.input)
+    except Divergence as stopped:
+        divergence = stopped.as_dict()
+    except Exception:
+        pass
+    leftover = playback.leftover()
+    if divergence is None and leftover is not None:
+        divergence = Divergence(
+            leftover.payload.get("step_index"),
+            leftover.payload.get("call_index"),
+            describe(leftover.type, leftover.payload),
+            "the end of the run",
+        ).as_dict()
+    replayed = store.read_run(run_id)
+    identical = divergence is None and digest(replayed) == digest(events)
+    return ReplayResult(
+        mode="exact",
+        original=original.run_id,
+        run_id=run_id,
+        status=fold(replayed).status,
+        original_status=original.status,
+        identical=identical,
+        divergence=divergence,
+        first_difference=None if identical else first_difference(events, replayed),
+        model_version=original.model_version,
     )
 
 

@@ -165,7 +165,7 @@ def test_replay_refuses_what_it_cannot_do(store: EventStore) -> None:
 
     with record_run("mine", model_version="v", store=store) as run:
         pass
-    with pytest.raises(RunStateError, match="recorded by 'sdk'"):
+    with pytest.raises(RunStateError, match="not registered in this process"):
         replay(store, run.run_id)
     with pytest.raises(RunStateError, match="no run 'ghost'"):
         replay(store, "ghost")
@@ -266,3 +266,57 @@ def test_a_timed_out_run_replays_identically_and_times_out_again(
     assert replay(store, original.run_id).identical
     fork = replay(store, original.run_id, fork_at_step=1, model_version="sim-v2")
     assert fork.status == "aborted"  # the same model from step 1: the same timeout
+
+
+def test_sdk_runs_of_a_registered_agent_replay_exactly(store: EventStore) -> None:
+    from steplog import model_call, record_run, register_agent, rng, step, tool_call
+    from steplog import now as clock
+
+    calls = {"model": 0}
+
+    @tool_call("lookup")
+    def lookup(key: str) -> dict[str, str]:
+        return {"key": key, "value": key.upper()}
+
+    @model_call("my-model")
+    def ask(prompt: str) -> dict[str, object]:
+        calls["model"] += 1
+        return {"answer": f"{prompt}!", "usage": {"input_tokens": 3, "output_tokens": 1}}
+
+    @register_agent("support-bot", version="2")
+    def support_bot(question: str) -> dict[str, object]:
+        with step("lookup") as s:
+            s.output = lookup(question)
+        with step("answer") as s:
+            tone = rng().choice(["formal", "casual"])
+            s.output = ask(f"{question} ({tone}) at {clock():.0f}")
+            return dict(s.output)
+
+    with record_run(
+        "support",
+        model_version="my-model",
+        agent="support-bot",
+        agent_version="2",
+        input={"question": "refund"},
+        store=store,
+        seed=5,
+    ) as run:
+        run.output = support_bot("refund")
+    assert calls["model"] == 1
+    result = replay(store, run.run_id)
+    assert result.identical, (result.summary, result.first_difference)
+    assert calls["model"] == 1  # served from the recording: the model was not called again
+
+    @register_agent("support-bot", version="2")
+    def changed(question: str) -> dict[str, object]:
+        with step("lookup") as s:
+            s.output = lookup(question + "-v2")  # a different request
+        return {}
+
+    diverged = replay(store, run.run_id)
+    assert diverged.divergence is not None and diverged.divergence["step_index"] == 0
+    assert "ToolCalled(lookup" in diverged.divergence["expected"]
+    with pytest.raises(RunStateError, match="not registered in this process"):
+        with record_run("x", model_version="v", agent="nobody", store=store) as other:
+            pass
+        replay(store, other.run_id)
