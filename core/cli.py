@@ -1321,7 +1321,7 @@ def demo(
     )
     info(db=url, as_json=False)
     if not no_ui:
-        console.print("The UI is not built yet; browse with `steplog runs` and `steplog show RUN`.")
+        ui_cmd(db=url)
 
 
 # --- bench -----------------------------------------------------------------------------------

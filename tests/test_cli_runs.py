@@ -139,3 +139,19 @@ def test_bench_record_compares_the_harness_with_the_store_on_identical_batches()
         result["harness_events_per_second"] / result["append_events_per_second"]
     )
     assert result["verdict"].startswith(">= 0.5x ")
+
+
+def test_demo_then_serves_the_ui_on_loopback(
+    steplog_home: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "run", lambda command, **kw: started.append(command))
+    code, out, _ = invoke("demo", "--runs", "1")
+    assert code == 0, out
+    (command,) = started
+    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("ui/app.py")
+    assert command[command.index("--server.address") + 1] == "127.0.0.1"
+    code, _, err = invoke("ui", "--host", "0.0.0.0", "--port", "8601")
+    assert code == 0 and "has no authentication" in " ".join(err.split())
