@@ -269,11 +269,12 @@ def by_task_type(
     types = sorted(
         {r.task_type or "(none)" for r in baseline} & {r.task_type or "(none)" for r in candidate}
     )
+    all_pairs = pair_up(baseline, candidate) if use_pairs else []
     rows = []
     for task_type in types:
         b = [r for r in baseline if (r.task_type or "(none)") == task_type]
         c = [r for r in candidate if (r.task_type or "(none)") == task_type]
-        pairs = pair_up(b, c) if use_pairs else []
+        pairs = [(x, y) for x, y in all_pairs if (x.task_type or "(none)") == task_type]
         if use_pairs and pairs:
             report = paired_report(pairs, confidence)
             n = len(pairs)

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from math import comb
 
@@ -24,13 +23,12 @@ BATCH = 100
 
 
 def _clusters(keys: Sequence[str], values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    sums: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    for key, value in zip(keys, values, strict=True):
-        sums[key] += value
-        counts[key] += 1
-    names = sorted(sums)
-    return np.array([sums[k] for k in names]), np.array([counts[k] for k in names], float)
+    """Per-cluster sums and counts, clusters in sorted key order."""
+    if len(keys) != len(values):
+        raise ValueError("keys and values must have the same length")
+    _, index = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
+    sums = np.bincount(index, weights=np.asarray(values, dtype=float))
+    return sums, np.bincount(index).astype(float)
 
 
 def cluster_bootstrap(
