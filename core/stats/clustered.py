@@ -26,9 +26,12 @@ def _clusters(keys: Sequence[str], values: Sequence[float]) -> tuple[np.ndarray,
     """Per-cluster sums and counts, clusters in sorted key order."""
     if len(keys) != len(values):
         raise ValueError("keys and values must have the same length")
-    _, index = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
-    sums = np.bincount(index, weights=np.asarray(values, dtype=float))
-    return sums, np.bincount(index).astype(float)
+    ids: dict[str, int] = {}
+    index = [ids.setdefault(key, len(ids)) for key in keys]  # a dict beats sorting strings
+    order = np.argsort(np.array(list(ids), dtype=object))
+    sums = np.bincount(index, weights=np.asarray(values, dtype=float), minlength=len(ids))
+    counts = np.bincount(index, minlength=len(ids)).astype(float)
+    return sums[order], counts[order]
 
 
 def cluster_bootstrap(
