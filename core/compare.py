@@ -572,11 +572,3 @@ def compare_counts(
     )
     report["verdict"] = verdict(report)
     return report
-
-
-def as_interval(data: dict[str, Any]) -> Interval:
-    """Read an interval back from its JSON form (for callers rendering reports)."""
-    low, high = data["ci"]
-    return Interval(
-        data["estimate"], low, high, data["method"], data.get("n", 0), data.get("confidence", 0.95)
-    )

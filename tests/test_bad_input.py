@@ -9,15 +9,14 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
-from pydantic import Field
+from helpers.events import ScoredV1, scored_catalogue
 from sqlalchemy import text
 
 from steplog.database import create_engine_for
 from steplog.errors import InvalidEventError, SchemaNotCurrentError
-from steplog.events import Catalogue, ClockRead, Event, ModelCalled, StepStarted
+from steplog.events import Catalogue, ClockRead, ModelCalled, StepStarted
 from steplog.ingest.jsonl import RAW_KEPT, import_jsonl
 from steplog.store import EventStore, NewEvent
 
@@ -110,27 +109,13 @@ def test_lines_without_ids_are_stored_again_on_reimport(store: EventStore, tmp_p
     assert store.version("good") == 2
 
 
-class Scored(Event):
-    schema_version: ClassVar[int] = 2
-    score: float = Field(ge=0, le=1)
-
-
-class ScoredV1(Event):
-    percent: int
-
-    @classmethod
-    def type_name(cls) -> str:
-        return "Scored"
-
-
 def test_reimporting_an_export_after_a_schema_bump_adds_nothing(
     store_url: str, tmp_path: Path
 ) -> None:
     old = EventStore.open(store_url, catalogue=Catalogue([ScoredV1]))
     old.append("r", [ScoredV1(percent=40)])
     old.close()
-    current = Catalogue([Scored])
-    current.register_upcaster("Scored", 1, lambda p: {"score": p["percent"] / 100})
+    current = scored_catalogue()
     store = EventStore.open(store_url, catalogue=current)
     try:
         export = tmp_path / "export.jsonl"

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import ClassVar
 
 import pytest
-from pydantic import Field
+from helpers.events import Scored, ScoredV1, scored_catalogue
 
 from steplog.errors import (
     ConcurrencyError,
@@ -221,28 +220,12 @@ def test_count_runs(store: EventStore) -> None:
     assert store.count_runs() == 2
 
 
-class Scored(Event):
-    schema_version: ClassVar[int] = 2
-    score: float = Field(ge=0, le=1)
-
-
-class ScoredV1(Event):
-    """What a steplog that knew only v1 wrote: a percentage."""
-
-    percent: int
-
-    @classmethod
-    def type_name(cls) -> str:
-        return "Scored"
-
-
 def test_old_events_are_upcast_on_read_and_never_rewritten(store_url: str) -> None:
     old = EventStore.open(store_url, catalogue=Catalogue([ScoredV1]))
     old.append("r", [ScoredV1(percent=80)])
     old.close()
 
-    current = Catalogue([Scored])
-    current.register_upcaster("Scored", 1, lambda p: {"score": p["percent"] / 100})
+    current = scored_catalogue()
     store = EventStore.open(store_url, catalogue=current)
     try:
         (event,) = store.read_run("r")

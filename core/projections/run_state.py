@@ -244,21 +244,6 @@ def fold_from(state: RunState | None, events: Iterable[StoredEvent]) -> RunState
     return draft.freeze()
 
 
-def fold_all(events: Iterable[StoredEvent]) -> dict[str, RunState]:
-    """The state of every run in an event stream (in position order), by run id.
-
-    Streams whose first event is not RunStarted (annotations, unknown runs) are skipped.
-    """
-    drafts: dict[str, _RunDraft] = {}
-    for event in events:
-        draft = drafts.get(event.run_id)
-        if draft is not None:
-            draft.apply(event)
-        elif event.type == "RunStarted":
-            drafts[event.run_id] = _RunDraft.start(event)
-    return {run_id: draft.freeze() for run_id, draft in drafts.items()}
-
-
 _STEP_FIELDS = StepState._fields
 _RUN_FIELDS = tuple(f.name for f in fields(RunState) if f.name != "steps")
 

@@ -49,7 +49,19 @@ def cluster_bootstrap(
     estimate = float(sums.sum() / counts.sum())
     if len(sums) < 2 or np.all(sums / counts == estimate):
         return Interval(estimate, estimate, estimate, method, len(values), confidence)
-    big = len(sums) > BCA_MAX_CLUSTERS
+    kind = "percentile" if len(sums) > BCA_MAX_CLUSTERS else "BCa"
+    low, high = _bootstrap(sums, counts, kind, confidence, seed)
+    if not (np.isfinite(low) and np.isfinite(high)):  # degenerate BCa: fall back to percentile
+        kind = "percentile"
+        low, high = _bootstrap(sums, counts, kind, confidence, seed)
+    method = method.replace("BCa", kind)
+    return Interval(estimate, float(low), float(high), method, len(values), confidence)
+
+
+def _bootstrap(
+    sums: np.ndarray, counts: np.ndarray, kind: str, confidence: float, seed: int
+) -> tuple[float, float]:
+    """The ratio-of-sums interval over resampled clusters (scipy)."""
     result = bootstrap(
         (sums, counts),
         lambda s, c, axis: s.sum(axis=axis) / c.sum(axis=axis),
@@ -58,26 +70,11 @@ def cluster_bootstrap(
         confidence_level=confidence,
         n_resamples=RESAMPLES,
         batch=BATCH,
-        method="percentile" if big else "BCa",
+        method=kind,
         random_state=np.random.default_rng(seed),
     )
-    if big:
-        method = method.replace("BCa", "percentile")
     low, high = result.confidence_interval
-    if not (np.isfinite(low) and np.isfinite(high)):  # degenerate BCa: fall back to percentile
-        result = bootstrap(
-            (sums, counts),
-            lambda s, c, axis: s.sum(axis=axis) / c.sum(axis=axis),
-            paired=True,
-            vectorized=True,
-            confidence_level=confidence,
-            n_resamples=RESAMPLES,
-            batch=BATCH,
-            method="percentile",
-            random_state=np.random.default_rng(seed),
-        )
-        low, high = result.confidence_interval
-    return Interval(estimate, float(low), float(high), method, len(values), confidence)
+    return float(low), float(high)
 
 
 def mean_interval(
