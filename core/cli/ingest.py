@@ -1,0 +1,1 @@
+"""Commands that take in traces from elsewhere: OTLP, Inspect AI logs, portable JSONL."""

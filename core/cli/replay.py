@@ -1,0 +1,150 @@
+"""Commands that re-run recorded runs: replay, fork, diff, regress."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..errors import SteplogError
+from ._shared import (
+    DbOption,
+    JsonOption,
+    _opened,
+    _print_json,
+    app,
+    console,
+)
+from .compare import _choice
+
+# --- replay ----------------------------------------------------------------------------------
+
+
+@app.command("replay")
+def replay_cmd(
+    run_id: Annotated[str, typer.Argument(help="The run to replay.")],
+    fork_at_step: Annotated[
+        int | None, typer.Option(min=0, help="Serve the recording before step K, then go live.")
+    ] = None,
+    model_version: Annotated[
+        str | None, typer.Option(help="With --fork-at-step: the version to continue on.")
+    ] = None,
+    import_module: Annotated[
+        str | None,
+        typer.Option("--import", help="Module that registers your agent (SDK runs)."),
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay a run with its recorded responses (identical or not?), or fork it at a step."""
+    from ..replay import replay
+
+    if import_module:
+        import importlib
+
+        try:
+            importlib.import_module(import_module)
+        except ImportError as exc:
+            raise SteplogError(f"cannot import {import_module!r}: {exc}") from None
+
+    with _opened(db) as store:
+        result = replay(store, run_id, fork_at_step=fork_at_step, model_version=model_version)
+    if as_json:
+        _print_json(result.as_dict())
+    else:
+        console.print(
+            f"{result.mode} replay of {result.original} -> {result.run_id}\n{result.summary}",
+            highlight=False,
+        )
+        if result.first_difference:
+            console.print(
+                f"first difference: {json.dumps(result.first_difference)}",
+                highlight=False,
+                markup=False,
+            )
+    if result.divergence is not None or result.identical is False:
+        raise typer.Exit(1)
+
+
+@app.command("diff")
+def diff_cmd(
+    run_a: Annotated[str, typer.Argument(help="First run.")],
+    run_b: Annotated[str, typer.Argument(help="Second run.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Compare two runs step by step and name their first divergence."""
+    from ..replay import diff_runs
+
+    with _opened(db) as store:
+        result = diff_runs(store, run_a, run_b)
+    if as_json:
+        _print_json(result)
+        return
+    a, b = result["a"], result["b"]
+    console.print(
+        f"A {a['run_id']} ({a['model_version']}, {a['status']}, retries {a['retries']}, "
+        f"tokens {a['tokens']:,})\nB {b['run_id']} ({b['model_version']}, {b['status']}, "
+        f"retries {b['retries']}, tokens {b['tokens']:,})",
+        highlight=False,
+    )
+    first = result["first_difference"]
+    console.print(
+        "identical event streams"
+        if result["identical"]
+        else f"first divergence at event {first['seq']} (step {first['step_index']}, call "
+        f"{first['call_index']}): {first['fields'] or 'different events'}",
+        highlight=False,
+        markup=False,
+    )
+    table = Table("#", "step", "A", "B", "", box=None)
+    for row in result["steps"]:
+
+        def cell(side: dict[str, Any] | None) -> str:
+            return "-" if side is None else f"{side['status']} x{side['attempts']}"
+
+        table.add_row(
+            str(row["index"]),
+            row["name"] or "",
+            cell(row["a"]),
+            cell(row["b"]),
+            "" if row["same"] else "differs",
+        )
+    console.print(table)
+
+
+@app.command("regress")
+def regress_cmd(
+    regression_set: Annotated[str, typer.Argument(help="The regression set.")],
+    model_version: Annotated[str, typer.Option(help="The version to replay the samples on.")],
+    mode: Annotated[str, typer.Option(help="fork (at the failed step) or rerun (whole run).")] = (
+        "fork"
+    ),
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replay every sample of a regression set onto a model version: how many pass now?"""
+    from ..replay import regress
+
+    with _opened(db) as store:
+        result = regress(
+            store,
+            regression_set,
+            model_version=model_version,
+            mode=_choice("--mode", mode, ("fork", "rerun")),
+        )
+    if as_json:
+        _print_json(result)
+        return
+    table = Table("original", "new run", "status", "fork step", box=None)
+    for r in result["results"]:
+        table.add_row(
+            r["original"],
+            r["run_id"],
+            r["status"],
+            "" if r["fork_step"] is None else str(r["fork_step"]),
+        )
+    console.print(table)
+    console.print(result["verdict"], highlight=False)

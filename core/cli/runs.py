@@ -1,0 +1,438 @@
+"""Commands that run scenarios and look at runs; the store overview, the UI and the demo."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import suppress
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, Progress, TimeRemainingColumn
+from rich.table import Table
+
+from ..database import (
+    redact,
+    resolve_url,
+)
+from ..errors import SteplogError
+from ..store import EventStore
+from ._shared import (
+    DbOption,
+    JsonOption,
+    _opened,
+    _print_json,
+    app,
+    console,
+    err_console,
+)
+
+# --- runs ----------------------------------------------------------------------------------
+
+GateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--gate-policy",
+        help="Override the scenario's gate policy: auto-approve, auto-reject or manual.",
+    ),
+]
+
+
+@app.command("scenarios")
+def scenarios_cmd(as_json: JsonOption = False) -> None:
+    """List the registered scenarios, their task instances and model versions."""
+    from ..harness.scenario import registered_scenarios
+
+    found = registered_scenarios()
+    if as_json:
+        _print_json(
+            [
+                {
+                    "name": s.name,
+                    "version": s.version,
+                    "description": s.description,
+                    "source": s.source,
+                    "instances": len(s.all_instances()),
+                    "steps": sorted({len(s.steps_for(i)) for i in s.all_instances()}),
+                    "model_versions": list(s.models),
+                    "demo_versions": s.versions_for_demo(),
+                    "config": s.config.model_dump(exclude_none=True),
+                }
+                for s in found.values()
+            ]
+        )
+        return
+    table = Table("scenario", "instances", "steps", "model versions", "limits", "about")
+    for s in found.values():
+        steps = sorted({len(s.steps_for(i)) for i in s.all_instances()})
+        table.add_row(
+            s.name,
+            str(len(s.all_instances())),
+            ", ".join(map(str, steps)),
+            ", ".join(s.models),
+            ", ".join(f"{k}={v}" for k, v in s.config.model_dump(exclude_none=True).items()),
+            s.description,
+        )
+    console.print(table)
+
+
+def _gate(value: str | None) -> Any:
+    if value not in (None, "auto-approve", "auto-reject", "manual"):
+        raise SteplogError(
+            f"--gate-policy must be auto-approve, auto-reject or manual, not {value!r}"
+        )
+    return value
+
+
+def _execute_with_progress(
+    db_url: str, plans: list[Any], workers: int, label: str, quiet: bool
+) -> list[Any]:
+    from ..harness.batch import execute_all
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        "{task.completed}/{task.total}",
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=quiet,
+    ) as progress:
+        task = progress.add_task(label, total=len(plans))
+        return execute_all(db_url, plans, workers=workers, on_done=lambda _: progress.advance(task))
+
+
+@app.command("run")
+def run_cmd(
+    scenario: Annotated[str, typer.Argument(help="A registered scenario (steplog scenarios).")],
+    model_version: Annotated[str, typer.Option("--model-version", "-m", help="Model version.")],
+    runs: Annotated[int, typer.Option(min=1, max=1_000_000, help="How many runs.")] = 1,
+    seed: Annotated[
+        int | None, typer.Option(min=0, max=2**62, help="Seed of the first run (+1 per run).")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
+    instance: Annotated[str | None, typer.Option(help="Only this task instance.")] = None,
+    gate_policy: GateOption = None,
+    run_id: Annotated[
+        str | None, typer.Option(help="Run id (with --runs 1); default: a new UUIDv7.")
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a scenario under a model version, recording every step."""
+    if run_id is not None and runs != 1:
+        raise SteplogError("--run-id names a single run; use it with --runs 1")
+    from ..harness.batch import plan_runs
+    from ..harness.scenario import get_scenario
+
+    spec = get_scenario(scenario)
+    plans = plan_runs(
+        spec,
+        model_version=model_version,
+        runs=runs,
+        seed=seed,
+        instance_id=instance,
+        gate_policy=_gate(gate_policy),
+        run_id=run_id,
+    )
+    url = resolve_url(db)
+    EventStore.open(url).close()  # create / migrate once, before any worker starts
+    outcomes = _execute_with_progress(
+        url, plans, workers, f"{scenario} on {model_version}", as_json or runs == 1
+    )
+    if as_json:
+        _print_json([o.as_dict() for o in outcomes])
+        return
+    _print_outcomes(outcomes)
+
+
+def _print_outcomes(outcomes: list[Any]) -> None:
+    from collections import Counter
+
+    statuses = Counter(o.status for o in outcomes)
+    failures = Counter(o.failure_type for o in outcomes if o.failure_type)
+    total = len(outcomes)
+    completed = statuses.get("completed", 0)
+    console.print(
+        f"{total} run(s): "
+        + ", ".join(f"{count} {status}" for status, count in statuses.most_common())
+        + f" (completion {completed / total:.1%})",
+        highlight=False,
+    )
+    if failures:
+        console.print(
+            "failure types: "
+            + ", ".join(f"{kind} x{count}" for kind, count in failures.most_common()),
+            highlight=False,
+        )
+    if total == 1:
+        console.print(f"run id: {outcomes[0].run_id}  (steplog show {outcomes[0].run_id})")
+
+
+@app.command("runs")
+def runs_cmd(
+    db: DbOption = None,
+    scenario: Annotated[str | None, typer.Option(help="Only this scenario.")] = None,
+    model_version: Annotated[str | None, typer.Option(help="Only this model version.")] = None,
+    status: Annotated[str | None, typer.Option(help="completed, failed, aborted, ...")] = None,
+    signature: Annotated[str | None, typer.Option(help="Only runs of this failure.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100_000, help="At most N runs.")] = 50,
+    offset: Annotated[int, typer.Option(min=0, help="Skip the newest N.")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest first, with status, failure, retries and tokens."""
+    from ..projections.queries import list_runs, refresh
+
+    with _opened(db) as store:
+        refresh(store)
+        rows = list_runs(
+            store,
+            scenario=scenario,
+            model_version=model_version,
+            status=status,
+            signature=signature,
+            limit=limit,
+            offset=offset,
+        )
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table(
+        "run",
+        "scenario",
+        "instance",
+        "version",
+        "status",
+        "failure",
+        "steps",
+        "retries",
+        "tokens",
+        box=None,
+    )
+    for r in rows:
+        failure = f"{r['error_type']} @ {r['failed_step']}" if r["error_type"] else ""
+        table.add_row(
+            r["run_id"],
+            r["scenario"],
+            r["task_instance_id"] or "",
+            r["model_version"],
+            r["status"],
+            failure,
+            f"{r['steps_done']}/{r['steps_planned']}",
+            str(r["retries"]),
+            f"{r['tokens']:,}",
+        )
+    console.print(table)
+
+
+@app.command("show")
+def show_cmd(
+    run_id: Annotated[str, typer.Argument(help="Run id.")],
+    at_step: Annotated[
+        int | None, typer.Option(min=0, help="Time travel: the state after step K (0-based).")
+    ] = None,
+    at_position: Annotated[
+        int | None, typer.Option(min=1, help="Time travel: the state as of this log position.")
+    ] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a run's state: status, current step, and every step's attempts and errors."""
+    from ..harness.runner import RunStateError
+    from ..projections.run_state import as_of
+
+    with _opened(db) as store:
+        events = store.read_run(run_id)
+    if not events:
+        raise RunStateError(f"no run {run_id!r} in {store.url}")
+    state = as_of(events, step=at_step, position=at_position)
+    if as_json:
+        _print_json(state.as_dict())
+        return
+    last_step = state.steps[-1].index if state.steps else -1
+    if at_step is not None and at_step > last_step:
+        err_console.print(f"note: the run never got past step {last_step}; showing its end")
+    _print_state(state)
+
+
+def _print_state(state: Any) -> None:
+    console.print(
+        f"[bold]{state.run_id}[/]  {state.scenario} / {state.task_instance_id} on "
+        f"{state.model_version} (seed {state.seed})\n"
+        f"status [bold]{state.status}[/]  mode {state.run_mode}  retries {state.retries}  "
+        f"tokens {state.input_tokens + state.output_tokens:,}  cost ${state.cost_usd:.4f}",
+        highlight=False,
+    )
+    if state.failure_type:
+        console.print(
+            f"failure: {state.failure_type} at {state.failure_step}: {state.failure_message}",
+            highlight=False,
+            markup=False,
+        )
+    table = Table("#", "step", "status", "attempts", "last error", "output", box=None)
+    for step in state.steps:
+        table.add_row(
+            str(step.index),
+            step.name,
+            step.status,
+            str(step.attempts),
+            step.last_error or "",
+            step.output_summary or "",
+        )
+    console.print(table)
+
+
+@app.command("approve")
+def approve_cmd(
+    run_id: Annotated[str, typer.Argument(help="A run waiting at a manual gate.")],
+    step: Annotated[str, typer.Option(help="The step the run waits to start.")],
+    reject: Annotated[bool, typer.Option("--reject", help="Reject instead of approve.")] = False,
+    reason: Annotated[str | None, typer.Option(help="Why (recorded with the decision).")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Record a decision at a stage gate; the run then continues from its events."""
+    from ..harness.runner import approve
+
+    with _opened(db) as store:
+        state = approve(store, run_id, step=step, approved=not reject, reason=reason)
+    if as_json:
+        _print_json(state.as_dict())
+        return
+    _print_state(state)
+
+
+@app.command("resume")
+def resume_cmd(
+    run_id: Annotated[str, typer.Argument(help="A run whose process died mid-way.")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Continue a run from its last completed step, rebuilt from its events."""
+    from ..harness.runner import resume
+
+    with _opened(db) as store:
+        state = resume(store, run_id)
+    if as_json:
+        _print_json(state.as_dict())
+        return
+    _print_state(state)
+
+
+# --- overview --------------------------------------------------------------------------------
+
+
+def _store_summary(store: EventStore) -> dict[str, Any]:
+    return {
+        "url": store.url,
+        "last_position": store.last_position(),
+        "runs": store.count_runs(),
+        "quarantined": store.count_quarantined(),
+    }
+
+
+@app.command("info")
+def info(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """What the store holds: location, events, runs, quarantined records."""
+    with _opened(db) as store:
+        summary = _store_summary(store)
+    if as_json:
+        _print_json(summary)
+        return
+    console.print(
+        f"store {summary['url']}\n"
+        f"  events      {summary['last_position']:,}\n"
+        f"  runs        {summary['runs']:,}\n"
+        f"  quarantined {summary['quarantined']:,}",
+        highlight=False,
+    )
+
+
+@app.command("ui")
+def ui_cmd(
+    db: DbOption = None,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to serve on.")] = 8501,
+    host: Annotated[str, typer.Option(help="Address to bind; loopback by default.")] = (
+        "127.0.0.1"
+    ),
+) -> None:
+    """Start the Streamlit app on this store (Ctrl-C stops it)."""
+    import os
+    import subprocess
+
+    url = resolve_url(db)
+    EventStore.open(url, must_exist=db is not None).close()  # fail fast, with a clear message
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(
+            f"[bold yellow]warning:[/] serving on {host}: the UI has no authentication; anyone "
+            "who can reach this address can read every run and trigger replays",
+            highlight=False,
+        )
+    from importlib.util import find_spec
+
+    ui_spec = find_spec("steplog.ui")
+    app_file = Path(ui_spec.origin or "").parent / "app.py" if ui_spec else Path("ui/app.py")
+    if not app_file.exists():
+        raise SteplogError(f"the UI is not installed next to steplog ({app_file} is missing)")
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_file),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+    ]
+    console.print(f"steplog UI on http://{host}:{port} (store {redact(url)})", highlight=False)
+    with suppress(KeyboardInterrupt):
+        subprocess.run(command, env={**os.environ, "STEPLOG_DATABASE_URL": url}, check=False)
+
+
+@app.command("demo")
+def demo(
+    db: DbOption = None,
+    runs: Annotated[
+        int, typer.Option(min=1, max=100_000, help="Runs per scenario and version.")
+    ] = (100),
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
+    no_ui: Annotated[bool, typer.Option("--no-ui", help="Seed only; do not start the UI.")] = (
+        False
+    ),
+) -> None:
+    """Seed every scenario under its two demo model versions (idempotent), then show them."""
+    from ..harness.batch import plan_runs
+    from ..harness.scenario import registered_scenarios
+
+    url = resolve_url(db)
+    EventStore.open(url).close()
+    plans = [
+        plan
+        for spec in registered_scenarios().values()
+        for version in spec.versions_for_demo()
+        for plan in plan_runs(
+            spec,
+            model_version=version,
+            runs=runs,
+            seed=0,
+            run_id_prefix=f"demo-{spec.name}-{version}-",
+        )
+    ]
+    started = time.perf_counter()
+    outcomes = _execute_with_progress(url, plans, workers, "seeding the demo", False)
+    added = [o for o in outcomes if not o.skipped]
+    console.print(
+        f"demo: {len(added)} new run(s), {len(outcomes) - len(added)} already there "
+        f"({time.perf_counter() - started:.1f} s)",
+        highlight=False,
+    )
+    info(db=url, as_json=False)
+    if not no_ui:
+        ui_cmd(db=url)
