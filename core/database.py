@@ -7,13 +7,16 @@ PostgreSQL is migrated explicitly with ``steplog db upgrade``.
 
 from __future__ import annotations
 
+import math
 import os
+import random
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -21,16 +24,27 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from .errors import ConfigurationError, DatabaseError, SchemaNotCurrentError
+from .errors import (
+    ConfigurationError,
+    DatabaseError,
+    DatabaseFullError,
+    DatabaseLockedError,
+    DatabaseReadOnlyError,
+    DatabaseUnavailableError,
+    SchemaNotCurrentError,
+)
 
+T = TypeVar("T")
 ENV_DATABASE_URL = "STEPLOG_DATABASE_URL"
 ENV_HOME = "STEPLOG_HOME"
 DEFAULT_DB_FILE = "steplog.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite connection waits for another's write lock; ``?timeout=SECONDS`` in the
+URL changes it."""
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "alembic"
 WRITE_OPTION = "steplog_write"
 """Execution option: a connection that will write starts its SQLite transaction IMMEDIATE."""
@@ -88,6 +102,44 @@ def sqlite_path(url: str) -> Path | None:
     return None if database.startswith("file:") else Path(database).expanduser()
 
 
+def sqlite_busy_timeout(url: str | URL) -> float:
+    """Seconds a SQLite connection waits for another connection's write lock.
+
+    ``?timeout=SECONDS`` in the URL (the parameter Python's ``sqlite3.connect`` takes), else
+    ``SQLITE_BUSY_TIMEOUT_MS``.
+    """
+    parsed = make_url(url) if isinstance(url, str) else url
+    raw = parsed.query.get("timeout")
+    if raw is None:
+        return SQLITE_BUSY_TIMEOUT_MS / 1000
+    text = raw[-1] if isinstance(raw, tuple) else raw
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 86_400:
+        raise ConfigurationError(
+            f"timeout={text!r} in the SQLite URL must be a number of seconds from 0 to 86400"
+        )
+    return value
+
+
+def describe(engine: Engine) -> str:
+    """How messages name the database: ``the SQLite database /path`` or ``the database URL``."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite":
+        return f"the database {redact(url.render_as_string(hide_password=False))}"
+    return f"the SQLite database {_sqlite_file(url)}"
+
+
+def _sqlite_file(url: URL) -> str:
+    """The file a SQLite URL names, also for ``file:`` URIs (``sqlite:///file:x.db?mode=ro``)."""
+    database = url.database or ":memory:"
+    if database.startswith("file:"):
+        database = database[len("file:") :].split("?", 1)[0]
+    return database
+
+
 def with_schema(url: str, schema: str) -> str:
     """A PostgreSQL URL whose connections use ``schema`` (tests and benchmarks isolate this way)."""
     if not schema.replace("_", "").isalnum():
@@ -128,19 +180,23 @@ def create_engine_for(url: str, **kwargs: Any) -> Engine:
                 raise ConfigurationError(
                     f"cannot create the folder {folder} for the SQLite database: {exc.strerror}"
                 ) from None
-        engine = create_engine(sa_url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-        _install_sqlite_hooks(engine)
+        timeout = sqlite_busy_timeout(sa_url)
+        engine = create_engine(sa_url, connect_args={"timeout": timeout})
+        _install_sqlite_hooks(engine, timeout)
         return engine
+    # Pre-ping: a pooled connection the server dropped (restart, pg_terminate_backend, idle
+    # timeout) is replaced at checkout. A disconnect seen mid-statement invalidates the whole
+    # pool (SQLAlchemy does that), so the next attempt starts on fresh connections.
     kwargs.setdefault("pool_pre_ping", True)
     return create_engine(sa_url, connect_args={"connect_timeout": 10}, **kwargs)
 
 
-def _install_sqlite_hooks(engine: Engine) -> None:
+def _install_sqlite_hooks(engine: Engine, timeout: float) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
         dbapi_connection.isolation_level = None  # steplog emits BEGIN itself, see below
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout = {round(timeout * 1000):d}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")
@@ -249,12 +305,166 @@ def connect_or_explain(engine: Engine) -> Iterator[Connection]:
     try:
         conn = engine.connect()
     except OperationalError as exc:
-        raise DatabaseError(
-            f"cannot open the database {redact(engine.url.render_as_string(False))}: "
-            f"{_first_line(exc.orig)}"
-        ) from None
+        if classify(exc) in ("busy", "full", "read_only", "corrupt"):
+            raise explain(engine, exc) from None
+        raise DatabaseError(f"cannot open {describe(engine)}: {_first_line(exc.orig)}") from None
     with conn:
         yield conn
+
+
+# --- database failures -----------------------------------------------------------------------
+
+Fault = Literal["transient", "busy", "full", "read_only", "cannot_open", "corrupt", "other"]
+"""What kind of failure a driver error is: only ``transient`` and ``busy`` are worth a retry."""
+
+_SQLITE_FAULTS: tuple[tuple[str, Fault], ...] = (
+    ("SQLITE_BUSY", "busy"),  # another connection holds the lock (after the busy timeout)
+    ("SQLITE_LOCKED", "busy"),
+    ("SQLITE_PROTOCOL", "busy"),  # a WAL lock race; SQLite itself says: retry
+    ("SQLITE_FULL", "full"),
+    ("SQLITE_READONLY", "read_only"),
+    ("SQLITE_PERM", "read_only"),
+    ("SQLITE_CANTOPEN", "cannot_open"),
+    ("SQLITE_CORRUPT", "corrupt"),
+    ("SQLITE_NOTADB", "corrupt"),
+)
+_PG_TRANSIENT_STATES = frozenset(
+    {
+        "40001",  # serialization_failure
+        "40P01",  # deadlock_detected
+        "55P03",  # lock_not_available
+        "53300",  # too_many_connections
+        "57P01",  # admin_shutdown (pg_terminate_backend, smart/fast shutdown)
+        "57P02",  # crash_shutdown
+        "57P03",  # cannot_connect_now (starting up, in recovery)
+    }
+)
+
+
+def classify(exc: DBAPIError) -> Fault:
+    """The kind of a database failure, from the driver's error code (never from its wording)."""
+    if exc.connection_invalidated:
+        return "transient"  # the connection is gone; SQLAlchemy has discarded it
+    orig = exc.orig
+    name = getattr(orig, "sqlite_errorname", None)
+    if isinstance(name, str):
+        return next((fault for prefix, fault in _SQLITE_FAULTS if name.startswith(prefix)), "other")
+    state = getattr(orig, "sqlstate", None)
+    if state == "53100":  # disk_full
+        return "full"
+    if state == "25006":  # read_only_sql_transaction: a hot standby, or a read-only session
+        return "read_only"
+    if isinstance(state, str) and (state in _PG_TRANSIENT_STATES or state.startswith("08")):
+        return "transient"
+    if state is None and isinstance(exc, OperationalError) and not isinstance(orig, sqlite3.Error):
+        return "transient"  # psycopg: no server answer at all (refused, reset, timed out)
+    return "other"
+
+
+def explain(
+    engine: Engine | None, exc: DBAPIError, *, attempts: int = 1, waited: float = 0.0
+) -> DatabaseError:
+    """The :class:`DatabaseError` a user sees for ``exc``: what failed, where, and what to do.
+
+    Without ``engine`` (code that only has the exception, like the CLI's last-resort handler)
+    the database is not named.
+    """
+    url = engine.url if engine is not None else None
+    where = describe(engine) if engine is not None else "the database"
+    reason = _first_line(exc.orig)
+    fault = classify(exc)
+    tried = f"{attempts} attempts over {waited:.1f} s" if attempts > 1 else "1 attempt"
+    sqlite = url.get_backend_name() == "sqlite" if url else isinstance(exc.orig, sqlite3.Error)
+    if fault == "busy":
+        timeout = f"busy timeout {sqlite_busy_timeout(url):g} s; " if url else ""
+        return DatabaseLockedError(
+            f"{where} is locked: another connection holds its write lock ({timeout}{tried}). "
+            "Finish or stop whatever holds it (a long transaction, an open sqlite3 shell), or "
+            "wait longer with ?timeout=SECONDS in the database URL"
+        )
+    if fault == "transient":
+        return DatabaseUnavailableError(
+            f"{where} kept failing ({tried}): {reason}. Check that the server is up and "
+            "reachable, then retry: re-sending the same events is safe, they are deduplicated "
+            "by event id"
+        )
+    if fault == "full":
+        return DatabaseFullError(
+            f"{where} is full ({reason}): the write was not stored. Free disk space (or raise "
+            "the database's size limit) and retry"
+        )
+    if fault == "read_only":
+        if not sqlite:
+            return DatabaseReadOnlyError(
+                f"{where} is read-only ({reason}): connect to the primary server to write"
+            )
+        if url is not None and url.query.get("mode") == "ro":
+            return DatabaseReadOnlyError(
+                f"{where} is read-only ({reason}): its URL opens it with mode=ro; drop that to "
+                "write to it"
+            )
+        folder, name = "", "FILE"
+        if url is not None:
+            file = Path(_sqlite_file(url))
+            folder, name = f" {file.parent}", file.name
+        return DatabaseReadOnlyError(
+            f"{where} is read-only ({reason}): steplog needs write access to the file and to "
+            f"its folder{folder} (SQLite creates {name}-wal and {name}-shm there); fix the "
+            "permissions"
+        )
+    if fault == "cannot_open":
+        return DatabaseError(
+            f"cannot open {where} ({reason}): check that the file and its folder exist and "
+            "that steplog may read and write them"
+        )
+    if fault == "corrupt":
+        return DatabaseError(
+            f"{where} is damaged or not a steplog database ({reason}); restore it from a "
+            "backup (sqlite3's .recover command may salvage its events)"
+        )
+    return DatabaseError(f"{where} failed: {reason}")
+
+
+def with_retries(engine: Engine, attempt: Callable[[], T], *, retries: int = 5) -> T:
+    """``attempt()``, retried with backoff on transient failures; a clear error otherwise.
+
+    ``attempt`` must be safe to repeat -- its own transaction, and writes that are idempotent
+    (the event store's appends are: re-sent event ids are recognised) -- because a failure at
+    COMMIT leaves it unknown whether the commit went through.
+
+    Dropped connections and servers restarting are retried up to ``retries`` times (the engine
+    reconnects: PostgreSQL pools pre-ping and are invalidated on disconnect); the first retry
+    after a dropped connection is immediate, the next ones back off from 50 ms, doubling up to
+    2 s, with jitter. A SQLite lock is already waited for by the busy timeout, so it is retried
+    only while the time spent stays under that timeout (an immediate ``SQLITE_BUSY`` -- a WAL
+    snapshot or recovery race -- is retried; a lock held past the timeout is reported).
+    Anything else (a full disk, a read-only file) is reported at once, as a
+    :class:`DatabaseError` that says what to do. Integrity errors propagate unchanged: they are
+    answers, not failures.
+    """
+    busy_timeout = sqlite_busy_timeout(engine.url) if is_sqlite(engine) else 0.0
+    delay = 0.05
+    started = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return attempt()
+        except IntegrityError:
+            raise
+        except DBAPIError as exc:
+            fault = classify(exc)
+            waited = time.monotonic() - started
+            retry = attempts <= retries and (
+                fault == "transient" or (fault == "busy" and waited < busy_timeout)
+            )
+            if not retry:
+                error = explain(engine, exc, attempts=attempts, waited=waited)
+                raise error from (exc if fault == "other" else None)
+            if attempts == 1 and exc.connection_invalidated:
+                continue  # one dropped connection: the pool has a fresh one, retry now
+        time.sleep(delay * (1 + random.random()))
+        delay = min(delay * 2, 2.0)
 
 
 def _first_line(exc: BaseException | None) -> str:

@@ -19,6 +19,24 @@ class DatabaseError(SteplogError):
     """The database could not be reached, or refused the operation."""
 
 
+class DatabaseUnavailableError(DatabaseError):
+    """The connection to the database kept failing (server down, connections killed) although
+    steplog retried with backoff; what was being written may or may not have been committed,
+    and re-sending it is safe (events are deduplicated by id)."""
+
+
+class DatabaseLockedError(DatabaseError):
+    """Another connection held the SQLite write lock for longer than the busy timeout."""
+
+
+class DatabaseFullError(DatabaseError):
+    """The database (or its disk) is full; the batch being written was not stored."""
+
+
+class DatabaseReadOnlyError(DatabaseError):
+    """The database cannot be written: a read-only file, folder, URL or server."""
+
+
 class SchemaNotCurrentError(DatabaseError):
     """The database schema is not at the revision this version of steplog needs."""
 

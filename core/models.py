@@ -87,10 +87,33 @@ class QuarantinedRecord(SQLModel, table=True):
     location: str = Field(sa_column=Column(String(200), nullable=False))
     reason: str = Field(sa_column=Column(Text(), nullable=False))
     raw: str = Field(sa_column=Column(Text(), nullable=False))
+    resolved_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True)
+    )
+    resolution: str | None = Field(default=None, sa_column=Column(Text(), nullable=True))
+
+
+class StagedSpan(SQLModel, table=True):
+    """An OTLP span received and acknowledged, waiting for the rest of its trace.
+
+    Spans arrive children first and in many requests; a trace becomes a run once its root has
+    arrived (or it has been idle long enough). Until then its spans live here, durably: a 200 to
+    the exporter means the span is committed, never that it sits in memory.
+    """
+
+    __tablename__: ClassVar[str] = "otlp_spans"
+    __table_args__ = (Index("ix_otlp_spans_received_at", "received_at"),)
+
+    trace_id: str = Field(sa_column=Column(String(32), primary_key=True))
+    span_id: str = Field(sa_column=Column(String(16), primary_key=True))
+    received_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    is_root: bool = Field(sa_column=Column(Boolean(), nullable=False))
+    body: str = Field(sa_column=Column(Text(), nullable=False))
 
 
 events_table = StoredEventRow.__table__  # type: ignore[attr-defined]
 quarantine_table = QuarantinedRecord.__table__  # type: ignore[attr-defined]
+staged_spans_table = StagedSpan.__table__  # type: ignore[attr-defined]
 
 
 # --- read models (projections): rebuilt from the events at any time ----------------------------

@@ -71,6 +71,11 @@ class RunRecorder:
     """Buffers one run's events and appends them with the run's expected version.
 
     Thread-safe: calls recorded from several threads of one run are serialized.
+
+    A flush whose append failed keeps its batch, exactly as it was, and the next flush sends
+    that batch again before anything recorded since: the failed append may have been committed
+    after all (the connection died after COMMIT was sent), and re-sending the identical batch
+    is then a no-op, whereas a batch with more events in it would be refused.
     """
 
     def __init__(self, store: EventStore, run_id: str, *, version: int = 0, call_index: int = 0):
@@ -79,6 +84,8 @@ class RunRecorder:
         self.version = version
         self.call_index = call_index
         self._buffer: list[NewEvent] = []
+        self._unacknowledged: list[NewEvent] = []
+        """A batch whose append raised: stored or not, it is re-sent first, unchanged."""
         self._lock = threading.RLock()
 
     def record(self, event: Event) -> None:
@@ -97,24 +104,32 @@ class RunRecorder:
     def pending(self) -> Sequence[NewEvent]:
         """Events recorded but not yet committed."""
         with self._lock:
-            return tuple(self._buffer)
+            return (*self._unacknowledged, *self._buffer)
 
     def flush(self) -> None:
         """Commit the buffered events in one atomic append (a no-op when there are none).
 
         Events the store refuses (too large, invalid) are dropped with the batch, and the error
-        propagates: the run can still record its failure afterwards.
+        propagates: the run can still record its failure afterwards. When the database fails
+        (:class:`~steplog.errors.DatabaseError`, after the store's own retries) the batch is
+        kept and sent again by the next flush.
         """
         with self._lock:
-            if not self._buffer:
-                return
-            try:
-                self.store.append(self.run_id, self._buffer, expected_version=self.version)
-            except InvalidEventError:
-                self._buffer.clear()
-                raise
-            self.version += len(self._buffer)
-            self._buffer.clear()
+            if self._unacknowledged:
+                self._send(self._unacknowledged)
+            if self._buffer:
+                batch, self._buffer = self._buffer, []
+                self._send(batch)
+
+    def _send(self, batch: list[NewEvent]) -> None:
+        self._unacknowledged = batch
+        try:
+            self.store.append(self.run_id, batch, expected_version=self.version)
+        except InvalidEventError:
+            self._unacknowledged = []  # refused before reaching the database: never stored
+            raise
+        self.version += len(batch)
+        self._unacknowledged = []
 
 
 class RecordedRandom:

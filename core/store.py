@@ -10,14 +10,18 @@ Contract (the same on both engines, checked by one contract test suite):
   transaction-scoped advisory lock on PostgreSQL), so they become visible in commit order and a
   reader paging by position never skips an event committed late.
 * A returned ``append`` is durably committed.
+* Transient failures (a dropped connection, a server restarting, SQLite's write lock held by
+  another connection) are retried with exponential backoff; what cannot be retried, or still
+  fails, raises a :class:`~steplog.errors.DatabaseError` saying what to do. A retry after an
+  ambiguous commit (the connection died after COMMIT was sent) is safe: the re-sent event ids
+  are found stored and their original positions returned.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import random
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,24 +29,26 @@ from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple, TypeVar
 
 from pydantic_core import from_json
-from sqlalchemy import Connection, Engine, func, insert, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from uuid6 import uuid7
 
 from .database import (
-    connect_or_explain,
+    classify,
     create_engine_for,
     ensure_schema,
+    explain,
     is_sqlite,
     redact,
     resolve_url,
+    sqlite_busy_timeout,
     sqlite_path,
+    with_retries,
     write_transaction,
 )
 from .errors import (
     ConcurrencyError,
     ConfigurationError,
-    DatabaseError,
     IdempotencyError,
     InvalidEventError,
     PayloadTooLargeError,
@@ -135,6 +141,8 @@ class QuarantinedInput:
     location: str
     reason: str
     raw: str
+    resolved_at: datetime | None = None
+    resolution: str | None = None
 
     def to_json(self) -> JsonDict:
         """JSON-friendly form."""
@@ -145,6 +153,8 @@ class QuarantinedInput:
             "location": self.location,
             "reason": self.reason,
             "raw": self.raw,
+            "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
+            "resolution": self.resolution,
         }
 
 
@@ -180,7 +190,11 @@ class EventStore:
         self.catalogue = catalogue
         self.max_payload_bytes = max_payload_bytes
         self.retries = retries
+        """How many times a transient database failure is retried (with backoff) before
+        :class:`~steplog.errors.DatabaseError`."""
         self._sqlite = is_sqlite(engine)
+        if self._sqlite:
+            sqlite_busy_timeout(engine.url)  # a bad ?timeout= is a clear error now, not later
         self._current_versions = {
             name: catalogue.model(name).schema_version for name in catalogue.names()
         }
@@ -246,13 +260,67 @@ class EventStore:
             return AppendResult([])
         return self._with_retries(lambda: self._append_once(run_id, prepared, expected_version))
 
+    def append_new_runs(
+        self, runs: Sequence[tuple[str, Sequence[Event | NewEvent]]]
+    ) -> list[list[int]]:
+        """Store several *new* runs in one transaction (one commit, one fsync); return each
+        run's positions.
+
+        All or nothing: if any run already has events, :class:`ConcurrencyError` names it and
+        nothing is stored; a clash of event ids raises :class:`IdempotencyError`. Callers that
+        may meet re-sends fall back to :meth:`append_batch` per run, which recognises them.
+        """
+        prepared = []
+        for run_id, events in runs:
+            check_run_id(run_id)
+            prepared.append((run_id, self._prepare(events)))
+        if len({run_id for run_id, _ in prepared}) != len(prepared):
+            raise InvalidEventError("append_new_runs: a run appears twice in one call")
+        prepared = [(run_id, batch) for run_id, batch in prepared if batch]
+        if not prepared:
+            return [[] for _ in runs]
+        return self._with_retries(lambda: self._append_new_runs_once(prepared, len(runs), runs))
+
+    def _append_new_runs_once(
+        self,
+        prepared: list[tuple[str, list[_Prepared]]],
+        count: int,
+        runs: Sequence[tuple[str, Sequence[Event | NewEvent]]],
+    ) -> list[list[int]]:
+        try:
+            with write_transaction(self.engine) as conn:
+                self._lock_positions(conn)
+                run_ids = [run_id for run_id, _ in prepared]
+                for chunk in _chunks(run_ids, 500):
+                    existing = conn.execute(
+                        select(events_table.c.run_id)
+                        .where(events_table.c.run_id.in_(chunk), events_table.c.seq == 0)
+                        .limit(1)
+                    ).scalar()
+                    if existing is not None:
+                        raise ConcurrencyError(existing, 0, self._version(conn, existing))
+                position = self._last_position(conn) + 1
+                assigned: dict[str, list[int]] = {}
+                for run_id, batch in prepared:
+                    self._insert(conn, run_id, 0, position, batch)
+                    assigned[run_id] = list(range(position, position + len(batch)))
+                    position += len(batch)
+        except IntegrityError:
+            raise IdempotencyError(
+                "some of these events are stored already; append the runs one by one"
+            ) from None
+        return [assigned.get(run_id, []) for run_id, _ in runs][:count]
+
     def version(self, run_id: str) -> int:
         """The run's current version: its number of events (0 if it has none)."""
-        with connect_or_explain(self.engine) as conn:
-            return self._version(conn, run_id)
+        return self._reading(lambda conn: self._version(conn, run_id))
 
     def quarantine(self, *, source: str, location: str, reason: str, raw: str) -> int:
-        """Keep input that could not be stored, verbatim, with the reason; return its id."""
+        """Keep input that could not be stored, verbatim, with the reason; return its id.
+
+        The same record (source, location and raw content) still waiting in quarantine is kept
+        once: re-running an import does not pile up copies; the reason is brought up to date.
+        """
         row = {
             "received_at": datetime.now(UTC),
             "source": _storable(source)[:500],
@@ -260,10 +328,28 @@ class EventStore:
             "reason": _storable(reason),
             "raw": _storable(raw),
         }
-        with write_transaction(self.engine) as conn:
-            result = conn.execute(insert(quarantine_table).values(row))
-            key = result.inserted_primary_key
-            return int(key[0]) if key else 0
+        q = quarantine_table.c
+        same = select(q.id).where(
+            q.source == row["source"],
+            q.location == row["location"],
+            q.raw == row["raw"],
+            q.resolved_at.is_(None),
+        )
+        try:  # not retried: a re-sent record would be kept twice after an ambiguous commit
+            with write_transaction(self.engine) as conn:
+                existing = conn.execute(same.limit(1)).scalar()
+                if existing is not None:
+                    conn.execute(
+                        update(quarantine_table)
+                        .where(q.id == existing)
+                        .values(reason=row["reason"], received_at=row["received_at"])
+                    )
+                    return int(existing)
+                result = conn.execute(insert(quarantine_table).values(row))
+                key = result.inserted_primary_key
+                return int(key[0]) if key else 0
+        except DBAPIError as exc:
+            raise explain(self.engine, exc) from (None if classify(exc) != "other" else exc)
 
     def _prepare(self, events: Sequence[Event | NewEvent]) -> list[_Prepared]:
         """Validate, serialize and size-check a batch before touching the database.
@@ -341,8 +427,9 @@ class EventStore:
                 self._insert(conn, run_id, current, first_position, batch)
                 return AppendResult(list(range(first_position, first_position + len(batch))))
         except IntegrityError:
-            # Another writer used one of these event ids (a re-send, or a clash).
-            with connect_or_explain(self.engine) as conn:
+            # One of these event ids is stored already: a re-send (perhaps of a batch whose
+            # commit went through although its connection died), or a clash.
+            with self.engine.connect() as conn:
                 stored = self._already_stored(conn, run_id, batch)
             if stored is not None:
                 return AppendResult(stored, duplicate=True)
@@ -450,31 +537,30 @@ class EventStore:
         return [rows[item.event_id].position for item in batch]
 
     def _with_retries(self, attempt: Callable[[], T]) -> T:
-        delay = 0.05
-        for tries in range(self.retries + 1):
-            try:
-                return attempt()
-            except OperationalError as exc:
-                if tries == self.retries:
-                    raise DatabaseError(
-                        f"the database {self.url} failed {tries + 1} times: "
-                        f"{str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
-                    ) from None
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 2.0)
-        raise AssertionError("unreachable")
+        """``attempt()`` with :func:`~steplog.database.with_retries`' policy (``retries``)."""
+        return with_retries(self.engine, attempt, retries=self.retries)
+
+    def _reading(self, read: Callable[[Connection], T]) -> T:
+        """``read`` on a fresh connection, retried like appends (reading twice is harmless)."""
+
+        def attempt() -> T:
+            with self.engine.connect() as conn:
+                return read(conn)
+
+        return self._with_retries(attempt)
 
     # --- reading -----------------------------------------------------------------------------
 
     def read_run(self, run_id: str, *, from_seq: int = 0) -> list[StoredEvent]:
         """The run's events from ``from_seq`` on, in order."""
         mark = self._mark
-        with connect_or_explain(self.engine) as conn:
-            rows = self._fetch(
+        rows = self._reading(
+            lambda conn: self._fetch(
                 conn,
                 f"{_SELECT} WHERE run_id = {mark} AND seq >= {mark} ORDER BY seq",
                 (run_id, from_seq),
             )
+        )
         return [self._to_stored(row) for row in rows]
 
     def read_all(
@@ -491,12 +577,8 @@ class EventStore:
         cursor = after_position
         while remaining is None or remaining > 0:
             size = page_size if remaining is None else min(page_size, remaining)
-            with connect_or_explain(self.engine) as conn:
-                rows = self._fetch(
-                    conn,
-                    f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {size:d}",
-                    (cursor,),
-                )
+            sql = f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {size:d}"
+            rows = self._reading(functools.partial(self._fetch, sql=sql, params=(cursor,)))
             to_stored = self._to_stored
             for row in rows:
                 yield to_stored(row)
@@ -535,19 +617,26 @@ class EventStore:
 
     def last_position(self) -> int:
         """The position of the newest event (0 for an empty store)."""
-        with connect_or_explain(self.engine) as conn:
-            return self._last_position(conn)
+        return self._reading(self._last_position)
 
     def count_runs(self) -> int:
         """How many distinct runs the log holds."""
-        with connect_or_explain(self.engine) as conn:
-            query = select(func.count(func.distinct(events_table.c.run_id)))
-            return int(conn.execute(query).scalar_one())
+        query = select(func.count(func.distinct(events_table.c.run_id)))
+        return self._reading(lambda conn: int(conn.execute(query).scalar_one()))
 
     def quarantined(
-        self, *, after_id: int = 0, limit: int = 100, source: str | None = None
+        self,
+        *,
+        after_id: int = 0,
+        limit: int = 100,
+        source: str | None = None,
+        resolved: bool | None = False,
     ) -> list[QuarantinedInput]:
-        """Quarantined input, oldest first, optionally from one ``source`` only."""
+        """Quarantined input, oldest first, optionally from one ``source`` only.
+
+        ``resolved``: False (default) lists records still waiting, True those a retry stored,
+        None both.
+        """
         query = (
             select(quarantine_table)
             .where(quarantine_table.c.id > after_id)
@@ -556,30 +645,37 @@ class EventStore:
         )
         if source is not None:
             query = query.where(quarantine_table.c.source == source)
-        with connect_or_explain(self.engine) as conn:
-            return [
-                QuarantinedInput(
-                    id=row.id,
-                    received_at=_utc(row.received_at),
-                    source=row.source,
-                    location=row.location,
-                    reason=row.reason,
-                    raw=row.raw,
-                )
-                for row in conn.execute(query)
-            ]
+        if resolved is not None:
+            column = quarantine_table.c.resolved_at
+            query = query.where(column.is_not(None) if resolved else column.is_(None))
+        rows = self._reading(lambda conn: conn.execute(query).all())
+        return [
+            QuarantinedInput(
+                id=row.id,
+                received_at=_utc(row.received_at),
+                source=row.source,
+                location=row.location,
+                reason=row.reason,
+                raw=row.raw,
+                resolved_at=_utc(row.resolved_at) if row.resolved_at else None,
+                resolution=row.resolution,
+            )
+            for row in rows
+        ]
 
     def quarantined_input(self, record_id: int) -> QuarantinedInput | None:
         """One quarantined record by id."""
-        found = self.quarantined(after_id=record_id - 1, limit=1)
+        found = self.quarantined(after_id=record_id - 1, limit=1, resolved=None)
         return found[0] if found and found[0].id == record_id else None
 
     def count_quarantined(self) -> int:
-        """How many records sit in quarantine."""
-        with connect_or_explain(self.engine) as conn:
-            return int(
-                conn.execute(select(func.count()).select_from(quarantine_table)).scalar_one()
-            )
+        """How many records sit in quarantine, not yet resolved by a retry."""
+        query = (
+            select(func.count())
+            .select_from(quarantine_table)
+            .where(quarantine_table.c.resolved_at.is_(None))
+        )
+        return self._reading(lambda conn: int(conn.execute(query).scalar_one()))
 
     @staticmethod
     def _version(conn: Connection, run_id: str) -> int:
@@ -615,13 +711,32 @@ class EventStore:
         )
 
     def _fetch(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
-        """Rows straight from the driver's cursor (no per-row SQLAlchemy processing)."""
-        cursor = conn.connection.cursor()
+        """Rows straight from the driver's cursor (no per-row SQLAlchemy processing).
+
+        A driver error is wrapped as SQLAlchemy would have (and a dead connection invalidated),
+        so retries and messages treat it like any other.
+        """
+        dialect = self.engine.dialect
+        dbapi_connection = conn.connection
+        cursor = dbapi_connection.cursor()
         try:
             cursor.execute(sql, tuple(params))
             return list(cursor.fetchall())
+        except dialect.loaded_dbapi.Error as exc:
+            gone = dialect.is_disconnect(exc, dbapi_connection.dbapi_connection, cursor)
+            if gone:
+                conn.invalidate(exc)
+            raise DBAPIError.instance(
+                sql,
+                tuple(params),
+                exc,
+                dialect.loaded_dbapi.Error,
+                connection_invalidated=gone,
+                dialect=dialect,
+            ) from exc
         finally:
-            cursor.close()
+            if not conn.invalidated:
+                cursor.close()
 
 
 def check_run_id(run_id: object) -> None:

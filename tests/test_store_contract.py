@@ -266,3 +266,35 @@ def test_typed_round_trip_of_every_field(store: EventStore) -> None:
     store.append("r", [started(), done])
     assert [e.to_event() for e in store.read_run("r")] == [started(), done]
     assert catalogue.model("RunCompleted") is RunCompleted
+
+
+def test_append_new_runs_stores_many_runs_in_one_transaction(store: EventStore) -> None:
+    positions = store.append_new_runs(
+        [("a", [started("a"), *steps(2)]), ("b", [started("b")]), ("c", [])]
+    )
+    assert positions == [[1, 2, 3], [4], []]
+    assert [e.seq for e in store.read_run("a")] == [0, 1, 2]
+    assert store.version("b") == 1 and store.version("c") == 0
+
+
+def test_append_new_runs_is_all_or_nothing(store: EventStore) -> None:
+    store.append("exists", [started("exists")], 0)
+    with pytest.raises(ConcurrencyError, match="exists"):
+        store.append_new_runs([("fresh", [started("fresh")]), ("exists", [started("x")])])
+    assert store.version("fresh") == 0 and store.last_position() == 1
+    event = NewEvent(started("dup"))
+    store.append("dup", [event], 0)
+    with pytest.raises(IdempotencyError, match="one by one"):
+        store.append_new_runs([("other", [started("other")]), ("dup-2", [event])])
+    assert store.version("other") == 0 and store.last_position() == 2
+    with pytest.raises(InvalidEventError, match="appears twice"):
+        store.append_new_runs([("twin", [started()]), ("twin", [started()])])
+
+
+def test_the_same_bad_record_is_quarantined_once(store: EventStore) -> None:
+    first = store.quarantine(source="jsonl:a", location="line 3", reason="old", raw="{bad")
+    again = store.quarantine(source="jsonl:a", location="line 3", reason="new", raw="{bad")
+    other = store.quarantine(source="jsonl:a", location="line 4", reason="x", raw="{bad")
+    assert first == again != other
+    (kept, _) = store.quarantined()
+    assert kept.reason == "new" and store.count_quarantined() == 2

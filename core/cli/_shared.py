@@ -14,6 +14,7 @@ from rich.console import Console
 from sqlalchemy.exc import DBAPIError
 from typer.core import TyperGroup
 
+from ..database import explain
 from ..errors import SteplogError
 from ..store import EventStore
 
@@ -29,9 +30,8 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except SteplogError as exc:
             _print_error(str(exc))
-        except DBAPIError as exc:  # the database failed mid-command (connection lost, disk full)
-            reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-            _print_error(f"database error: {reason}")
+        except DBAPIError as exc:  # the database failed mid-command, outside the store's retries
+            _print_error(str(explain(None, exc)))
 
 
 def _print_error(message: str) -> None:
