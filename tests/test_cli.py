@@ -44,7 +44,13 @@ def test_db_downgrade_needs_confirmation(store_url: str) -> None:
 def test_events_append_is_idempotent_and_tail_round_trips(store_url: str, tmp_path: Path) -> None:
     code, out, _ = invoke("events", "append", str(EXAMPLE), "--db", store_url, "--json")
     assert code == 0
-    assert json.loads(out) == {"appended": 9, "already_stored": 0, "quarantined": 0, "errors": []}
+    assert json.loads(out) == {
+        "appended": 9,
+        "already_stored": 0,
+        "runs": 1,
+        "quarantined": 0,
+        "errors": [],
+    }
     code, out, _ = invoke("events", "append", str(EXAMPLE), "--db", store_url, "--json")
     assert json.loads(out)["already_stored"] == 9
 
@@ -116,10 +122,10 @@ def test_bad_lines_are_quarantined_and_good_lines_still_stored(
     report = json.loads(out)
     assert report["appended"] == 9
     assert report["quarantined"] == len(BAD_LINES) + 1
-    reasons = {error["line"]: error["reason"] for error in report["errors"]}
+    reasons = {int(error["where"].split()[1]): error["reason"] for error in report["errors"]}
     for offset, (_, expected) in enumerate(BAD_LINES):
         assert expected in reasons[offset + 2], reasons
-        assert f"mixed.jsonl:{offset + 2}: " in err
+        assert f"mixed.jsonl: line {offset + 2}: " in err
     assert "is at version 9, but the append expected version 0" in reasons[len(lines)]
 
     store = EventStore.open(store_url)

@@ -1,1 +1,364 @@
-"""Commands that take in traces from elsewhere: OTLP, Inspect AI logs, portable JSONL."""
+"""Commands that take in traces from elsewhere (OTLP, Inspect AI logs, portable JSONL), serve the
+OTLP receiver, export the log, and retry quarantined input."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from itertools import chain
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress
+
+from ..errors import SteplogError
+from ..ingest.jsonl import import_jsonl
+from ..ingest.redaction import Redactor, default_redactor
+from ..ingest.report import ImportReport
+from ..store import EventStore
+from ._shared import (
+    DbOption,
+    JsonOption,
+    _print_json,
+    _typer,
+    app,
+    bench_app,
+    console,
+    err_console,
+    quarantine_app,
+)
+
+import_app = _typer("Import traces from elsewhere: OTLP JSON, Inspect AI logs, portable JSONL.")
+app.add_typer(import_app, name="import")
+
+RedactOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--redact-patterns",
+        envvar="STEPLOG_REDACT_PATTERNS",
+        help="File of extra secret patterns (one regular expression per line) to redact on "
+        "ingest, on top of the built-in ones.",
+        exists=True,
+        dir_okay=False,
+    ),
+]
+FileArgument = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="File to import.")]
+
+
+def _progress(as_json: bool) -> Progress:
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        console=err_console,
+        transient=True,
+        disable=as_json or not err_console.is_terminal,
+    )
+
+
+@contextmanager
+def _store(db: str | None) -> Iterator[EventStore]:
+    store = EventStore.open(db)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _finish(report: ImportReport, origin: str, source: str, as_json: bool) -> None:
+    """Print the report; exit 1 when anything was quarantined."""
+    if as_json:
+        _print_json(report.as_dict())
+    else:
+        console.print(
+            f"{report.runs} run(s): appended {report.appended} event(s), already stored "
+            f"{report.already_stored}, quarantined {len(report.quarantined)}",
+            highlight=False,
+        )
+    for bad in report.quarantined[:20]:
+        err_console.print(f"{origin}: {bad.location}: {bad.reason}", highlight=False, markup=False)
+    if len(report.quarantined) > 20:
+        err_console.print(
+            f"... and {len(report.quarantined) - 20} more: "
+            f"steplog quarantine list --source '{source}'",
+            highlight=False,
+            markup=False,
+        )
+    if report.quarantined:
+        raise typer.Exit(1)
+
+
+@import_app.command("jsonl")
+def import_jsonl_cmd(file: FileArgument, db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Import portable JSONL (as written by `steplog export`); bad lines are quarantined.
+
+    Idempotent: lines carry their event ids, so importing a file twice adds nothing.
+    """
+    with _store(db) as store, _progress(as_json) as progress:
+        task = progress.add_task(f"importing {file.name}", total=file.stat().st_size)
+        report = import_jsonl(store, file, on_progress=lambda n: progress.update(task, completed=n))
+    _finish(report, str(file), f"jsonl:{file}", as_json)
+
+
+@import_app.command("otlp")
+def import_otlp_cmd(
+    file: FileArgument,
+    db: DbOption = None,
+    redact_patterns: RedactOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import captured OTLP/JSON traces: one ExportTraceServiceRequest per file or per line.
+
+    Each trace becomes a run (see README, "OTLP"); spans are idempotent by trace and span id.
+    """
+    from ..ingest.otlp.files import read_documents
+    from ..ingest.otlp.pipeline import OtlpIngest, import_documents
+
+    redactor = default_redactor(redact_patterns)
+    source = f"otlp:{file}"
+    with _store(db) as store, _progress(as_json) as progress:
+        task = progress.add_task(f"importing {file.name}", total=None)
+        ingest = OtlpIngest(store, redactor, source=source)
+        report = import_documents(
+            ingest, read_documents(file), on_progress=lambda n: progress.advance(task, n)
+        )
+    _finish(report, str(file), source, as_json)
+
+
+@import_app.command("inspect")
+def import_inspect_cmd(
+    path: Annotated[
+        Path, typer.Argument(exists=True, help="An Inspect AI log (.eval or .json) or a folder.")
+    ],
+    db: DbOption = None,
+    redact_patterns: RedactOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import Inspect AI evaluation logs: each sample and epoch becomes a run."""
+    from ..ingest.inspect import import_inspect
+
+    redactor = default_redactor(redact_patterns)
+    with (
+        _store(db) as store,
+        Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err_console,
+            transient=True,
+            disable=as_json or not err_console.is_terminal,
+        ) as progress,
+    ):
+        task = progress.add_task(f"importing {path.name}", total=None)
+        report = import_inspect(
+            store,
+            path,
+            redactor=redactor,
+            on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+    _finish(report, str(path), f"inspect:{path}", as_json)
+
+
+@app.command("export")
+def export_cmd(
+    db: DbOption = None,
+    run: Annotated[list[str] | None, typer.Option("--run", help="Only this run (repeatable).")] = (
+        None
+    ),
+    scenario: Annotated[
+        list[str] | None, typer.Option("--scenario", help="Only runs of this scenario.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write to this file instead of standard output."),
+    ] = None,
+) -> None:
+    """Export stored events as portable JSONL (`steplog import jsonl` reads it back)."""
+    from ..ingest.export import export_events, to_line
+
+    with _store_must_exist(db) as store:
+        events = export_events(store, run_ids=run or (), scenarios=scenario or ())
+        first = next(events, None)  # a missing run is an error before any file is created
+        lines = (to_line(event) for event in chain([first] if first else [], events))
+        if output is None:
+            sys.stdout.writelines(lines)
+            return
+        temporary = output.with_name(f".{output.name}.partial")
+        count = 0
+        try:
+            with temporary.open("w", encoding="utf-8") as stream:
+                for line in lines:
+                    stream.write(line)
+                    count += 1
+            temporary.replace(output)  # a reader never sees half a file
+        finally:
+            temporary.unlink(missing_ok=True)
+    err_console.print(f"exported {count} event(s) to {output}", highlight=False)
+
+
+@contextmanager
+def _store_must_exist(db: str | None) -> Iterator[EventStore]:
+    store = EventStore.open(db, must_exist=db is not None)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@app.command("serve")
+def serve_cmd(
+    db: DbOption = None,
+    host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean it.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (OTLP/HTTP's is 4318).")] = (
+        4318
+    ),
+    max_body_mb: Annotated[
+        float, typer.Option(min=0.001, help="Refuse request bodies over this size (413).")
+    ] = 16.0,
+    settle: Annotated[
+        float,
+        typer.Option(min=0, help="Seconds to wait after a root span for late siblings."),
+    ] = 1.0,
+    trace_timeout: Annotated[
+        float,
+        typer.Option(min=1, help="Assemble a trace whose root never came after this idle time."),
+    ] = 600.0,
+    redact_patterns: RedactOption = None,
+) -> None:
+    """Receive OTLP/HTTP traces on POST /v1/traces (protobuf or JSON, gzip or deflate).
+
+    Spans are committed before the 200; each trace becomes a run once its root span arrived.
+    """
+    from ..ingest.otlp.pipeline import OtlpIngest
+    from ..ingest.otlp.server import OtlpReceiver
+
+    redactor: Redactor = default_redactor(redact_patterns)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(
+            f"[bold yellow]warning:[/] listening on {host}: the receiver has no authentication; "
+            "anyone who can reach this address can write runs",
+            highlight=False,
+        )
+    store = EventStore.open(db)
+    ingest = OtlpIngest(
+        store, redactor, settle_seconds=settle, idle_seconds=trace_timeout, source="otlp:http"
+    )
+    try:
+        receiver = OtlpReceiver(
+            (host, port), ingest, max_body_bytes=int(max_body_mb * 1024**2), assembler="process"
+        )
+    except OSError as exc:
+        store.close()
+        raise SteplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    bound_port = receiver.server_address[1]
+    console.print(
+        f"steplog OTLP receiver on http://{host}:{bound_port}/v1/traces (store {store.url})",
+        highlight=False,
+    )
+    sys.stdout.flush()
+    started = time.monotonic()
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: shut down cleanly
+    try:
+        with suppress(KeyboardInterrupt):
+            receiver.serve_forever(poll_interval=0.2)
+    finally:
+        receiver.server_close()
+        stats = receiver.stats
+        traces, spans = ingest.pending()
+        store.close()
+        err_console.print(
+            f"stopped after {time.monotonic() - started:.0f} s: {stats.spans_accepted} span(s) "
+            f"accepted, {stats.spans_rejected} rejected, {stats.bad_requests} bad request(s), "
+            f"{receiver.assembled_runs} run(s) assembled; {spans} span(s) of {traces} trace(s) "
+            "still staged for the next start",
+            highlight=False,
+        )
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@quarantine_app.command("retry")
+def quarantine_retry(
+    record_ids: Annotated[
+        list[int] | None, typer.Argument(help="Quarantine record ids (default: see --all).")
+    ] = None,
+    all_records: Annotated[
+        bool, typer.Option("--all", help="Retry every unresolved record (of --source).")
+    ] = False,
+    source: Annotated[str | None, typer.Option(help="Only records of this source.")] = None,
+    db: DbOption = None,
+    redact_patterns: RedactOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Try quarantined records again (after a fix: a new event type, an upcaster, a free run).
+
+    A record that now stores is marked resolved (it stays listed with --resolved); one that
+    still fails keeps its place with the new reason.
+    """
+    from ..ingest.quarantine import retry
+
+    if not record_ids and not all_records:
+        raise SteplogError("name the record ids to retry, or pass --all")
+    redactor = default_redactor(redact_patterns)
+    with _store_must_exist(db) as store:
+        outcomes = retry(store, record_ids or None, source=source, redactor=redactor)
+    if as_json:
+        _print_json([o.as_dict() for o in outcomes])
+    else:
+        for o in outcomes:
+            mark = "[green]resolved[/]" if o.resolved else "[red]still failing[/]"
+            console.print(f"#{o.record_id} {mark}: {o.detail}", highlight=False)
+        if not outcomes:
+            console.print("nothing to retry", highlight=False)
+    if any(not o.resolved for o in outcomes):
+        raise typer.Exit(1)
+
+
+@bench_app.command("ingest")
+def bench_ingest(
+    rate: Annotated[int, typer.Option(min=100, help="Spans per second the client sends.")] = (
+        10_000
+    ),
+    seconds: Annotated[float, typer.Option(min=1, help="How long the client sends.")] = 30.0,
+    spans_per_trace: Annotated[int, typer.Option(min=2, max=500)] = 10,
+    db: Annotated[
+        str | None, typer.Option("--db", help="Store to receive into (default: a fresh SQLite).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Does `steplog serve` keep up with a client sending RATE spans/s, losing nothing?"""
+    from ..bench.ingest import run_ingest_benchmark
+
+    report = run_ingest_benchmark(
+        rate=rate,
+        seconds=seconds,
+        spans_per_trace=spans_per_trace,
+        db=db,
+        progress=lambda message: err_console.print(message, highlight=False),
+    )
+    if as_json:
+        _print_json(report.as_dict())
+        return
+    console.print(
+        f"accepted {report.spans_per_second:,.0f} spans/s of {report.target_spans_per_second:,} "
+        f"sent ({report.ratio:.2f}x a receiver that stores nothing: "
+        f"{report.baseline_spans_per_second:,.0f}/s); p50 {report.p50_latency_ms:.1f} ms, "
+        f"p99 {report.p99_latency_ms:.1f} ms per 512-span request; {report.failed_requests} "
+        f"failed request(s)",
+        highlight=False,
+    )
+    console.print(
+        f"assembled {report.runs_stored:,} of {report.traces_sent:,} traces, "
+        f"{report.events_stored:,} of {report.events_expected:,} events "
+        f"({report.events_missing} missing), {report.assembly_lag_seconds:.1f} s after the last "
+        f"acknowledgement: {'keeps up' if report.keeps_up else 'DOES NOT keep up'}",
+        highlight=False,
+    )

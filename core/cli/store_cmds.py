@@ -136,7 +136,7 @@ def events_append(
             highlight=False,
         )
     for bad in report.quarantined[:20]:
-        err_console.print(f"{file}:{bad.line_no}: {bad.reason}", highlight=False, markup=False)
+        err_console.print(f"{file}: {bad.location}: {bad.reason}", highlight=False, markup=False)
     if len(report.quarantined) > 20:
         err_console.print(
             f"... and {len(report.quarantined) - 20} more: steplog quarantine list "
@@ -205,11 +205,14 @@ def quarantine_list(
     source: Annotated[str | None, typer.Option(help="Only this source, e.g. jsonl:PATH.")] = None,
     after: Annotated[int, typer.Option(min=0, max=2**62, help="Records after this id.")] = 0,
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+    resolved: Annotated[
+        bool, typer.Option("--resolved", help="List records a retry has stored instead.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """List quarantined input, oldest first."""
+    """List quarantined input still waiting (or, with --resolved, stored by a retry)."""
     with _opened(db) as store:
-        records = store.quarantined(after_id=after, limit=limit, source=source)
+        records = store.quarantined(after_id=after, limit=limit, source=source, resolved=resolved)
     if as_json:
         sys.stdout.write("".join(json.dumps(r.to_json()) + "\n" for r in records))
         return
@@ -241,4 +244,10 @@ def quarantine_show(
         return
     console.print(f"#{record.id} from {record.source}, {record.location}", highlight=False)
     console.print(f"reason: {record.reason}", highlight=False, markup=False)
+    if record.resolved_at is not None:
+        console.print(
+            f"resolved {record.resolved_at:%Y-%m-%d %H:%M:%S}: {record.resolution}",
+            highlight=False,
+            markup=False,
+        )
     console.print(record.raw, highlight=False, markup=False, soft_wrap=True)

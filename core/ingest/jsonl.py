@@ -18,7 +18,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 from ..errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
 from ..events import Catalogue, catalogue
 from ..store import EventStore, NewEvent, check_run_id
+from .report import ImportReport
 
 MAX_BATCH = 1000
 LINE_OVERHEAD = 64 * 1024
@@ -55,23 +56,10 @@ class BadLine:
     reason: str
     raw: str
 
-
-@dataclass(slots=True)
-class ImportReport:
-    """What an import did: lines stored, lines already present, lines quarantined."""
-
-    appended: int = 0
-    already_stored: int = 0
-    quarantined: list[BadLine] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly summary."""
-        return {
-            "appended": self.appended,
-            "already_stored": self.already_stored,
-            "quarantined": len(self.quarantined),
-            "errors": [{"line": bad.line_no, "reason": bad.reason} for bad in self.quarantined],
-        }
+    @property
+    def location(self) -> str:
+        """Where the line is, for the quarantine."""
+        return f"line {self.line_no}"
 
 
 def parse_line(line_no: int, raw: bytes, using: Catalogue = catalogue) -> ParsedLine | BadLine:
@@ -259,12 +247,8 @@ def _store_group(
             for line in group:
                 _store_group(store, [line], report, source)
         return
-    if result.duplicate:
-        report.already_stored += len(group)
-    else:
-        report.appended += len(group)
+    report.stored(group[0].run_id, len(group), duplicate=result.duplicate)
 
 
 def _quarantine(store: EventStore, report: ImportReport, source: str, bad: BadLine) -> None:
-    store.quarantine(source=source, location=f"line {bad.line_no}", reason=bad.reason, raw=bad.raw)
-    report.quarantined.append(bad)
+    report.reject(store, source, bad)

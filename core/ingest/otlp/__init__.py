@@ -1,0 +1,1 @@
+"""OTLP/HTTP trace ingest: decode spans, map GenAI semantics to runs, stage, assemble, serve."""

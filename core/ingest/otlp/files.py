@@ -1,0 +1,83 @@
+"""Captured OTLP/JSON on disk: one request per file, or one request per line (JSON Lines, as the
+OpenTelemetry Collector's file exporter writes)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ...errors import SteplogError
+from ..report import Rejected
+
+MAX_WHOLE_FILE = 512 * 1024 * 1024
+
+
+def read_documents(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
+    """Each OTLP/JSON request in ``path`` with its location, or the reason a line is unusable."""
+    try:
+        with path.open("rb") as stream:
+            head = stream.read(1 << 16)
+    except OSError as exc:
+        raise SteplogError(f"cannot read {path}: {exc.strerror or exc}") from None
+    first_line = head.split(b"\n", 1)[0].strip()
+    if _parses(first_line):
+        yield from _lines(path)
+        return
+    if path.stat().st_size > MAX_WHOLE_FILE:
+        raise SteplogError(
+            f"{path} is not JSON Lines and is larger than {MAX_WHOLE_FILE:,} bytes; "
+            "split it into one request per line"
+        )
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        yield Rejected("file", f"not UTF-8 ({exc.reason} at byte {exc.start})", _lossy(raw))
+        return
+    try:
+        yield "", json.loads(text)
+    except json.JSONDecodeError as exc:
+        yield Rejected(
+            "file", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", text[:65536]
+        )
+    except RecursionError:
+        yield Rejected("file", "not JSON: nested too deeply", text[:65536])
+
+
+def _lines(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
+    with path.open("rb") as stream:
+        for number, raw in enumerate(stream, start=1):
+            line = raw.strip()
+            if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+            if not line:
+                continue
+            location = f"line {number}"
+            try:
+                yield location, json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                yield Rejected(
+                    location, f"not UTF-8 ({exc.reason} at byte {exc.start})", _lossy(line)
+                )
+            except json.JSONDecodeError as exc:
+                yield Rejected(location, f"not JSON: {exc.msg} at column {exc.colno}", _lossy(line))
+            except RecursionError:
+                yield Rejected(location, "not JSON: nested too deeply", _lossy(line))
+
+
+def _parses(line: bytes) -> bool:
+    if line.startswith(b"\xef\xbb\xbf"):
+        line = line[3:]
+    if not line.startswith(b"{"):
+        return False
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _lossy(raw: bytes) -> str:
+    return raw[:65536].decode("utf-8", errors="backslashreplace")

@@ -1,0 +1,324 @@
+"""From received spans to stored runs: redact, stage durably, assemble complete traces.
+
+Receiving and assembling are two steps because spans arrive children first, spread over many
+requests, and an acknowledgement must mean *committed*:
+
+1. :meth:`OtlpIngest.receive` redacts the spans of one request and commits them to the
+   ``otlp_spans`` staging table (a re-sent span is ignored); rejected spans go to the
+   quarantine. Only then does the receiver answer 200.
+2. :meth:`OtlpIngest.assemble` turns every *ready* trace into one run, appended as one batch with
+   deterministic event ids, then deletes its staged spans. A trace is ready once its root span has
+   been staged for ``settle_seconds`` (late siblings get a moment), or when nothing has arrived
+   for it for ``idle_seconds`` (a root that never comes), or at the end of a file import.
+
+A crash between the append and the delete only means the trace is assembled again: the same
+events, which the store recognises as a re-send. Spans that arrive after their trace became a run
+and would change it are quarantined with that reason, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic_core import from_json, to_json
+from sqlalchemy import case, delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ...database import connect_or_explain, is_sqlite, write_transaction
+from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError
+from ...models import staged_spans_table
+from ...store import EventStore
+from ..ids import stable_event_id
+from ..redaction import Redactor
+from ..report import ImportReport, Rejected
+from .genai import MappedRun, find_roots, map_trace, run_id_for
+from .spans import (
+    DecodedRequest,
+    RejectedSpan,
+    RequestError,
+    Span,
+    SpanEvent,
+    decode_document,
+)
+
+REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
+TRACES_PER_ROUND = 200
+
+
+@dataclass(slots=True)
+class Received:
+    """The outcome of one request: spans accepted (staged) and rejected (quarantined)."""
+
+    accepted: int = 0
+    rejected: list[RejectedSpan] = field(default_factory=list)
+    roots: int = 0
+
+    @property
+    def error_message(self) -> str:
+        """A short summary of why spans were rejected, for ``partial_success``."""
+        if not self.rejected:
+            return ""
+        first = self.rejected[0]
+        more = f" (and {len(self.rejected) - 1} more)" if len(self.rejected) > 1 else ""
+        return f"{first.location}: {first.reason}{more}"
+
+
+class OtlpIngest:
+    """Stages spans and assembles traces into runs, for the receiver and the file importer."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        redactor: Redactor,
+        *,
+        source: str = "otlp:http",
+        settle_seconds: float = 1.0,
+        idle_seconds: float = 600.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.redactor = redactor
+        self.source = source
+        self.settle = timedelta(seconds=settle_seconds)
+        self.idle = timedelta(seconds=idle_seconds)
+        self.clock = clock
+        dialect = sqlite if is_sqlite(store.engine) else postgresql
+        self._insert = dialect.insert(staged_spans_table).on_conflict_do_nothing()
+
+    # --- receiving -----------------------------------------------------------------------------
+
+    def receive(self, decoded: DecodedRequest) -> Received:
+        """Redact and durably stage the usable spans; quarantine the rejected ones."""
+        received = Received(rejected=list(decoded.rejected))
+        now = self.clock()
+        rows = []
+        for span in decoded.spans:
+            clean = self._redacted(span)
+            rows.append(
+                {
+                    "trace_id": clean.trace_id,
+                    "span_id": clean.span_id,
+                    "received_at": now,
+                    "is_root": not clean.parent_span_id,
+                    "body": to_json(clean.to_compact()).decode(),
+                }
+            )
+        if rows:
+            with write_transaction(self.store.engine) as conn:
+                conn.execute(self._insert, rows)
+        received.accepted = len(rows)
+        received.roots = sum(1 for row in rows if row["is_root"])
+        for bad in received.rejected:
+            self.store.quarantine(
+                source=self.source,
+                location=bad.location,
+                reason=bad.reason,
+                raw=self.redactor.text(bad.raw),
+            )
+        return received
+
+    def _redacted(self, span: Span) -> Span:
+        redact = self.redactor.value
+        return Span(
+            trace_id=span.trace_id,
+            span_id=span.span_id,
+            parent_span_id=span.parent_span_id,
+            name=self.redactor.text(span.name),
+            kind=span.kind,
+            start_ns=span.start_ns,
+            end_ns=span.end_ns,
+            attributes=redact(span.attributes),
+            status_code=span.status_code,
+            status_message=self.redactor.text(span.status_message),
+            events=tuple(SpanEvent(e.name, e.time_ns, redact(e.attributes)) for e in span.events),
+            resource=redact(span.resource),
+            scope=span.scope,
+        )
+
+    # --- assembling ----------------------------------------------------------------------------
+
+    def pending(self) -> tuple[int, int]:
+        """How many traces and spans are staged, waiting to be assembled."""
+        with connect_or_explain(self.store.engine) as conn:
+            row = conn.execute(
+                select(
+                    func.count(func.distinct(staged_spans_table.c.trace_id)),
+                    func.count(),
+                )
+            ).one()
+        return int(row[0]), int(row[1])
+
+    def ready_traces(self, *, everything: bool = False, limit: int = TRACES_PER_ROUND) -> list[str]:
+        """Trace ids ready to become runs (all staged traces with ``everything``)."""
+        t = staged_spans_table.c
+        now = self.clock()
+        query = select(t.trace_id).group_by(t.trace_id)
+        if not everything:
+            has_root = func.max(case((t.is_root, 1), else_=0))
+            query = query.having(
+                ((has_root > 0) & (func.max(t.received_at) <= now - self.settle))
+                | (func.max(t.received_at) <= now - self.idle)
+            )
+        with connect_or_explain(self.store.engine) as conn:
+            return [row[0] for row in conn.execute(query.order_by(t.trace_id).limit(limit))]
+
+    def assemble(self, *, everything: bool = False) -> ImportReport:
+        """Turn ready traces into runs until none is left; report what was stored."""
+        report = ImportReport()
+        while True:
+            traces = self.ready_traces(everything=everything)
+            if not traces:
+                return report
+            self._assemble_many(self._load(traces), report)
+            self._unstage(traces)
+
+    def _assemble_many(self, traces: dict[str, list[Span]], report: ImportReport) -> None:
+        """Map every trace; store the new runs in one transaction, the rest one by one."""
+        mapped: list[tuple[MappedRun, list[Span]]] = []
+        for trace_id, spans in traces.items():
+            if not spans:
+                continue
+            try:
+                mapped.append((map_trace(spans), spans))
+            except (ValueError, TypeError) as exc:  # a payload the catalogue refuses
+                reason = f"cannot map the trace to a run: {exc}"
+                self._quarantine_trace(trace_id, spans, reason, report)
+        try:
+            self.store.append_new_runs([(run.run_id, run.events) for run, _ in mapped])
+        except REFUSALS:  # a re-send or a late span among them: sort it out run by run
+            for run, spans in mapped:
+                self._append_one(run, spans, report)
+            return
+        for run, _ in mapped:
+            report.stored(run.run_id, len(run.events), duplicate=False)
+
+    def assemble_traces(self, traces: Sequence[str]) -> ImportReport:
+        """Turn the named staged traces into runs now, ready or not."""
+        report = ImportReport()
+        self._assemble_many(self._load(traces), report)
+        self._unstage(traces)
+        return report
+
+    def _load(self, traces: Sequence[str]) -> dict[str, list[Span]]:
+        t = staged_spans_table.c
+        grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
+        with connect_or_explain(self.store.engine) as conn:
+            rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
+            for trace_id, body in rows:
+                grouped[trace_id].append(Span.from_compact(from_json(body)))
+        return grouped
+
+    def _unstage(self, traces: Iterable[str]) -> None:
+        with write_transaction(self.store.engine) as conn:
+            conn.execute(
+                delete(staged_spans_table).where(staged_spans_table.c.trace_id.in_(traces))
+            )
+
+    def _append_one(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> None:
+        try:
+            result = self.store.append_batch(mapped.run_id, mapped.events, expected_version=0)
+        except REFUSALS:
+            self._reconcile(mapped, spans, report)
+            return
+        report.stored(mapped.run_id, len(mapped.events), duplicate=result.duplicate)
+
+    def _reconcile(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> None:
+        """The run exists and differs: keep spans it already holds, quarantine the rest."""
+        stored_ids = {event.event_id for event in self.store.read_run(mapped.run_id)}
+        known = [e for e in mapped.events if e.event_id in stored_ids]
+        report.stored(mapped.run_id, len(known), duplicate=True)
+        held = _span_ids_of(mapped, stored_ids, spans)
+        for span in spans:
+            if span.span_id in held:
+                continue
+            report.reject(
+                self.store,
+                self.source,
+                Rejected(
+                    location=f"trace {span.trace_id} span {span.span_id}",
+                    reason=(
+                        f"span {span.name!r} arrived after trace {span.trace_id} was stored as run "
+                        f"{mapped.run_id}, and would change it; runs are immutable"
+                    ),
+                    raw=json.dumps(span.to_json()),
+                ),
+            )
+
+    def _quarantine_trace(
+        self, trace_id: str, spans: list[Span], reason: str, report: ImportReport
+    ) -> None:
+        for span in spans:
+            report.reject(
+                self.store,
+                self.source,
+                Rejected(
+                    location=f"trace {trace_id} span {span.span_id}",
+                    reason=reason,
+                    raw=json.dumps(span.to_json()),
+                ),
+            )
+
+
+def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> set[str]:
+    """Spans whose events are all in the stored run (spans that make no event count as held)."""
+
+    held = set()
+    roles = ("run-started", "step-started", "call")
+    for span in spans:
+        candidates = {
+            stable_event_id(span.start_ns // 1_000_000, span.trace_id, span.span_id, role)
+            for role in roles
+        }
+        makes_event = any(e.event_id in candidates for e in mapped.events)
+        if not makes_event or candidates & stored_ids:
+            held.add(span.span_id)
+    return held
+
+
+def import_documents(
+    ingest: OtlpIngest,
+    documents: Iterable[tuple[str, Any] | Rejected],
+    on_progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Stage every span of parsed OTLP/JSON ``documents`` (each with its location; unreadable
+    ones arrive as :class:`Rejected` and are quarantined), then assemble every staged trace."""
+    report = ImportReport()
+    for item in documents:
+        if isinstance(item, Rejected):
+            report.reject(ingest.store, ingest.source, item)
+            continue
+        location, document = item
+        try:
+            decoded = decode_document(document)
+        except RequestError as exc:
+            where = location or "file"
+            report.reject(ingest.store, ingest.source, Rejected(where, str(exc), _dump(document)))
+            continue
+        decoded.rejected = [
+            RejectedSpan(f"{location} {bad.location}".strip(), bad.reason, bad.raw)
+            for bad in decoded.rejected
+        ]
+        report.quarantined.extend(decoded.rejected)
+        received = ingest.receive(decoded)
+        if on_progress is not None:
+            on_progress(received.accepted)
+    assembled = ingest.assemble(everything=True)
+    report.appended += assembled.appended
+    report.already_stored += assembled.already_stored
+    report.run_ids |= assembled.run_ids
+    report.quarantined.extend(assembled.quarantined)
+    return report
+
+
+def _dump(document: Any) -> str:
+    try:
+        return json.dumps(document)[:65536]
+    except (TypeError, ValueError, RecursionError):
+        return repr(document)[:65536]
+
+
+__all__ = ["OtlpIngest", "Received", "find_roots", "import_documents", "run_id_for"]

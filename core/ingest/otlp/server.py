@@ -1,0 +1,293 @@
+"""``steplog serve``: an OTLP/HTTP trace receiver that answers 200 only for committed spans.
+
+Follows the OTLP/HTTP specification for ``POST /v1/traces``:
+
+* bodies in binary protobuf (``application/x-protobuf``) or JSON (``application/json``), plain or
+  with ``Content-Encoding: gzip`` / ``deflate``;
+* 200 with an ``ExportTraceServiceResponse`` in the request's content type, carrying
+  ``partial_success`` (rejected span count and the first reason) when some spans were refused;
+* 400 for an undecodable body, 413 over the size limit (compressed or not), 415 for another
+  content type or encoding, each with a ``google.rpc.Status`` body;
+* 503 with ``Retry-After`` when the database cannot take the spans: the exporter retries, and
+  nothing was acknowledged that is not stored.
+
+A background thread assembles traces into runs as their root spans arrive (see ``pipeline``).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import threading
+import zlib
+from contextlib import suppress
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from sqlalchemy.exc import DBAPIError
+
+from ...errors import SteplogError
+from .assembler import AssemblerProcess, AssemblerThread
+from .pipeline import OtlpIngest
+from .spans import DecodedRequest, RequestError, decode_json, decode_protobuf
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+RAW_KEPT = 64 * 1024
+GRPC_INVALID_ARGUMENT = 3
+GRPC_UNAVAILABLE = 14
+GRPC_RESOURCE_EXHAUSTED = 8
+
+
+@dataclass(slots=True)
+class ReceiverStats:
+    """Counters since the receiver started (read by the CLI and the benchmark)."""
+
+    requests: int = 0
+    spans_accepted: int = 0
+    spans_rejected: int = 0
+    bad_requests: int = 0
+    unavailable: int = 0
+
+
+class OtlpReceiver(ThreadingHTTPServer):
+    """The HTTP server plus the assembler thread; ``serve_forever`` / ``shutdown`` as usual."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        ingest: OtlpIngest,
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY,
+        assemble_every: float = 0.5,
+        assembler: Literal["thread", "process"] = "thread",
+    ) -> None:
+        self._assembler: AssemblerThread | AssemblerProcess | None = None
+        super().__init__(address, _Handler)  # a failed bind raises here, with nothing started
+        self.ingest = ingest
+        self.max_body_bytes = max_body_bytes
+        self.stats = ReceiverStats()
+        self.lock = threading.Lock()
+        if assembler == "process":
+            self._assembler = AssemblerProcess(
+                ingest.store.engine.url.render_as_string(hide_password=False),
+                settle=ingest.settle.total_seconds(),
+                idle=ingest.idle.total_seconds(),
+            )
+        else:
+            self._assembler = AssemblerThread(lambda: ingest.assemble().runs, every=assemble_every)
+
+    @property
+    def assembled_runs(self) -> int:
+        """Runs the assembler has stored since the start."""
+        return self._assembler.runs if self._assembler else 0
+
+    def roots_arrived(self) -> None:
+        """Wake a threaded assembler: a trace may be complete (a process polls by itself)."""
+        if isinstance(self._assembler, AssemblerThread):
+            self._assembler.wake()
+
+    def server_close(self) -> None:
+        """Stop the assembler (staged spans stay staged for the next start) and the socket."""
+        if self._assembler is not None:
+            self._assembler.stop()
+        super().server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: OtlpReceiver
+    protocol_version = "HTTP/1.1"
+    server_version = "steplog-otlp"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the CLI prints a summary instead of a line per request."""
+
+    def do_GET(self) -> None:
+        self._reply_status(HTTPStatus.METHOD_NOT_ALLOWED, "use POST /v1/traces", JSON)
+
+    def do_POST(self) -> None:
+        if self.path.split("?", 1)[0].rstrip("/") != "/v1/traces":
+            self._drain()
+            self._reply_status(HTTPStatus.NOT_FOUND, f"no such endpoint {self.path}", JSON)
+            return
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if content_type not in (PROTOBUF, JSON):
+            self._drain()
+            self._reply_status(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                f"content type {content_type or '(none)'!r} is not supported; "
+                f"send {PROTOBUF} or {JSON}",
+                JSON,
+            )
+            return
+        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding not in ("identity", "gzip", "deflate"):
+            self._drain()
+            self._reply_status(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                f"content encoding {encoding!r} is not supported; use gzip, deflate or none",
+                content_type,
+            )
+            return
+        length_header = self.headers.get("Content-Length")
+        if length_header is None or not length_header.strip().isdigit():
+            self.close_connection = True
+            self._reply_status(
+                HTTPStatus.LENGTH_REQUIRED, "Content-Length is required", content_type
+            )
+            return
+        length = int(length_header)
+        limit = self.server.max_body_bytes
+        if length > limit:
+            self.close_connection = True
+            self._reply_status(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                f"the body is {length:,} bytes; the limit is {limit:,}",
+                content_type,
+            )
+            return
+        body = self.rfile.read(length)
+        try:
+            body = _decompress(body, encoding, limit)
+            decoded = decode_protobuf(body) if content_type == PROTOBUF else decode_json(body)
+        except _TooLarge as exc:
+            self._reply_status(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc), content_type)
+            return
+        except RequestError as exc:
+            self._bad_request(str(exc), body, content_type)
+            return
+        self._receive(decoded, content_type)
+
+    def _receive(self, decoded: DecodedRequest, content_type: str) -> None:
+        try:
+            received = self.server.ingest.receive(decoded)
+        except (SteplogError, DBAPIError) as exc:
+            with self.server.lock:
+                self.server.stats.unavailable += 1
+            self._reply_status(
+                HTTPStatus.SERVICE_UNAVAILABLE,
+                f"the spans could not be stored, retry later: {_first_line(exc)}",
+                content_type,
+                retry_after=5,
+            )
+            return
+        with self.server.lock:
+            stats = self.server.stats
+            stats.requests += 1
+            stats.spans_accepted += received.accepted
+            stats.spans_rejected += len(received.rejected)
+        if received.roots:
+            self.server.roots_arrived()
+        response = ExportTraceServiceResponse()
+        if received.rejected:
+            response.partial_success.rejected_spans = len(received.rejected)
+            response.partial_success.error_message = received.error_message
+        if content_type == PROTOBUF:
+            self._send(HTTPStatus.OK, response.SerializeToString(), PROTOBUF)
+        else:
+            body: dict[str, Any] = {}
+            if received.rejected:
+                body["partialSuccess"] = {
+                    "rejectedSpans": str(len(received.rejected)),
+                    "errorMessage": received.error_message,
+                }
+            self._send(HTTPStatus.OK, json.dumps(body).encode(), JSON)
+
+    def _bad_request(self, reason: str, body: bytes, content_type: str) -> None:
+        with self.server.lock:
+            self.server.stats.bad_requests += 1
+        raw = (
+            body[:RAW_KEPT].decode("utf-8", errors="backslashreplace")
+            if content_type == JSON
+            else "base64:" + base64.b64encode(body[:RAW_KEPT]).decode()
+        )
+        # the 400 still tells the client if the database is down: that is not its fault
+        with suppress(SteplogError, DBAPIError):
+            self.server.ingest.store.quarantine(
+                source=self.server.ingest.source,
+                location=f"request from {self.client_address[0]} ({len(body):,} bytes)",
+                reason=reason,
+                raw=self.server.ingest.redactor.text(raw),
+            )
+        self._reply_status(HTTPStatus.BAD_REQUEST, reason, content_type)
+
+    def _drain(self) -> None:
+        length = self.headers.get("Content-Length")
+        if length and length.isdigit() and int(length) <= self.server.max_body_bytes:
+            self.rfile.read(int(length))
+        else:
+            self.close_connection = True
+
+    def _reply_status(
+        self,
+        status: HTTPStatus,
+        message: str,
+        content_type: str,
+        *,
+        retry_after: int | None = None,
+    ) -> None:
+        code = {
+            HTTPStatus.SERVICE_UNAVAILABLE: GRPC_UNAVAILABLE,
+            HTTPStatus.REQUEST_ENTITY_TOO_LARGE: GRPC_RESOURCE_EXHAUSTED,
+        }.get(status, GRPC_INVALID_ARGUMENT)
+        if content_type == PROTOBUF:
+            payload = Status(code=code, message=message).SerializeToString()
+        else:
+            payload = json.dumps({"code": code, "message": message}).encode()
+            content_type = JSON
+        headers = {"Retry-After": str(retry_after)} if retry_after else {}
+        self._send(status, payload, content_type, headers)
+
+    def _send(
+        self,
+        status: HTTPStatus,
+        payload: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """Inflate ``body``, refusing to grow past ``limit`` (a compression bomb)."""
+    if encoding == "identity":
+        return body
+    try:
+        if encoding == "gzip":
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        else:
+            inflater = zlib.decompressobj()  # zlib-wrapped deflate, as HTTP specifies
+            if body[:1] and (body[0] & 0x0F) != 8:
+                inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some send
+        out = inflater.decompress(body, limit + 1)
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise _TooLarge(f"the body inflates to more than {limit:,} bytes, the limit")
+        return out + inflater.flush()
+    except (zlib.error, gzip.BadGzipFile, EOFError) as exc:
+        raise RequestError(f"the body is not valid {encoding}: {exc}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,491 @@
+"""OTLP trace requests, decoded into plain spans: protobuf or JSON, one shape either way.
+
+The decoders follow the OTLP specification: in JSON, trace and span ids are hex strings, 64-bit
+integers may be strings, enums are integers, and unknown fields are ignored. A request that
+cannot be decoded at all is a :class:`RequestError` (HTTP 400); a span that is decodable but
+unusable (a bad id, a missing field) is rejected alone with its reason, and the other spans of
+the request are kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from ...errors import SteplogError
+
+STATUS_ERROR = 2
+
+
+class RequestError(SteplogError):
+    """The whole request is undecodable (bad protobuf, bad JSON, wrong top-level shape)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    """An event inside a span (``exception``, ``gen_ai.choice``...)."""
+
+    name: str
+    time_ns: int
+    attributes: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One span with its resource, in plain Python values."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: int
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    status_code: int = 0
+    status_message: str = ""
+    events: tuple[SpanEvent, ...] = ()
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """Whether the span ended in error (status ERROR or an ``error.type``)."""
+        return self.status_code == STATUS_ERROR or bool(self.attributes.get("error.type"))
+
+    def to_compact(self) -> list[Any]:
+        """A compact, fast form for the staging table (see :meth:`from_compact`)."""
+        return [
+            self.trace_id,
+            self.span_id,
+            self.parent_span_id,
+            self.name,
+            self.kind,
+            self.start_ns,
+            self.end_ns,
+            self.attributes,
+            self.status_code,
+            self.status_message,
+            [[e.name, e.time_ns, e.attributes] for e in self.events],
+            self.resource,
+            self.scope,
+        ]
+
+    @classmethod
+    def from_compact(cls, row: list[Any]) -> Span:
+        """The span :meth:`to_compact` wrote (trusted: it was validated on the way in)."""
+        (trace, span, parent, name, kind, start, end, attrs, code, message, events, res, scope) = (
+            row
+        )
+        return cls(
+            trace,
+            span,
+            parent,
+            name,
+            kind,
+            start,
+            end,
+            attrs,
+            code,
+            message,
+            tuple(SpanEvent(n, t, a) for n, t, a in events),
+            res,
+            scope,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """This span as a one-span OTLP/JSON request: storable, and decodable again."""
+        span: dict[str, Any] = {
+            "traceId": self.trace_id,
+            "spanId": self.span_id,
+            "name": self.name,
+            "kind": self.kind,
+            "startTimeUnixNano": str(self.start_ns),
+            "endTimeUnixNano": str(self.end_ns),
+            "attributes": _key_values(self.attributes),
+            "status": {"code": self.status_code, "message": self.status_message},
+        }
+        if self.parent_span_id:
+            span["parentSpanId"] = self.parent_span_id
+        if self.events:
+            span["events"] = [
+                {
+                    "name": e.name,
+                    "timeUnixNano": str(e.time_ns),
+                    "attributes": _key_values(e.attributes),
+                }
+                for e in self.events
+            ]
+        return {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": _key_values(self.resource)},
+                    "scopeSpans": [{"scope": {"name": self.scope}, "spans": [span]}],
+                }
+            ]
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedSpan:
+    """A span that cannot be used, where it was, why, and what it looked like."""
+
+    location: str
+    reason: str
+    raw: str
+
+
+@dataclass(slots=True)
+class DecodedRequest:
+    """The usable spans of a request and the rejected ones."""
+
+    spans: list[Span] = field(default_factory=list)
+    rejected: list[RejectedSpan] = field(default_factory=list)
+
+
+# --- protobuf --------------------------------------------------------------------------------
+
+
+def decode_protobuf(body: bytes) -> DecodedRequest:
+    """Decode a binary ``ExportTraceServiceRequest``."""
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, ValueError, RecursionError) as exc:
+        raise RequestError(f"not an OTLP protobuf ExportTraceServiceRequest: {exc}") from None
+    decoded = DecodedRequest()
+    for r_index, resource_spans in enumerate(request.resource_spans):
+        resource = _pb_attributes(resource_spans.resource.attributes)
+        for s_index, scope_spans in enumerate(resource_spans.scope_spans):
+            for index, pb in enumerate(scope_spans.spans):
+                where = f"resourceSpans[{r_index}].scopeSpans[{s_index}].spans[{index}]"
+                try:
+                    decoded.spans.append(
+                        _checked(
+                            Span(
+                                trace_id=pb.trace_id.hex(),
+                                span_id=pb.span_id.hex(),
+                                parent_span_id=pb.parent_span_id.hex() or None,
+                                name=pb.name,
+                                kind=pb.kind,
+                                start_ns=pb.start_time_unix_nano,
+                                end_ns=pb.end_time_unix_nano,
+                                attributes=_pb_attributes(pb.attributes),
+                                status_code=pb.status.code,
+                                status_message=pb.status.message,
+                                events=tuple(
+                                    SpanEvent(
+                                        e.name, e.time_unix_nano, _pb_attributes(e.attributes)
+                                    )
+                                    for e in pb.events
+                                ),
+                                resource=resource,
+                                scope=scope_spans.scope.name,
+                            )
+                        )
+                    )
+                except SteplogError as exc:
+                    decoded.rejected.append(RejectedSpan(where, str(exc), _pb_raw(pb)))
+    return decoded
+
+
+def _pb_raw(pb: Any) -> str:
+    from google.protobuf.json_format import MessageToJson
+
+    try:
+        return str(MessageToJson(pb))
+    except Exception:
+        return base64.b64encode(pb.SerializeToString()).decode()
+
+
+def _pb_attributes(items: Any) -> dict[str, Any]:
+    return {kv.key: _pb_value(kv.value) for kv in items}
+
+
+def _pb_value(value: AnyValue, depth: int = 0) -> Any:
+    if depth > 32:
+        raise SteplogError("attribute values are nested more than 32 levels deep")
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [_pb_value(v, depth + 1) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        pairs: list[KeyValue] = list(value.kvlist_value.values)
+        return {kv.key: _pb_value(kv.value, depth + 1) for kv in pairs}
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    if kind == "double_value":
+        return _finite(value.double_value)
+    return getattr(value, kind)
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def decode_json(body: bytes) -> DecodedRequest:
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest``."""
+    try:
+        document = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RequestError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise RequestError("not JSON: nested too deeply") from None
+    return decode_document(document)
+
+
+def decode_document(document: Any) -> DecodedRequest:
+    """Decode an already-parsed OTLP/JSON request."""
+    if not isinstance(document, dict):
+        raise RequestError(
+            f"an OTLP/JSON request is an object with resourceSpans, not {type(document).__name__}"
+        )
+    resource_spans = _field(document, "resourceSpans", "resource_spans", [])
+    if not isinstance(resource_spans, list):
+        raise RequestError("resourceSpans must be a list")
+    decoded = DecodedRequest()
+    for where, span, resource, scope in _walk(resource_spans, decoded):
+        try:
+            decoded.spans.append(_json_span(span, resource, scope))
+        except (SteplogError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+            raw = json.dumps(span, default=str)[:65536] if _jsonable(span) else repr(span)[:65536]
+            decoded.rejected.append(RejectedSpan(where, str(exc), raw))
+    return decoded
+
+
+def _walk(
+    resource_spans: list[Any], decoded: DecodedRequest
+) -> Iterator[tuple[str, Any, dict[str, Any], str]]:
+    for r_index, item in enumerate(resource_spans):
+        where = f"resourceSpans[{r_index}]"
+        try:
+            if not isinstance(item, dict):
+                raise SteplogError("must be an object")
+            resource_doc = item.get("resource") or {}
+            if not isinstance(resource_doc, dict):
+                raise SteplogError("resource must be an object")
+            resource = _json_attributes(resource_doc.get("attributes"))
+            scopes = _field(item, "scopeSpans", "scope_spans", [])
+            if not isinstance(scopes, list):
+                raise SteplogError("scopeSpans must be a list")
+        except (SteplogError, ValueError, TypeError, RecursionError) as exc:
+            decoded.rejected.append(RejectedSpan(where, str(exc), _dump(item)))
+            continue
+        for s_index, scope_item in enumerate(scopes):
+            s_where = f"{where}.scopeSpans[{s_index}]"
+            spans = (
+                _field(scope_item, "spans", "spans", []) if isinstance(scope_item, dict) else None
+            )
+            if not isinstance(spans, list):
+                decoded.rejected.append(
+                    RejectedSpan(s_where, "must be an object with a spans list", _dump(scope_item))
+                )
+                continue
+            scope_doc = scope_item.get("scope") or {}
+            scope = str(scope_doc.get("name", "")) if isinstance(scope_doc, dict) else ""
+            for index, span in enumerate(spans):
+                yield f"{s_where}.spans[{index}]", span, resource, scope
+
+
+def _json_span(doc: Any, resource: dict[str, Any], scope: str) -> Span:
+    if not isinstance(doc, dict):
+        raise SteplogError(f"a span must be an object, not {type(doc).__name__}")
+    status = doc.get("status") or {}
+    if not isinstance(status, dict):
+        raise SteplogError("status must be an object")
+    events = _field(doc, "events", "events", []) or []
+    if not isinstance(events, list):
+        raise SteplogError("events must be a list")
+    return _checked(
+        Span(
+            trace_id=_json_id(doc, "traceId", "trace_id", 16, required=True) or "",
+            span_id=_json_id(doc, "spanId", "span_id", 8, required=True) or "",
+            parent_span_id=_json_id(doc, "parentSpanId", "parent_span_id", 8, required=False),
+            name=_text(_field(doc, "name", "name", "")),
+            kind=_int(_field(doc, "kind", "kind", 0), "kind"),
+            start_ns=_int(_field(doc, "startTimeUnixNano", "start_time_unix_nano", 0), "start"),
+            end_ns=_int(_field(doc, "endTimeUnixNano", "end_time_unix_nano", 0), "end"),
+            attributes=_json_attributes(doc.get("attributes")),
+            status_code=_int(status.get("code", 0), "status.code"),
+            status_message=_text(status.get("message", "")),
+            events=tuple(_json_event(e) for e in events),
+            resource=resource,
+            scope=scope,
+        )
+    )
+
+
+def _json_event(doc: Any) -> SpanEvent:
+    if not isinstance(doc, dict):
+        raise SteplogError("a span event must be an object")
+    return SpanEvent(
+        _text(doc.get("name", "")),
+        _int(_field(doc, "timeUnixNano", "time_unix_nano", 0), "event time"),
+        _json_attributes(doc.get("attributes")),
+    )
+
+
+def _json_id(
+    doc: dict[str, Any], camel: str, snake: str, size: int, *, required: bool
+) -> str | None:
+    value = _field(doc, camel, snake, None)
+    if value in (None, ""):
+        if required:
+            raise SteplogError(f"{camel} is missing")
+        return None
+    if not isinstance(value, str) or len(value) != size * 2:
+        raise SteplogError(f"{camel} must be {size * 2} hex digits, not {value!r}")
+    try:
+        bytes.fromhex(value)
+    except ValueError:
+        raise SteplogError(f"{camel} must be {size * 2} hex digits, not {value!r}") from None
+    return value.lower()
+
+
+def _json_attributes(items: Any) -> dict[str, Any]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise SteplogError("attributes must be a list of {key, value}")
+    result = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise SteplogError(f"attribute {_dump(item)[:80]} has no string key")
+        result[item["key"]] = _json_value(item.get("value"), item["key"])
+    return result
+
+
+def _json_value(value: Any, key: str, depth: int = 0) -> Any:
+    if depth > 32:
+        raise SteplogError(f"attribute {key!r} is nested more than 32 levels deep")
+    if value is None or value == {}:
+        return None
+    if not isinstance(value, dict) or len(value) != 1:
+        raise SteplogError(f"attribute {key!r}: a value is an object with one typed field")
+    ((kind, inner),) = value.items()
+    if kind in ("stringValue", "string_value"):
+        return _text(inner)
+    if kind in ("boolValue", "bool_value"):
+        if not isinstance(inner, bool):
+            raise SteplogError(f"attribute {key!r}: boolValue must be true or false")
+        return inner
+    if kind in ("intValue", "int_value"):
+        return _int(inner, f"attribute {key!r}")
+    if kind in ("doubleValue", "double_value"):
+        if isinstance(inner, bool) or not isinstance(inner, int | float | str):
+            raise SteplogError(f"attribute {key!r}: doubleValue must be a number")
+        return _finite(float(inner))
+    if kind in ("bytesValue", "bytes_value"):
+        if not isinstance(inner, str):
+            raise SteplogError(f"attribute {key!r}: bytesValue must be base64 text")
+        return inner
+    if kind in ("arrayValue", "array_value"):
+        values = inner.get("values", []) if isinstance(inner, dict) else None
+        if not isinstance(values, list):
+            raise SteplogError(f"attribute {key!r}: arrayValue needs a values list")
+        return [_json_value(v, key, depth + 1) for v in values]
+    if kind in ("kvlistValue", "kvlist_value"):
+        values = inner.get("values", []) if isinstance(inner, dict) else None
+        if not isinstance(values, list):
+            raise SteplogError(f"attribute {key!r}: kvlistValue needs a values list")
+        return {
+            str(kv.get("key")): _json_value(kv.get("value"), key, depth + 1)
+            for kv in values
+            if isinstance(kv, dict)
+        }
+    raise SteplogError(f"attribute {key!r}: unknown value type {kind!r}")
+
+
+# --- shared ----------------------------------------------------------------------------------
+
+
+def _checked(span: Span) -> Span:
+    if len(span.trace_id) != 32 or span.trace_id == "0" * 32:
+        raise SteplogError(f"trace id {span.trace_id!r} is not 16 non-zero bytes")
+    if len(span.span_id) != 16 or span.span_id == "0" * 16:
+        raise SteplogError(f"span id {span.span_id!r} is not 8 non-zero bytes")
+    if span.parent_span_id is not None and len(span.parent_span_id) != 16:
+        raise SteplogError(f"parent span id {span.parent_span_id!r} is not 8 bytes")
+    if span.start_ns <= 0:
+        raise SteplogError("startTimeUnixNano is missing or zero")
+    if span.end_ns and span.end_ns < span.start_ns:
+        raise SteplogError("the span ends before it starts")
+    return span
+
+
+def _field(doc: Mapping[str, Any], camel: str, snake: str, default: Any) -> Any:
+    if camel in doc:
+        return doc[camel]
+    return doc.get(snake, default)
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise SteplogError(f"{what} must be an integer, not {value!r}")
+    if isinstance(value, int):
+        number = value
+    elif _integral(value):
+        number = int(value)
+    else:
+        raise SteplogError(f"{what} must be an integer, not {value!r}")
+    if not -(2**63) <= number < 2**64:
+        raise SteplogError(f"{what} {number} is out of the 64-bit range")
+    return number
+
+
+def _integral(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lstrip("-").isdigit()
+    return isinstance(value, float) and value.is_integer()
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise SteplogError(f"expected a string, not {value!r}")
+    if "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value.encode("utf-8", errors="replace").decode("utf-8")
+
+
+def _finite(number: float) -> float | str:
+    return number if math.isfinite(number) else str(number)
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, default=str)[:65536] if _jsonable(value) else repr(value)[:65536]
+
+
+def _key_values(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": key, "value": _any_value(value)} for key, value in attributes.items()]
+
+
+def _any_value(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, list):
+        return {"arrayValue": {"values": [_any_value(v) for v in value]}}
+    if isinstance(value, dict):
+        return {"kvlistValue": {"values": _key_values(value)}}
+    return {"stringValue": str(value)}
