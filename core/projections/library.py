@@ -31,13 +31,15 @@ from ..models import (
     run_summaries_table,
 )
 from ..store import EventStore, StoredEvent
+from .lease import UNSUPPORTED, HolderLock, take_holder_lock
 from .run_state import RunState, fold, fold_from
 from .signature import Signature, signature_of
 
 NAME = "library"
 LEASE = f"{NAME}:rebuild"
 LEASE_SECONDS = 120
-"""A rebuild renews its lease every page; one silent for this long is taken to have died."""
+"""A rebuild renews its lease every page; one silent for this long is taken to have died even
+when its holder lock (see :mod:`.lease`) cannot tell, or says it is alive but it is hung."""
 ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
 FAILED = frozenset({"failed", "aborted"})
 FIXED_LABEL = "fixed"
@@ -340,6 +342,8 @@ class LibraryProjection:
             with contextlib.suppress(Exception), write_transaction(engine) as conn:
                 self._release_lease(conn, token)
             raise
+        finally:
+            _release_holder(token)
         if progress is not None:
             progress(folded, max(total, folded))
         return folded
@@ -347,21 +351,44 @@ class LibraryProjection:
     # - the rebuild lease: one rebuild at a time -
 
     def _acquire_lease(self) -> int:
+        """Take the rebuild lease; returns its token (see :meth:`_renew_lease`).
+
+        The lease row names the rebuild that owns the shadow tables; the holder lock tells
+        whether the process that wrote it is alive. A row whose holder died (SIGKILL, OOM) is
+        taken over at once; one whose holder cannot be checked, only after ``LEASE_SECONDS``
+        without renewal.
+        """
+        holder = take_holder_lock(self.store.engine, f"{NAME}-rebuild", checkpoints_table.name)
         token = secrets.randbits(62)
         now = datetime.now(UTC)
-        with write_transaction(self.store.engine) as conn:
-            held = conn.execute(
-                select(checkpoints_table.c.updated_at).where(checkpoints_table.c.name == LEASE)
-            ).scalar()
-            if held is not None and (now - _utc(held)).total_seconds() < LEASE_SECONDS:
-                raise SteplogError(
-                    f"another rebuild of {NAME!r} is running (active at {_utc(held):%H:%M:%S} "
-                    f"UTC); wait for it, or {LEASE_SECONDS} s if its process died"
+        try:
+            with write_transaction(self.store.engine) as conn:
+                held = conn.execute(
+                    select(checkpoints_table.c.updated_at).where(checkpoints_table.c.name == LEASE)
+                ).scalar()
+                stale = held is not None and (now - _utc(held)).total_seconds() >= LEASE_SECONDS
+                if holder is None and not stale:  # its holder is alive (and not silent too long)
+                    since = "" if held is None else f" (active at {_utc(held):%H:%M:%S} UTC)"
+                    raise SteplogError(
+                        f"another rebuild of {NAME!r} is running{since}; wait for it to finish"
+                    )
+                if holder is UNSUPPORTED and held is not None and not stale:
+                    raise SteplogError(
+                        f"another rebuild of {NAME!r} is running (active at "
+                        f"{_utc(held):%H:%M:%S} UTC); wait for it, or {LEASE_SECONDS} s if its "
+                        "process died"
+                    )
+                # Otherwise any row left is an orphan: its holder died, or went silent.
+                conn.execute(delete(checkpoints_table).where(checkpoints_table.c.name == LEASE))
+                conn.execute(
+                    insert(checkpoints_table).values(name=LEASE, position=token, updated_at=now)
                 )
-            conn.execute(delete(checkpoints_table).where(checkpoints_table.c.name == LEASE))
-            conn.execute(
-                insert(checkpoints_table).values(name=LEASE, position=token, updated_at=now)
-            )
+        except BaseException:
+            if holder is not None:
+                holder.release()
+            raise
+        if holder is not None:
+            _HOLDERS[token] = holder
         return token
 
     @staticmethod
@@ -383,6 +410,10 @@ class LibraryProjection:
                 checkpoints_table.c.name == LEASE, checkpoints_table.c.position == token
             )
         )
+        # Dropping the holder lock before the delete commits is harmless: a rebuild that takes
+        # it meanwhile waits for this transaction (SQLite's write lock, PostgreSQL's row lock)
+        # and at worst takes over a lease that is being released anyway.
+        _release_holder(token)
 
     # - folding one page -
 
@@ -584,6 +615,16 @@ class LibraryProjection:
             .where(checkpoints_table.c.name == NAME)
             .values(position=position, updated_at=datetime.now(UTC))
         )
+
+
+_HOLDERS: dict[int, HolderLock] = {}
+"""Holder locks of the leases this process holds, by lease token."""
+
+
+def _release_holder(token: int) -> None:
+    holder = _HOLDERS.pop(token, None)
+    if holder is not None:
+        holder.release()
 
 
 @contextmanager
