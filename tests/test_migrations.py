@@ -65,3 +65,9 @@ def test_models_and_migrations_do_not_differ(empty_engine: Engine) -> None:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
         differences = compare_metadata(context, metadata)
     assert differences == []
+
+
+def test_schema_head_constant_is_alembics_head() -> None:
+    from steplog.database import SCHEMA_HEAD
+
+    assert head_revision() == SCHEMA_HEAD
