@@ -297,7 +297,18 @@ def test_opentelemetry_sdk_exporter_against_steplog_serve(tmp_path: Path, store_
 
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "steplog.cli", "serve", "--db", store_url, "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "steplog.cli",
+            "serve",
+            "--db",
+            store_url,
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],  # two receiver processes share the port
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -372,7 +383,7 @@ def test_opentelemetry_sdk_exporter_against_steplog_serve(tmp_path: Path, store_
     finally:
         server.terminate()
         _, err = server.communicate(timeout=30)
-    assert "span(s) accepted" in err
+    assert "12 span(s) accepted" in err, err  # 4 runs x (root, chat, tool), over both processes
 
 
 def test_serve_refuses_a_port_in_use_clearly(store_url: str) -> None:

@@ -269,6 +269,7 @@ def run_ingest_benchmark(
     seconds: float = 30.0,
     spans_per_trace: int = 10,
     db: str | None = None,
+    workers: int = 1,
     progress: Callable[[str], None] = lambda message: None,
 ) -> IngestBench:
     """Measure the null receiver, then ``steplog serve``; count what was stored."""
@@ -291,8 +292,9 @@ def run_ingest_benchmark(
         url = db or f"sqlite:///{Path(folder) / 'ingest.db'}"
         EventStore.open(url).close()
         port = _free_port()
+        command = [sys.executable, "-m", "steplog.cli", "serve", "--db", url]
         server = subprocess.Popen(
-            [sys.executable, "-m", "steplog.cli", "serve", "--db", url, "--port", str(port)],
+            [*command, "--port", str(port), "--workers", str(workers)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -229,6 +229,10 @@ def serve_cmd(
         float,
         typer.Option(min=1, help="Assemble a trace whose root never came after this idle time."),
     ] = 600.0,
+    workers: Annotated[
+        int,
+        typer.Option(min=1, max=64, help="Receiver processes sharing the port (one core each)."),
+    ] = 1,
     redact_patterns: RedactOption = None,
 ) -> None:
     """Receive OTLP/HTTP traces on POST /v1/traces (protobuf or JSON, gzip or deflate).
@@ -237,7 +241,9 @@ def serve_cmd(
     """
     from ..ingest.otlp.pipeline import OtlpIngest
     from ..ingest.otlp.server import OtlpReceiver
+    from ..ingest.otlp.workers import ReceiverWorkers
 
+    max_body = int(max_body_mb * 1024**2)
     redactor: Redactor = default_redactor(redact_patterns)
     if host not in ("127.0.0.1", "localhost", "::1"):
         err_console.print(
@@ -251,12 +257,27 @@ def serve_cmd(
     )
     try:
         receiver = OtlpReceiver(
-            (host, port), ingest, max_body_bytes=int(max_body_mb * 1024**2), assembler="process"
+            (host, port),
+            ingest,
+            max_body_bytes=max_body,
+            assembler="process",
+            reuse_port=workers > 1,
         )
     except OSError as exc:
         store.close()
         raise SteplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound_port = receiver.server_address[1]
+    extra = (
+        ReceiverWorkers(
+            workers - 1,
+            store.engine.url.render_as_string(hide_password=False),
+            (host, bound_port),
+            max_body_bytes=max_body,
+            patterns=redact_patterns,
+        )
+        if workers > 1
+        else None
+    )
     console.print(
         f"steplog OTLP receiver on http://{host}:{bound_port}/v1/traces (store {store.url})",
         highlight=False,
@@ -270,10 +291,11 @@ def serve_cmd(
     finally:
         receiver.server_close()
         stats = receiver.stats
+        accepted = stats.spans_accepted + (extra.stop() if extra else 0)
         traces, spans = ingest.pending()
         store.close()
         err_console.print(
-            f"stopped after {time.monotonic() - started:.0f} s: {stats.spans_accepted} span(s) "
+            f"stopped after {time.monotonic() - started:.0f} s: {accepted} span(s) "
             f"accepted, {stats.spans_rejected} rejected, {stats.bad_requests} bad request(s), "
             f"{receiver.assembled_runs} run(s) assembled; {spans} span(s) of {traces} trace(s) "
             "still staged for the next start",
@@ -329,6 +351,7 @@ def bench_ingest(
     ),
     seconds: Annotated[float, typer.Option(min=1, help="How long the client sends.")] = 30.0,
     spans_per_trace: Annotated[int, typer.Option(min=2, max=500)] = 10,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="steplog serve --workers.")] = 1,
     db: Annotated[
         str | None, typer.Option("--db", help="Store to receive into (default: a fresh SQLite).")
     ] = None,
@@ -342,6 +365,7 @@ def bench_ingest(
         seconds=seconds,
         spans_per_trace=spans_per_trace,
         db=db,
+        workers=workers,
         progress=lambda message: err_console.print(message, highlight=False),
     )
     if as_json:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import socket
 import threading
 import zlib
 from contextlib import suppress
@@ -69,9 +70,11 @@ class OtlpReceiver(ThreadingHTTPServer):
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY,
         assemble_every: float = 0.5,
-        assembler: Literal["thread", "process"] = "thread",
+        assembler: Literal["thread", "process", "none"] = "thread",
+        reuse_port: bool = False,
     ) -> None:
         self._assembler: AssemblerThread | AssemblerProcess | None = None
+        self._reuse_port = reuse_port
         super().__init__(address, _Handler)  # a failed bind raises here, with nothing started
         self.ingest = ingest
         self.max_body_bytes = max_body_bytes
@@ -83,8 +86,15 @@ class OtlpReceiver(ThreadingHTTPServer):
                 settle=ingest.settle.total_seconds(),
                 idle=ingest.idle.total_seconds(),
             )
-        else:
+        elif assembler == "thread":
             self._assembler = AssemblerThread(lambda: ingest.assemble().runs, every=assemble_every)
+
+    def server_bind(self) -> None:
+        """Bind; with ``reuse_port`` several receiver processes share the port (the kernel
+        spreads connections over them)."""
+        if self._reuse_port:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
 
     @property
     def assembled_runs(self) -> int:
