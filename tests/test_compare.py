@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -201,3 +202,186 @@ def test_undefined_statistics_are_null_in_strict_json() -> None:
     report = json.loads(out)  # would fail on NaN/Infinity
     assert report["baseline"]["ci"][0] == 0.0
     assert "Infinity" not in out and "NaN" not in out
+
+
+# --- the columnar report equals the per-run definitions ---------------------------------------
+# compare() works on columns (numpy arrays, integer ids) for speed. This rebuilds the report's
+# statistics the plain way -- one record per run, oldest first, with the original per-run
+# definitions -- and requires identical numbers, on a store with the awkward cases: unknown and
+# empty task instances, unknown task types, repeated items, a version-only task type.
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def awkward(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    from steplog import record_run, step
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('awkward')}/awkward.db"
+    else:
+        url = request.getfixturevalue("pg_schemas").new(migrate=True)
+    store = EventStore.open(url)
+    spec = get_scenario("customer-service")
+    for version in ("sim-v1", "sim-v2"):
+        execute_all(url, plan_runs(spec, model_version=version, runs=24, seed=5))
+    cases = [  # (version, task instance, task type, seed, fails)
+        ("sim-v1", None, None, 1, True),
+        ("sim-v1", None, None, 1, False),
+        ("sim-v2", None, None, 1, False),
+        ("sim-v1", "", "refund", 2, True),
+        ("sim-v2", "", "refund", 2, False),
+        ("sim-v1", "own-1", "only-v1", 3, False),
+        ("sim-v1", "own-1", "only-v1", 3, True),  # same item again: only the first pairs
+        ("sim-v2", "own-1", None, 3, True),
+        ("sim-v2", "own-1", None, 3, False),
+    ]
+    for version, instance, task_type, seed, fails in cases:
+        try:
+            with (
+                record_run(
+                    "customer-service",
+                    model_version=version,
+                    task_instance_id=instance,
+                    task_type=task_type,
+                    seed=seed,
+                    store=store,
+                ),
+                step("only"),
+            ):
+                if fails:
+                    raise RuntimeError("boom")
+        except RuntimeError:
+            pass
+    store.close()
+    return url
+
+
+def _plain_runs(url: str, version: str) -> list[dict[str, Any]]:
+    """One dict per finished original run of ``version``, oldest first."""
+    from sqlalchemy import select
+
+    from steplog.models import run_summaries_table as runs_t
+
+    store = EventStore.open(url)
+    query = (
+        select(runs_t)
+        .where(
+            runs_t.c.model_version == version,
+            runs_t.c.status.in_(("completed", "failed", "aborted")),
+            runs_t.c.replay_of.is_(None),
+            runs_t.c.forked_from.is_(None),
+        )
+        .order_by(runs_t.c.started_at, runs_t.c.run_id)
+    )
+    with store.engine.connect() as conn:
+        rows = [dict(row._mapping) for row in conn.execute(query)]
+    store.close()
+    for run in rows:
+        run["completed"] = run["status"] == "completed"
+        run["cluster"] = f"{run['scenario']}/{run['task_instance_id'] or run['run_id']}"
+        run["type"] = run["task_type"] or "(none)"
+        if run["completed"]:
+            run["steps"] = run["steps_done"]
+        elif run["failed_step_index"] is not None:
+            run["steps"] = run["failed_step_index"] + 1
+        else:
+            run["steps"] = run["steps_done"] + 1
+    return rows
+
+
+def _plain_pairs(
+    base: list[dict[str, Any]], cand: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    first: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for run in base:
+        if run["task_instance_id"] is not None and run["seed"] is not None:
+            first.setdefault((run["scenario"], run["task_instance_id"], run["seed"]), run)
+    pairs, used = [], set()
+    for run in cand:
+        item = (run["scenario"], run["task_instance_id"], run["seed"])
+        if item in first and item not in used:
+            used.add(item)
+            pairs.append((first[item], run))
+    return pairs
+
+
+def test_columns_give_the_per_run_definitions(awkward: str) -> None:
+    from steplog.stats import clustered, survival
+
+    store = EventStore.open(awkward)
+    try:
+        report = compare(store, baseline="sim-v1", candidate="sim-v2")
+    finally:
+        store.close()
+    base, cand = _plain_runs(awkward, "sim-v1"), _plain_runs(awkward, "sim-v2")
+    method = "cluster bootstrap (BCa) by task instance"
+    for side, runs in (("baseline", base), ("candidate", cand)):
+        keys = [r["cluster"] for r in runs]
+        done = sum(r["completed"] for r in runs)
+        assert report[side]["runs"] == len(runs) and report[side]["completed"] == done
+        assert report[side]["task_instances"] == len(set(keys))
+        ci = clustered.cluster_bootstrap(keys, [float(r["completed"]) for r in runs], method=method)
+        assert report[side]["ci"] == [ci.low, ci.high]
+        metrics = report["metrics"][side]
+        for name, column in (
+            ("mean_retries", "retries"),
+            ("mean_tokens", "tokens"),
+            ("mean_cost_usd", "cost_usd"),
+        ):
+            expected = clustered.mean_interval(keys, [float(r[column]) for r in runs])
+            assert metrics[name] == expected.as_dict(), name
+        known = [r["first_step_correct"] for r in runs if r["first_step_correct"] is not None]
+        assert metrics["first_step_accuracy"]["n"] == len(known)
+        assert metrics["first_step_accuracy"]["estimate"] == sum(known) / len(known)
+        errors = [r for r in runs for _ in range(r["mid_run_errors"])]
+        assert metrics["mid_run_correction_rate"]["errors"] == len(errors)
+        recovered = sum(r["mid_run_recovered"] for r in runs)
+        assert metrics["mid_run_correction_rate"]["recovered"] == recovered
+        fixed = [
+            float(i < r["mid_run_recovered"]) for r in runs for i in range(r["mid_run_errors"])
+        ]
+        expected = clustered.cluster_bootstrap([r["cluster"] for r in errors], fixed, method=method)
+        assert metrics["mid_run_correction_rate"]["ci"] == [expected.low, expected.high]
+        outcomes = [survival.StepOutcome(max(r["steps"], 1), not r["completed"]) for r in runs]
+        curve = [p.as_dict() for p in survival.kaplan_meier(outcomes)]
+        assert report["survival"][side]["curve"] == curve
+        per_task: dict[str, list[bool]] = {}
+        for r in runs:
+            per_task.setdefault(r["cluster"], []).append(r["completed"])
+        successes = [sum(v) for v in per_task.values()]
+        trials = [len(v) for v in per_task.values()]
+        assert report["pass_k"][side] == {
+            str(k): clustered.pass_hat_k(successes, trials, k) for k in (1, 2, 4, 8)
+        }
+    pairs = _plain_pairs(base, cand)
+    assert report["pairing"]["matched_items"] == len(pairs) and report["paired"] is not None
+    assert report["paired"]["both"] == sum(b["completed"] and c["completed"] for b, c in pairs)
+    assert report["paired"]["candidate_only"] == sum(
+        c["completed"] and not b["completed"] for b, c in pairs
+    )
+    assert report["paired"]["baseline_only"] == sum(
+        b["completed"] and not c["completed"] for b, c in pairs
+    )
+    types = {r["type"] for r in base} & {r["type"] for r in cand}
+    assert {row["task_type"]: row["n"] for row in report["by_task_type"]} == {
+        t: sum(b["type"] == t for b, _ in pairs) or sum(r["type"] == t for r in base + cand)
+        for t in types
+    }
+    assert report["task_types_in_one_version_only"] == ["only-v1"]
+    # the awkward runs are there: an empty task instance pairs, an unknown one does not
+    assert any(b["task_instance_id"] == "" for b, _ in pairs)
+    assert not any(b["task_instance_id"] is None for b, _ in pairs)
+    outcomes_b = [survival.StepOutcome(max(r["steps"], 1), not r["completed"]) for r in base]
+    outcomes_c = [survival.StepOutcome(max(r["steps"], 1), not r["completed"]) for r in cand]
+    assert report["survival"]["logrank"] == survival.logrank_test(outcomes_b, outcomes_c).as_dict()
+
+
+def test_comparable_lists_versions_with_finished_original_runs(awkward: str) -> None:
+    from steplog.compare import comparable
+
+    store = EventStore.open(awkward)
+    try:
+        assert comparable(store) == [("customer-service", "sim-v1"), ("customer-service", "sim-v2")]
+    finally:
+        store.close()

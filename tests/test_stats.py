@@ -199,6 +199,18 @@ def test_logrank_6mp_versus_placebo() -> None:
     assert result.p_value < 0.0001
 
 
+def test_survival_takes_columns_or_runs_alike() -> None:
+    runs = [StepOutcome(t, bool(e)) for t, e in SIX_MP]
+    columns = survival.StepOutcomes.of(runs)
+    assert columns.steps.tolist() == [t for t, _ in SIX_MP] and len(columns) == len(SIX_MP)
+    assert survival.kaplan_meier(columns) == survival.kaplan_meier(runs)
+    assert survival.step_success(columns) == survival.step_success(runs)
+    placebo = [StepOutcome(t, True) for t in PLACEBO]
+    assert survival.logrank_test(columns, placebo) == survival.logrank_test(runs, placebo)
+    with pytest.raises(ValueError, match="same length"):
+        survival.StepOutcomes(np.array([1, 2]), np.array([True]))
+
+
 def test_cochran_armitage_trend_agresti_alcohol_malformation() -> None:
     # Agresti, Categorical Data Analysis (3rd ed., 2013), section 3.4.6 (Table 3.8).
     present = [48, 38, 5, 1, 1]
@@ -275,6 +287,36 @@ def test_cluster_bootstrap_is_wider_when_tasks_differ() -> None:
     independent_ci = proportions.proportion(50, 100)
     assert clustered_ci.estimate == 0.5
     assert clustered_ci.high - clustered_ci.low > independent_ci.high - independent_ci.low
+
+
+def test_clusters_numbered_once_serve_every_metric() -> None:
+    keys = ["b", "a", "b", "c", "a", "b"]
+    clusters = clustered.Clusters.of(keys)
+    assert clusters.keys == ("b", "a", "c") and len(clusters) == 3  # by first appearance
+    assert clusters.codes.tolist() == [0, 1, 0, 2, 1, 0]
+    sums, counts = clusters.totals([1, 0, 1, 1, 1, 0])
+    assert sums.tolist() == [1, 2, 1] and counts.tolist() == [2, 3, 1]  # sorted: a, b, c
+    assert clusters.first_appearance_totals([1, 0, 1, 1, 1, 0]) == ([2, 1, 1], [3, 2, 1])
+    names = ["zz", "c", "b", "a"]  # ids already given: names[id] is the key
+    by_id = clustered.Clusters.of_ids(np.array([2, 3, 2, 1, 3, 2]), names)
+    assert by_id.keys == clusters.keys
+    assert by_id.codes.tolist() == clusters.codes.tolist()
+    assert by_id.order.tolist() == clusters.order.tolist()
+    with pytest.raises(ValueError, match="same length"):
+        clusters.totals([1.0])
+
+
+def test_cluster_bootstrap_from_totals_equals_from_observations() -> None:
+    rng = np.random.default_rng(3)
+    keys = [f"task{int(k)}" for k in rng.integers(0, 30, 400)]
+    values = [float(v) for v in rng.random(400) < 0.6]
+    method = "cluster bootstrap (BCa) by task instance"
+    direct = clustered.cluster_bootstrap(keys, values, method=method)
+    clusters = clustered.Clusters.of(keys)
+    assert clustered.cluster_bootstrap(clusters, np.array(values), method=method) == direct
+    sums, counts = clusters.totals(values)
+    assert clustered.ratio_interval(sums, counts, method=method, n=400) == direct
+    assert direct.method == method and direct.low < direct.estimate < direct.high
 
 
 # --- coverage in simulation ------------------------------------------------------------------

@@ -128,10 +128,23 @@ def test_replay_page_reports_errors_as_messages(seeded: EventStore) -> None:
 
 
 def test_compare_page_shows_the_verdict(seeded: EventStore) -> None:
+    import json
+
     app = page("compare")
     assert app.success and app.success[0].value.startswith(
         ("candidate better", "candidate worse", "no clear difference")
     )
+    assert app.selectbox(key="baseline").options == ["sim-v1", "sim-v2"]
+    assert app.selectbox(key="scenario").options == [
+        "(all)",
+        "customer-service",
+        "invoice-extraction",
+    ]
+    charts = [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+    fields = [
+        {layer["encoding"]["x"]["field"] for layer in spec.get("layer", [spec])} for spec in charts
+    ]
+    assert fields == [{"low", "rate"}, {"low", "estimate"}, {"step"}]  # rates, forest, survival
     app.selectbox(key="scenario").select("customer-service").run()
     assert not app.exception, app.exception
 

@@ -1,6 +1,9 @@
 """Runs that repeat a task instance are clustered: resample tasks, not runs.
 
-* :func:`cluster_bootstrap` -- a BCa bootstrap (scipy) of a ratio statistic over clusters.
+* :class:`Clusters` -- which cluster each observation belongs to, worked out once and reused for
+  every metric of the same runs.
+* :func:`cluster_bootstrap` -- a BCa bootstrap (scipy) of a ratio statistic over clusters;
+  :func:`ratio_interval` is the same from per-cluster totals.
 * :func:`mean_interval` -- a process metric's mean with a cluster-bootstrap interval.
 * :func:`pass_hat_k` -- pass^k (Yao et al. 2024, tau-bench): the chance that k independent
   trials of the same task all succeed, estimated without bias per task as C(c, k) / C(n, k).
@@ -8,10 +11,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from math import comb
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import bootstrap
 
 from .results import Interval
@@ -21,45 +26,112 @@ BCA_MAX_CLUSTERS = 500
 """BCa's jackknife costs memory quadratic in the clusters; beyond this, percentile intervals."""
 BATCH = 100
 
+FloatArray = npt.NDArray[np.float64]
+Values = Sequence[float] | npt.NDArray[np.float64] | npt.NDArray[np.int64] | npt.NDArray[np.bool_]
 
-def _clusters(keys: Sequence[str], values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-cluster sums and counts, clusters in sorted key order."""
-    if len(keys) != len(values):
-        raise ValueError("keys and values must have the same length")
-    ids: dict[str, int] = {}
-    index = [ids.setdefault(key, len(ids)) for key in keys]  # a dict beats sorting strings
-    order = np.argsort(np.array(list(ids), dtype=object))
-    sums = np.bincount(index, weights=np.asarray(values, dtype=float), minlength=len(ids))
-    counts = np.bincount(index, minlength=len(ids)).astype(float)
-    return sums[order], counts[order]
+
+@dataclass(frozen=True, slots=True)
+class Clusters:
+    """The cluster (e.g. task instance) of each observation.
+
+    ``codes`` numbers the clusters by first appearance; ``order`` lists them in sorted key order,
+    the order the bootstrap sees them in, so intervals do not depend on the order of the rows.
+    """
+
+    codes: npt.NDArray[np.intp]
+    keys: tuple[str, ...]
+    order: npt.NDArray[np.intp]
+
+    @classmethod
+    def of(cls, keys: Iterable[str]) -> Clusters:
+        """Number the clusters of ``keys`` (one key per observation)."""
+        ids: dict[str, int] = {}
+        codes = [ids.setdefault(key, len(ids)) for key in keys]  # a dict beats sorting strings
+        order = np.argsort(np.array(list(ids), dtype=object))
+        return cls(np.asarray(codes, dtype=np.intp), tuple(ids), order.astype(np.intp))
+
+    @classmethod
+    def of_ids(cls, ids: npt.NDArray[np.intp], names: Sequence[str]) -> Clusters:
+        """Like :meth:`of`, for observations whose keys are numbered already: ``names[ids[i]]``
+        is observation i's key (one id per distinct key; ids of absent keys are skipped)."""
+        present, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        appearance = np.argsort(first)  # the present ids in order of first appearance
+        code_of = np.empty(len(present), dtype=np.intp)
+        code_of[appearance] = np.arange(len(present))
+        keys = tuple(names[i] for i in present[appearance].tolist())
+        order = np.argsort(np.array(keys, dtype=object))
+        return cls(code_of[inverse.reshape(-1)], keys, order.astype(np.intp))
+
+    def __len__(self) -> int:
+        """Number of clusters."""
+        return len(self.keys)
+
+    def totals(self, values: Values) -> tuple[FloatArray, FloatArray]:
+        """Per-cluster sums of ``values`` and observation counts, in sorted key order."""
+        weights = np.asarray(values, dtype=float)
+        if len(weights) != len(self.codes):
+            raise ValueError("keys and values must have the same length")
+        sums = np.bincount(self.codes, weights=weights, minlength=len(self)).astype(float)
+        counts = np.bincount(self.codes, minlength=len(self)).astype(float)
+        return sums[self.order], counts[self.order]
+
+    def first_appearance_totals(self, values: Values) -> tuple[list[int], list[int]]:
+        """Per-cluster integer sums of ``values`` and counts, clusters by first appearance."""
+        weights = np.asarray(values, dtype=np.int64)
+        if len(weights) != len(self.codes):
+            raise ValueError("keys and values must have the same length")
+        sums = np.bincount(self.codes, weights=weights, minlength=len(self))
+        counts = np.bincount(self.codes, minlength=len(self))
+        return [round(s) for s in sums.tolist()], [int(c) for c in counts.tolist()]
 
 
 def cluster_bootstrap(
-    keys: Sequence[str],
-    values: Sequence[float],
+    keys: Sequence[str] | Clusters,
+    values: Values,
     *,
     method: str,
     confidence: float = 0.95,
     seed: int = 0,
 ) -> Interval:
     """The mean of ``values`` with a bootstrap interval that resamples whole clusters."""
-    if not values:
+    if len(values) == 0:
         raise ValueError("no values to summarise")
-    sums, counts = _clusters(keys, values)
+    clusters = keys if isinstance(keys, Clusters) else Clusters.of(keys)
+    sums, counts = clusters.totals(values)
+    return ratio_interval(
+        sums, counts, method=method, n=len(values), confidence=confidence, seed=seed
+    )
+
+
+def ratio_interval(
+    sums: FloatArray,
+    counts: FloatArray,
+    *,
+    method: str,
+    n: int,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Interval:
+    """``sum(sums) / sum(counts)`` with a bootstrap interval over the clusters (one per entry).
+
+    ``n`` is the number of observations behind the totals, reported with the interval.
+    """
+    if len(sums) != len(counts) or len(sums) == 0:
+        raise ValueError("need one sum and one count per cluster, and at least one cluster")
     estimate = float(sums.sum() / counts.sum())
     if len(sums) < 2 or np.all(sums / counts == estimate):
-        return Interval(estimate, estimate, estimate, method, len(values), confidence)
+        return Interval(estimate, estimate, estimate, method, n, confidence)
     kind = "percentile" if len(sums) > BCA_MAX_CLUSTERS else "BCa"
     low, high = _bootstrap(sums, counts, kind, confidence, seed)
     if not (np.isfinite(low) and np.isfinite(high)):  # degenerate BCa: fall back to percentile
         kind = "percentile"
         low, high = _bootstrap(sums, counts, kind, confidence, seed)
     method = method.replace("BCa", kind)
-    return Interval(estimate, float(low), float(high), method, len(values), confidence)
+    return Interval(estimate, float(low), float(high), method, n, confidence)
 
 
 def _bootstrap(
-    sums: np.ndarray, counts: np.ndarray, kind: str, confidence: float, seed: int
+    sums: FloatArray, counts: FloatArray, kind: str, confidence: float, seed: int
 ) -> tuple[float, float]:
     """The ratio-of-sums interval over resampled clusters (scipy)."""
     result = bootstrap(
@@ -78,7 +150,7 @@ def _bootstrap(
 
 
 def mean_interval(
-    keys: Sequence[str], values: Sequence[float], *, confidence: float = 0.95
+    keys: Sequence[str] | Clusters, values: Values, *, confidence: float = 0.95
 ) -> Interval:
     """A process metric's mean per run, cluster-bootstrapped by task instance."""
     return cluster_bootstrap(

@@ -4,7 +4,8 @@ A run's "time" is the number of steps it entered; it "dies" at the step it faile
 aborted) at, and is censored when it completed or is still going. Kaplan-Meier curves and the
 logrank test come from scipy (``ecdf`` with ``CensoredData``, ``logrank``); the constant
 per-step success p, its implied p^N, and a Cochran-Armitage test of a hazard that rises with the
-step index (error accumulation) are written here.
+step index (error accumulation) are written here. Runs come as :class:`StepOutcome` objects or,
+for many runs, as :class:`StepOutcomes` columns (the same results, without a Python object each).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import CensoredData, ecdf, logrank, norm
 
 from .proportions import proportion
@@ -27,6 +29,34 @@ class StepOutcome:
 
     steps: int
     failed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcomes:
+    """Many runs as survival data, column by column: steps entered, and whether each failed."""
+
+    steps: npt.NDArray[np.int64]
+    failed: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, outcomes: Outcomes) -> StepOutcomes:
+        """Columns of ``outcomes`` (returned as they are when they already are columns)."""
+        if isinstance(outcomes, StepOutcomes):
+            return outcomes
+        steps = np.fromiter((o.steps for o in outcomes), dtype=np.int64, count=len(outcomes))
+        failed = np.fromiter((o.failed for o in outcomes), dtype=bool, count=len(outcomes))
+        return cls(steps, failed)
+
+    def __post_init__(self) -> None:
+        if len(self.steps) != len(self.failed):
+            raise ValueError("steps and failed must have the same length")
+
+    def __len__(self) -> int:
+        """Number of runs."""
+        return len(self.steps)
+
+
+Outcomes = Sequence[StepOutcome] | StepOutcomes
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,25 +75,24 @@ class SurvivalPoint:
         return asdict(self)
 
 
-def _censored(outcomes: Sequence[StepOutcome]) -> CensoredData:
-    failed = [o.steps for o in outcomes if o.failed]
-    censored = [o.steps for o in outcomes if not o.failed]
-    return CensoredData(uncensored=np.asarray(failed, float), right=np.asarray(censored, float))
+def _censored(outcomes: StepOutcomes) -> CensoredData:
+    failed = outcomes.steps[outcomes.failed].astype(float)
+    censored = outcomes.steps[~outcomes.failed].astype(float)
+    return CensoredData(uncensored=failed, right=censored)
 
 
-def kaplan_meier(
-    outcomes: Sequence[StepOutcome], *, confidence: float = 0.95
-) -> list[SurvivalPoint]:
+def kaplan_meier(outcomes: Outcomes, *, confidence: float = 0.95) -> list[SurvivalPoint]:
     """The Kaplan-Meier survival curve by step, with log-log pointwise intervals."""
-    if not outcomes:
+    if not len(outcomes):
         return []
-    if any(o.steps < 1 for o in outcomes):
+    data = StepOutcomes.of(outcomes)
+    if np.any(data.steps < 1):
         raise ValueError("every run must have entered at least one step")
-    result = ecdf(_censored(outcomes))
-    last = max(o.steps for o in outcomes)
+    result = ecdf(_censored(data))
+    last = int(data.steps.max())
     steps = np.arange(1, last + 1, dtype=float)
     survival = result.sf.evaluate(steps)
-    if all(o.failed is False for o in outcomes):
+    if not data.failed.any():
         low = high = np.ones_like(steps)
     else:
         with warnings.catch_warnings():  # undefined where S(t) is 0 or 1: filled in below
@@ -71,9 +100,9 @@ def kaplan_meier(
             ci = result.sf.confidence_interval(confidence_level=confidence, method="log-log")
         low = np.nan_to_num(ci.low.evaluate(steps), nan=0.0)
         high = np.nan_to_num(ci.high.evaluate(steps), nan=1.0)
-    entered = np.bincount([o.steps for o in outcomes], minlength=last + 2)
+    entered = np.bincount(data.steps, minlength=last + 2)
     at_risk_by_step = entered[::-1].cumsum()[::-1]  # runs that entered at least this step
-    failures = np.bincount([o.steps for o in outcomes if o.failed], minlength=last + 2)
+    failures = np.bincount(data.steps[data.failed], minlength=last + 2)
     points = []
     for i, step in enumerate(range(1, last + 1)):
         at_risk = int(at_risk_by_step[step])
@@ -84,18 +113,19 @@ def kaplan_meier(
     return points
 
 
-def logrank_test(a: Sequence[StepOutcome], b: Sequence[StepOutcome]) -> TestResult:
+def logrank_test(a: Outcomes, b: Outcomes) -> TestResult:
     """Logrank test that two versions' step-survival curves differ (scipy)."""
-    if not a or not b:
+    if not len(a) or not len(b):
         raise ValueError("both groups need runs")
-    result = logrank(_censored(a), _censored(b))
+    result = logrank(_censored(StepOutcomes.of(a)), _censored(StepOutcomes.of(b)))
     return TestResult(float(result.statistic), float(result.pvalue), "logrank")
 
 
-def step_success(outcomes: Sequence[StepOutcome], *, confidence: float = 0.95) -> Interval:
+def step_success(outcomes: Outcomes, *, confidence: float = 0.95) -> Interval:
     """A constant per-step success probability p: steps passed / steps entered (Wilson)."""
-    entered = sum(o.steps for o in outcomes)
-    failed = sum(1 for o in outcomes if o.failed)
+    data = StepOutcomes.of(outcomes)
+    entered = int(data.steps.sum())
+    failed = int(data.failed.sum())
     if entered == 0:
         raise ValueError("no steps were entered")
     interval = proportion(entered - failed, entered, confidence=confidence)

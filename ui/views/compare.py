@@ -1,24 +1,48 @@
-"""Compare two model versions: rates with intervals, paired table, per type, survival, verdict."""
+"""Compare two model versions: rates with intervals, paired table, per type, survival, verdict.
+
+Charts are Vega-Lite specs written out (what Altair would generate, without building and
+validating Altair objects on every render).
+"""
 
 from __future__ import annotations
 
-import altair as alt
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
-from steplog.compare import compare
-from steplog.projections.queries import metrics
+from steplog.compare import comparable, compare
 from steplog.ui.common import EMPTY_HINT, cached, guard, md
+
+
+def _field(name: str, kind: str = "quantitative", **more: Any) -> dict[str, Any]:
+    return {"field": name, "type": kind, **more}
+
+
+def _interval_chart(
+    y: str, estimate: str, x: dict[str, Any], point: dict[str, Any]
+) -> dict[str, Any]:
+    """A point estimate with its interval as a rule, one row per ``y``."""
+    y_axis = _field(y, "nominal", title=None)
+    return {
+        "layer": [
+            {"mark": {"type": "rule"}, "encoding": {"x": x, "x2": {"field": "high"}, "y": y_axis}},
+            {
+                "mark": {"type": "point", **point},
+                "encoding": {"x": _field(estimate), "y": y_axis},
+            },
+        ]
+    }
 
 
 def render() -> None:
     st.title("Compare model versions")
-    groups = cached(metrics, by_task_type=False)
-    versions = sorted({m.model_version for m in groups})
+    groups = cached(comparable)
+    versions = sorted({version for _, version in groups})
     if len(versions) < 2:
         st.info(EMPTY_HINT if not groups else "Two model versions are needed to compare.")
         return
-    scenarios = sorted({m.scenario for m in groups})
+    scenarios = sorted({scenario for scenario, _ in groups})
     c1, c2, c3, c4 = st.columns(4)
     baseline = c1.selectbox("baseline", versions, index=0, key="baseline")
     candidate = c2.selectbox("candidate", versions, index=1, key="candidate")
@@ -48,18 +72,11 @@ def render() -> None:
             for side in ("baseline", "candidate")
         ]
     )
-    chart = alt.Chart(rates).encode(y=alt.Y("version:N", title=None))
-    st.altair_chart(
-        chart.mark_rule().encode(
-            x=alt.X(
-                "low:Q",
-                scale=alt.Scale(domain=[0, 1]),
-                axis=alt.Axis(format="%"),
-                title="completion",
-            ),
-            x2="high:Q",
-        )
-        + chart.mark_point(filled=True, size=90).encode(x="rate:Q")
+    completion_axis = _field(
+        "low", axis={"format": "%"}, scale={"domain": [0, 1]}, title="completion"
+    )
+    st.vega_lite_chart(
+        rates, _interval_chart("version", "rate", completion_axis, {"filled": True, "size": 90})
     )
     st.dataframe(rates, hide_index=True)
     if report["paired"]:
@@ -77,10 +94,10 @@ def render() -> None:
         st.subheader("Difference by task type (Holm and BH adjusted)")
         types["low"] = types["ci"].str[0]
         types["high"] = types["ci"].str[1]
-        forest = alt.Chart(types).encode(y=alt.Y("task_type:N", title=None))
-        st.altair_chart(
-            forest.mark_rule().encode(x=alt.X("low:Q", title="candidate - baseline"), x2="high:Q")
-            + forest.mark_point(filled=True).encode(x="estimate:Q")
+        difference_axis = _field("low", title="candidate - baseline")
+        st.vega_lite_chart(
+            types[["task_type", "estimate", "low", "high"]],
+            _interval_chart("task_type", "estimate", difference_axis, {"filled": True}),
         )
         st.dataframe(
             types[["task_type", "n", "estimate", "low", "high", "p_value", "p_holm", "p_bh"]],
@@ -105,12 +122,16 @@ def render() -> None:
     for side in ("baseline", "candidate"):
         for point in report["survival"][side]["curve"]:
             curves.append({"version": report[side]["model_version"], **point})
-    st.altair_chart(
-        alt.Chart(pd.DataFrame(curves))
-        .mark_line(interpolate="step-after")
-        .encode(
-            x="step:Q", y=alt.Y("survival:Q", scale=alt.Scale(domain=[0, 1])), color="version:N"
-        )
+    st.vega_lite_chart(
+        pd.DataFrame(curves),
+        {
+            "mark": {"type": "line", "interpolate": "step-after"},
+            "encoding": {
+                "color": _field("version", "nominal"),
+                "x": _field("step"),
+                "y": _field("survival", scale={"domain": [0, 1]}),
+            },
+        },
     )
     power = report["power"]
     needed = (
