@@ -155,3 +155,42 @@ def test_demo_then_serves_the_ui_on_loopback(
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     code, _, err = invoke("ui", "--host", "0.0.0.0", "--port", "8601")
     assert code == 0 and "has no authentication" in " ".join(err.split())
+
+
+def test_stopping_the_ui_stops_streamlit_too(steplog_home: str) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "steplog.cli", "ui", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # wait until Streamlit answers on the port
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("steplog ui did not start Streamlit")
+        ui.send_signal(signal.SIGTERM)
+        ui.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) != 0:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("Streamlit kept serving after steplog ui was stopped")
+    finally:
+        if ui.poll() is None:
+            ui.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from contextlib import suppress
@@ -392,8 +393,14 @@ def ui_cmd(
         "minimal",
     ]
     console.print(f"steplog UI on http://{host}:{port} (store {redact(url)})", highlight=False)
+    # a service manager's SIGTERM becomes Ctrl-C: subprocess.run then stops Streamlit too
+    signal.signal(signal.SIGTERM, _interrupt)
     with suppress(KeyboardInterrupt):
         subprocess.run(command, env={**os.environ, "STEPLOG_DATABASE_URL": url}, check=False)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 @app.command("demo")
