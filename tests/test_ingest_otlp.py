@@ -619,3 +619,134 @@ def test_quarantine_retry_needs_ids_or_all(store: EventStore, store_url: str) ->
     assert json.loads(result.stdout) == [
         {"id": 99, "resolved": False, "detail": "no such quarantined record"}
     ]
+
+
+# --- regressions found in review ------------------------------------------------------------
+
+
+def test_a_span_staged_during_assembly_is_not_deleted_unassembled(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+    chat, tool, root = agent_trace(random.Random(20))
+    ingest.receive(decode_document(request(chat, root)))
+    original_load = ingest._load
+
+    def load_then_receive(traces: Any) -> Any:
+        loaded = original_load(traces)
+        ingest.receive(decode_document(request(tool)))  # acknowledged mid-assembly
+        return loaded
+
+    monkeypatch.setattr(ingest, "_load", load_then_receive)
+    ingest.assemble()
+    monkeypatch.undo()
+    assert ingest.pending() == (1, 1)  # still staged, not silently deleted
+    ingest.assemble(everything=True)
+    (kept,) = store.quarantined()
+    assert "arrived after trace" in kept.reason and ingest.pending() == (0, 0)
+
+
+def test_a_file_import_leaves_a_live_receivers_traces_alone(
+    store: EventStore, tmp_path: Path
+) -> None:
+    from steplog.ingest.otlp.files import read_documents
+    from steplog.ingest.otlp.pipeline import import_documents
+
+    rng = random.Random(21)
+    live = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+    *children, live_root = agent_trace(rng)
+    live.receive(decode_document(request(*children)))  # waiting for its root
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(request(*agent_trace(rng))))
+    report = import_documents(OtlpIngest(store, default_redactor()), read_documents(path))
+    assert report.runs == 1 and live.pending() == (1, 2)
+    live.receive(decode_document(request(live_root)))
+    assert live.assemble().runs == 1 and store.quarantined() == []
+
+
+def test_json_lines_with_long_or_bad_first_lines(store: EventStore, tmp_path: Path) -> None:
+    from steplog.ingest.otlp.files import read_documents
+    from steplog.ingest.otlp.pipeline import import_documents
+
+    rng = random.Random(22)
+    padded = [
+        request(*agent_trace(rng, instance="x" * 40_000)),  # lines over 64 KiB
+        request(*agent_trace(rng, instance="y" * 40_000)),
+    ]
+    path = tmp_path / "long.jsonl"
+    path.write_text("{not json\n" + "".join(json.dumps(d) + "\n" for d in padded))
+    report = import_documents(OtlpIngest(store, default_redactor()), read_documents(path))
+    assert report.runs == 2 and [bad.location for bad in report.quarantined] == ["line 1"]
+
+
+def test_a_trace_the_store_refuses_is_one_quarantine_record_that_retries_whole(
+    store: EventStore, store_url: str
+) -> None:
+    rng = random.Random(23)
+    spans = agent_trace(rng, fail_tool=True)
+    spans[1]["status"]["message"] = "x" * 60_000  # with others, over a tiny payload limit
+    small = EventStore(store.engine, max_payload_bytes=50_000)
+    ingest = OtlpIngest(small, default_redactor(), settle_seconds=0.0)
+    ingest.receive(decode_document(request(*spans)))
+    report = ingest.assemble()
+    assert report.runs == 0
+    (kept,) = store.quarantined()
+    assert "refused the run" in kept.reason and "(3 spans)" in kept.location
+    result = runner.invoke(app, ["quarantine", "retry", "--all", "--db", store_url, "--json"])
+    assert result.exit_code == 0, result.output
+    assert store.count_runs() == 1
+    (run,) = {e.run_id for e in store.read_all()}
+    assert [e.type for e in store.read_run(run)].count("StepStarted") == 2
+
+
+def test_list_valued_secret_headers_and_rejected_raw_pairs_are_redacted(
+    store: EventStore,
+) -> None:
+    rng = random.Random(24)
+    trace, root = hex_id(rng, 16), hex_id(rng, 8)
+    good = span(trace, root, "invoke_agent", gen_ai__operation__name="invoke_agent")
+    good["attributes"].append(
+        {"key": "http.request.header.x-api-key",
+         "value": {"arrayValue": {"values": [{"stringValue": "abcd1234efgh"}]}}}
+    )  # fmt: skip
+    bad = span(trace, hex_id(rng, 8), "chat", parent=root, db__password="hunter2hunter2")
+    bad["spanId"] = "nope"
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+    ingest.receive(decode_document(request(good, bad)))
+    ingest.assemble()
+    stored = json.dumps([e.payload for e in store.read_all()])
+    kept = json.dumps([r.raw + r.reason for r in store.quarantined()])
+    assert "abcd1234efgh" not in stored and "hunter2hunter2" not in kept
+    assert "[REDACTED]" in kept
+
+
+def test_a_chat_root_with_children_keeps_its_own_call() -> None:
+    rng = random.Random(25)
+    trace, root, http = hex_id(rng, 16), hex_id(rng, 8), hex_id(rng, 8)
+    document = request(
+        span(trace, root, "chat m", end=5, gen_ai__operation__name="chat",
+             gen_ai__request__model="m", gen_ai__usage__input_tokens=9),
+        span(trace, http, "POST", parent=root, start=1, end=4),
+    )  # fmt: skip
+    events = map_trace(decode_document(document).spans).events
+    (model,) = [e.event for e in events if type(e.event).__name__ == "ModelCalled"]
+    assert model.input_tokens == 9  # type: ignore[attr-defined]
+
+
+def test_chunked_bodies_are_read(receiver: OtlpReceiver, store: EventStore) -> None:
+    import http.client
+
+    body = json.dumps(request(*agent_trace(random.Random(26)))).encode()
+    host, port = receiver.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.putrequest("POST", "/v1/traces")
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    for start in range(0, len(body), 1000):
+        piece = body[start : start + 1000]
+        conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+    conn.send(b"0\r\n\r\n")
+    response = conn.getresponse()
+    assert response.status == 200, response.read()
+    wait_for(lambda: store.count_runs() == 1)

@@ -99,9 +99,12 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
+            pair_key = value.get("key")  # OTLP's {"key": name, "value": {...}} attributes
+            if isinstance(pair_key, str) and "value" in value and _names_a_secret(pair_key):
+                return {**value, "value": MASK}
             return {
                 key: MASK
-                if isinstance(key, str) and _names_a_secret(key) and _is_scalar(item)
+                if isinstance(key, str) and item is not None and _names_a_secret(key)
                 else self.value(item)
                 for key, item in value.items()
             }
@@ -124,10 +127,6 @@ def _ungrouped(pattern: str) -> str:
 def _names_a_secret(key: str) -> bool:
     """Whether a mapping key names a secret (keys repeat endlessly: cached)."""
     return SECRET_KEYS.match(key) is not None
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is not None and not isinstance(value, Mapping | list | tuple | bool)
 
 
 def _mask_group(match: re.Match[str]) -> str:

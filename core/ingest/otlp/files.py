@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ...errors import SteplogError
 from ..report import Rejected
@@ -18,12 +18,11 @@ def read_documents(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
     """Each OTLP/JSON request in ``path`` with its location, or the reason a line is unusable."""
     try:
         with path.open("rb") as stream:
-            head = stream.read(1 << 16)
+            starts = [line[:1] for line in _first_lines(stream, 3)]
     except OSError as exc:
         raise SteplogError(f"cannot read {path}: {exc.strerror or exc}") from None
-    first_line = head.split(b"\n", 1)[0].strip()
-    if _parses(first_line):
-        yield from _lines(path)
+    if len(starts) > 1 and all(start == b"{" for start in starts):
+        yield from _lines(path)  # one request per line (a bad line is quarantined alone)
         return
     if path.stat().st_size > MAX_WHOLE_FILE:
         raise SteplogError(
@@ -42,8 +41,8 @@ def read_documents(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
         yield Rejected(
             "file", f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", text[:65536]
         )
-    except RecursionError:
-        yield Rejected("file", "not JSON: nested too deeply", text[:65536])
+    except (ValueError, RecursionError) as exc:  # nested too deeply, huge integers
+        yield Rejected("file", f"not JSON: {exc}", text[:65536])
 
 
 def _lines(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
@@ -63,20 +62,22 @@ def _lines(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
                 )
             except json.JSONDecodeError as exc:
                 yield Rejected(location, f"not JSON: {exc.msg} at column {exc.colno}", _lossy(line))
-            except RecursionError:
-                yield Rejected(location, "not JSON: nested too deeply", _lossy(line))
+            except (ValueError, RecursionError) as exc:  # nested too deeply, huge integers
+                yield Rejected(location, f"not JSON: {exc}", _lossy(line))
 
 
-def _parses(line: bytes) -> bool:
-    if line.startswith(b"\xef\xbb\xbf"):
-        line = line[3:]
-    if not line.startswith(b"{"):
-        return False
-    try:
-        json.loads(line)
-    except (ValueError, RecursionError):
-        return False
-    return True
+def _first_lines(stream: BinaryIO, count: int) -> list[bytes]:
+    """The first ``count`` non-blank lines (a BOM dropped), each read whole."""
+    found: list[bytes] = []
+    for raw in stream:
+        line = raw.strip()
+        if not found and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if line:
+            found.append(line)
+            if len(found) == count:
+                break
+    return found
 
 
 def _lossy(raw: bytes) -> str:

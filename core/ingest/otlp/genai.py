@@ -94,8 +94,8 @@ def map_trace(spans: list[Span]) -> MappedRun:
             children[span.parent_span_id].append(span)
     step_spans = children[root.span_id] + roots[1:]
     step_spans.sort(key=lambda s: (s.start_ns, s.span_id))
-    if not step_spans and _call_kind(root):
-        step_spans = [root]  # a lone model or tool call: a one-step run
+    if _call_kind(root):  # a model or tool call at the top: one step, holding its children
+        step_spans = [root, *roots[1:]]
     return _Builder(trace_id, root, spans, children).build(step_spans)
 
 
@@ -444,7 +444,7 @@ def _json_or_text(value: Any) -> Any:
     if isinstance(value, str) and value[:1] in ("{", "["):
         try:
             return json.loads(value)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON after all, or an absurd integer
             return value
     return value
 

@@ -54,6 +54,7 @@ class Received:
     accepted: int = 0
     rejected: list[RejectedSpan] = field(default_factory=list)
     roots: int = 0
+    trace_ids: set[str] = field(default_factory=set)
 
     @property
     def error_message(self) -> str:
@@ -113,15 +114,24 @@ class OtlpIngest:
             with write_transaction(self.store.engine) as conn:
                 conn.exec_driver_sql(self._insert_sql, rows)
         received.accepted = len(rows)
+        received.trace_ids = {row[0] for row in rows}
         received.roots = sum(1 for row in rows if row[3])
         for bad in received.rejected:
+            clean = self.redacted(Rejected(bad.location, bad.reason, bad.raw))
             self.store.quarantine(
-                source=self.source,
-                location=bad.location,
-                reason=bad.reason,
-                raw=self.redactor.text(bad.raw),
+                source=self.source, location=clean.location, reason=clean.reason, raw=clean.raw
             )
         return received
+
+    def redacted(self, bad: Rejected) -> Rejected:
+        """``bad`` with secrets redacted from its reason and raw content (parsed when it is
+        JSON, so secret-named keys and OTLP key/value pairs are masked too)."""
+        raw = bad.raw
+        try:
+            raw = json.dumps(self.redactor.value(json.loads(raw)))
+        except (ValueError, RecursionError):
+            raw = self.redactor.text(raw)
+        return Rejected(bad.location, self.redactor.text(bad.reason), raw)
 
     def _redacted_compact(self, span: Span, resource: Any) -> list[Any]:
         """``span.to_compact()`` with every secret redacted (``resource`` already is)."""
@@ -176,8 +186,9 @@ class OtlpIngest:
             traces = self.ready_traces(everything=everything)
             if not traces:
                 return report
-            self._assemble_many(self._load(traces), report)
-            self._unstage(traces)
+            loaded = self._load(traces)
+            self._assemble_many(loaded, report)
+            self._unstage(loaded)
 
     def _assemble_many(self, traces: dict[str, list[Span]], report: ImportReport) -> None:
         """Map every trace; store the new runs in one transaction, the rest one by one."""
@@ -202,8 +213,10 @@ class OtlpIngest:
     def assemble_traces(self, traces: Sequence[str]) -> ImportReport:
         """Turn the named staged traces into runs now, ready or not."""
         report = ImportReport()
-        self._assemble_many(self._load(traces), report)
-        self._unstage(traces)
+        for chunk in range(0, len(traces), TRACES_PER_ROUND):
+            loaded = self._load(traces[chunk : chunk + TRACES_PER_ROUND])
+            self._assemble_many(loaded, report)
+            self._unstage(loaded)
         return report
 
     def _load(self, traces: Sequence[str]) -> dict[str, list[Span]]:
@@ -215,17 +228,29 @@ class OtlpIngest:
                 grouped[trace_id].append(Span.from_compact(from_json(body)))
         return grouped
 
-    def _unstage(self, traces: Iterable[str]) -> None:
+    def _unstage(self, loaded: dict[str, list[Span]]) -> None:
+        """Delete exactly the spans that were loaded: one that arrived meanwhile stays staged
+        (and is assembled, or found late, in a later round)."""
+        t = staged_spans_table.c
         with write_transaction(self.store.engine) as conn:
-            conn.execute(
-                delete(staged_spans_table).where(staged_spans_table.c.trace_id.in_(traces))
-            )
+            for trace_id, spans in loaded.items():
+                ids = [span.span_id for span in spans]
+                for start in range(0, len(ids), 500):
+                    conn.execute(
+                        delete(staged_spans_table).where(
+                            t.trace_id == trace_id, t.span_id.in_(ids[start : start + 500])
+                        )
+                    )
 
     def _append_one(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> None:
         try:
             result = self.store.append_batch(mapped.run_id, mapped.events, expected_version=0)
-        except REFUSALS:
+        except (ConcurrencyError, IdempotencyError):  # stored before: a re-send or late spans
             self._reconcile(mapped, spans, report)
+            return
+        except InvalidEventError as exc:  # the store refuses the run itself (e.g. too large)
+            reason = f"the store refused the run of this trace: {exc}"
+            self._quarantine_trace(mapped.trace_id, spans, reason, report)
             return
         report.stored(mapped.run_id, len(mapped.events), duplicate=result.duplicate)
 
@@ -254,16 +279,19 @@ class OtlpIngest:
     def _quarantine_trace(
         self, trace_id: str, spans: list[Span], reason: str, report: ImportReport
     ) -> None:
+        """One record for the whole trace (one OTLP/JSON request), so a retry sees it whole."""
+        request: dict[str, Any] = {"resourceSpans": []}
         for span in spans:
-            report.reject(
-                self.store,
-                self.source,
-                Rejected(
-                    location=f"trace {trace_id} span {span.span_id}",
-                    reason=reason,
-                    raw=json.dumps(span.to_json()),
-                ),
-            )
+            request["resourceSpans"].extend(span.to_json()["resourceSpans"])
+        report.reject(
+            self.store,
+            self.source,
+            Rejected(
+                location=f"trace {trace_id} ({len(spans)} spans)",
+                reason=reason,
+                raw=json.dumps(request),
+            ),
+        )
 
 
 def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> set[str]:
@@ -290,16 +318,18 @@ def import_documents(
     """Stage every span of parsed OTLP/JSON ``documents`` (each with its location; unreadable
     ones arrive as :class:`Rejected` and are quarantined), then assemble every staged trace."""
     report = ImportReport()
+    staged: set[str] = set()
     for item in documents:
         if isinstance(item, Rejected):
-            report.reject(ingest.store, ingest.source, item)
+            report.reject(ingest.store, ingest.source, ingest.redacted(item))
             continue
         location, document = item
         try:
             decoded = decode_document(document)
         except RequestError as exc:
             where = location or "file"
-            report.reject(ingest.store, ingest.source, Rejected(where, str(exc), _dump(document)))
+            rejected = Rejected(where, str(exc), _dump(document))
+            report.reject(ingest.store, ingest.source, ingest.redacted(rejected))
             continue
         decoded.rejected = [
             RejectedSpan(f"{location} {bad.location}".strip(), bad.reason, bad.raw)
@@ -307,9 +337,11 @@ def import_documents(
         ]
         report.quarantined.extend(decoded.rejected)
         received = ingest.receive(decoded)
+        staged |= received.trace_ids
         if on_progress is not None:
             on_progress(received.accepted)
-    assembled = ingest.assemble(everything=True)
+    # only this file's traces: others staged by a running receiver are waiting for their root
+    assembled = ingest.assemble_traces(sorted(staged))
     report.appended += assembled.appended
     report.already_stored += assembled.already_stored
     report.run_ids |= assembled.run_ids

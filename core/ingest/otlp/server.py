@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ...errors import SteplogError
 from .assembler import AssemblerProcess, AssemblerThread
@@ -117,6 +117,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: OtlpReceiver
     protocol_version = "HTTP/1.1"
     server_version = "steplog-otlp"
+    timeout = 60  # a client that stalls mid-body does not hold a thread forever
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the CLI prints a summary instead of a line per request."""
@@ -148,6 +149,20 @@ class _Handler(BaseHTTPRequestHandler):
                 content_type,
             )
             return
+        limit = self.server.max_body_bytes
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            try:
+                body = _read_chunked(self.rfile, limit)
+            except _TooLarge as exc:
+                self.close_connection = True
+                self._reply_status(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc), content_type)
+                return
+            except (ValueError, OSError) as exc:
+                self.close_connection = True
+                self._reply_status(HTTPStatus.BAD_REQUEST, f"bad chunked body: {exc}", content_type)
+                return
+            self._decode_and_receive(body, encoding, content_type)
+            return
         length_header = self.headers.get("Content-Length")
         if length_header is None or not length_header.strip().isdigit():
             self.close_connection = True
@@ -156,7 +171,6 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         length = int(length_header)
-        limit = self.server.max_body_bytes
         if length > limit:
             self.close_connection = True
             self._reply_status(
@@ -165,7 +179,10 @@ class _Handler(BaseHTTPRequestHandler):
                 content_type,
             )
             return
-        body = self.rfile.read(length)
+        self._decode_and_receive(self.rfile.read(length), encoding, content_type)
+
+    def _decode_and_receive(self, body: bytes, encoding: str, content_type: str) -> None:
+        limit = self.server.max_body_bytes
         try:
             body = _decompress(body, encoding, limit)
             decoded = decode_protobuf(body) if content_type == PROTOBUF else decode_json(body)
@@ -175,12 +192,19 @@ class _Handler(BaseHTTPRequestHandler):
         except RequestError as exc:
             self._bad_request(str(exc), body, content_type)
             return
-        self._receive(decoded, content_type)
+        try:
+            self._receive(decoded, content_type)
+        except Exception as exc:  # a bug, not the client's fault: say so, keep serving
+            self._reply_status(
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                f"the receiver failed on this request: {type(exc).__name__}: {exc}",
+                content_type,
+            )
 
     def _receive(self, decoded: DecodedRequest, content_type: str) -> None:
         try:
             received = self.server.ingest.receive(decoded)
-        except (SteplogError, DBAPIError) as exc:
+        except (SteplogError, SQLAlchemyError) as exc:  # incl. a pool timeout
             with self.server.lock:
                 self.server.stats.unavailable += 1
             self._reply_status(
@@ -279,6 +303,24 @@ class _TooLarge(Exception):
     pass
 
 
+def _read_chunked(stream: Any, limit: int) -> bytes:
+    """A ``Transfer-Encoding: chunked`` body, refusing to grow past ``limit``."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        line = stream.readline(1026)
+        chunk = int(line.split(b";", 1)[0].strip() or b"x", 16)  # ValueError if malformed
+        if chunk == 0:
+            while stream.readline(1026) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return b"".join(parts)
+        size += chunk
+        if size > limit:
+            raise _TooLarge(f"the chunked body exceeds {limit:,} bytes, the limit")
+        parts.append(stream.read(chunk))
+        stream.readline(3)  # the CRLF after each chunk
+
+
 def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
     """Inflate ``body``, refusing to grow past ``limit`` (a compression bomb)."""
     if encoding == "identity":
@@ -293,7 +335,10 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
         out = inflater.decompress(body, limit + 1)
         if len(out) > limit or inflater.unconsumed_tail:
             raise _TooLarge(f"the body inflates to more than {limit:,} bytes, the limit")
-        return out + inflater.flush()
+        out += inflater.flush()
+        if not inflater.eof:
+            raise RequestError(f"the body is not valid {encoding}: it ends early")
+        return out
     except (zlib.error, gzip.BadGzipFile, EOFError) as exc:
         raise RequestError(f"the body is not valid {encoding}: {exc}") from None
 

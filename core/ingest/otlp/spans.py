@@ -23,6 +23,10 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from ...errors import SteplogError
 
 STATUS_ERROR = 2
+MAX_NAME = 1000
+"""Span and event names are cut here (they become step names)."""
+MAX_MESSAGE = 64 * 1024
+"""Status messages are cut here (they become failure messages)."""
 
 
 class RequestError(SteplogError):
@@ -163,7 +167,12 @@ def decode_protobuf(body: bytes) -> DecodedRequest:
         raise RequestError(f"not an OTLP protobuf ExportTraceServiceRequest: {exc}") from None
     decoded = DecodedRequest()
     for r_index, resource_spans in enumerate(request.resource_spans):
-        resource = _pb_attributes(resource_spans.resource.attributes)
+        try:
+            resource = _pb_attributes(resource_spans.resource.attributes)
+        except SteplogError as exc:  # every span of this resource goes with it
+            where = f"resourceSpans[{r_index}].resource"
+            decoded.rejected.append(RejectedSpan(where, str(exc), _pb_raw(resource_spans)))
+            continue
         for s_index, scope_spans in enumerate(resource_spans.scope_spans):
             for index, pb in enumerate(scope_spans.spans):
                 where = f"resourceSpans[{r_index}].scopeSpans[{s_index}].spans[{index}]"
@@ -174,21 +183,23 @@ def decode_protobuf(body: bytes) -> DecodedRequest:
                                 trace_id=pb.trace_id.hex(),
                                 span_id=pb.span_id.hex(),
                                 parent_span_id=pb.parent_span_id.hex() or None,
-                                name=pb.name,
+                                name=_text(pb.name)[:MAX_NAME],
                                 kind=pb.kind,
                                 start_ns=pb.start_time_unix_nano,
                                 end_ns=pb.end_time_unix_nano,
                                 attributes=_pb_attributes(pb.attributes),
                                 status_code=pb.status.code,
-                                status_message=pb.status.message,
+                                status_message=_text(pb.status.message)[:MAX_MESSAGE],
                                 events=tuple(
                                     SpanEvent(
-                                        e.name, e.time_unix_nano, _pb_attributes(e.attributes)
+                                        _text(e.name),
+                                        e.time_unix_nano,
+                                        _pb_attributes(e.attributes),
                                     )
                                     for e in pb.events
                                 ),
                                 resource=resource,
-                                scope=scope_spans.scope.name,
+                                scope=_text(scope_spans.scope.name),
                             )
                         )
                     )
@@ -207,7 +218,7 @@ def _pb_raw(pb: Any) -> str:
 
 
 def _pb_attributes(items: Any) -> dict[str, Any]:
-    return {kv.key: _pb_value(kv.value) for kv in items}
+    return {_text(kv.key): _pb_value(kv.value) for kv in items}
 
 
 def _pb_value(value: AnyValue, depth: int = 0) -> Any:
@@ -220,11 +231,13 @@ def _pb_value(value: AnyValue, depth: int = 0) -> Any:
         return [_pb_value(v, depth + 1) for v in value.array_value.values]
     if kind == "kvlist_value":
         pairs: list[KeyValue] = list(value.kvlist_value.values)
-        return {kv.key: _pb_value(kv.value, depth + 1) for kv in pairs}
+        return {_text(kv.key): _pb_value(kv.value, depth + 1) for kv in pairs}
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
     if kind == "double_value":
         return _finite(value.double_value)
+    if kind == "string_value":
+        return _text(value.string_value)
     return getattr(value, kind)
 
 
@@ -235,7 +248,7 @@ def decode_json(body: bytes) -> DecodedRequest:
     """Decode an OTLP/JSON ``ExportTraceServiceRequest``."""
     try:
         document = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer too long to convert
         raise RequestError(f"not JSON: {exc}") from None
     except RecursionError:
         raise RequestError("not JSON: nested too deeply") from None
@@ -290,7 +303,7 @@ def _walk(
                 )
                 continue
             scope_doc = scope_item.get("scope") or {}
-            scope = str(scope_doc.get("name", "")) if isinstance(scope_doc, dict) else ""
+            scope = _text(str(scope_doc.get("name", ""))) if isinstance(scope_doc, dict) else ""
             for index, span in enumerate(spans):
                 yield f"{s_where}.spans[{index}]", span, resource, scope
 
@@ -309,13 +322,13 @@ def _json_span(doc: Any, resource: dict[str, Any], scope: str) -> Span:
             trace_id=_json_id(doc, "traceId", "trace_id", 16, required=True) or "",
             span_id=_json_id(doc, "spanId", "span_id", 8, required=True) or "",
             parent_span_id=_json_id(doc, "parentSpanId", "parent_span_id", 8, required=False),
-            name=_text(_field(doc, "name", "name", "")),
+            name=_text(_field(doc, "name", "name", ""))[:MAX_NAME],
             kind=_int(_field(doc, "kind", "kind", 0), "kind"),
             start_ns=_int(_field(doc, "startTimeUnixNano", "start_time_unix_nano", 0), "start"),
             end_ns=_int(_field(doc, "endTimeUnixNano", "end_time_unix_nano", 0), "end"),
             attributes=_json_attributes(doc.get("attributes")),
             status_code=_int(status.get("code", 0), "status.code"),
-            status_message=_text(status.get("message", "")),
+            status_message=_text(status.get("message", ""))[:MAX_MESSAGE],
             events=tuple(_json_event(e) for e in events),
             resource=resource,
             scope=scope,
@@ -359,7 +372,7 @@ def _json_attributes(items: Any) -> dict[str, Any]:
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise SteplogError(f"attribute {_dump(item)[:80]} has no string key")
-        result[item["key"]] = _json_value(item.get("value"), item["key"])
+        result[_text(item["key"])] = _json_value(item.get("value"), item["key"])
     return result
 
 
@@ -397,7 +410,7 @@ def _json_value(value: Any, key: str, depth: int = 0) -> Any:
         if not isinstance(values, list):
             raise SteplogError(f"attribute {key!r}: kvlistValue needs a values list")
         return {
-            str(kv.get("key")): _json_value(kv.get("value"), key, depth + 1)
+            _text(str(kv.get("key"))): _json_value(kv.get("value"), key, depth + 1)
             for kv in values
             if isinstance(kv, dict)
         }
@@ -450,9 +463,8 @@ def _integral(value: Any) -> bool:
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise SteplogError(f"expected a string, not {value!r}")
-    if "\x00" in value:
-        return value.replace("\x00", "\ufffd")
-    return value.encode("utf-8", errors="replace").decode("utf-8")
+    text: str = value.replace("\x00", "\ufffd") if "\x00" in value else value
+    return text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates
 
 
 def _finite(number: float) -> float | str:
