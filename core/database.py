@@ -186,7 +186,19 @@ def create_engine_for(url: str, **kwargs: Any) -> Engine:
     # timeout) is replaced at checkout. A disconnect seen mid-statement invalidates the whole
     # pool (SQLAlchemy does that), so the next attempt starts on fresh connections.
     kwargs.setdefault("pool_pre_ping", True)
+    kwargs.setdefault("pool_size", _pool_setting("STEPLOG_POOL_SIZE", 5))
+    kwargs.setdefault("max_overflow", _pool_setting("STEPLOG_POOL_OVERFLOW", 10))
     return create_engine(sa_url, connect_args={"connect_timeout": 10}, **kwargs)
+
+
+def _pool_setting(name: str, default: int) -> int:
+    """A PostgreSQL connection-pool size from the environment, checked."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    if not raw.strip().isdigit():
+        raise ConfigurationError(f"{name} must be a whole number of connections, not {raw!r}")
+    return int(raw)
 
 
 def _install_sqlite_hooks(engine: Engine, timeout: float) -> None:

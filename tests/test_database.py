@@ -97,3 +97,17 @@ def test_unwritable_sqlite_location_is_a_clear_error(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(ConfigurationError, match="cannot create the folder"):
         EventStore.open(str(blocker / "store.db"))
+
+
+def test_pool_sizes_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from steplog.database import create_engine_for
+    from steplog.errors import ConfigurationError
+
+    monkeypatch.setenv("STEPLOG_POOL_SIZE", "12")
+    monkeypatch.setenv("STEPLOG_POOL_OVERFLOW", "3")
+    engine = create_engine_for("postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    assert (engine.pool.size(), engine.pool._max_overflow) == (12, 3)  # type: ignore[attr-defined]
+    engine.dispose()
+    monkeypatch.setenv("STEPLOG_POOL_SIZE", "lots")
+    with pytest.raises(ConfigurationError, match="STEPLOG_POOL_SIZE must be a whole number"):
+        create_engine_for("postgresql+psycopg://postgres@127.0.0.1:5432/test")

@@ -53,9 +53,11 @@ def replicated_store(
     enough: Callable[[int, int], bool],
     copies: Callable[[int, int], int],
     progress: Console | None = None,
+    on_copy: Callable[[int, int], None] | None = None,
 ) -> tuple[int, int]:
     """(runs, events) of a cached store; ``enough(runs, events)`` decides reuse, and
-    ``copies(template_runs, template_events)`` how many copies a new one gets."""
+    ``copies(template_runs, template_events)`` how many copies a new one gets.
+    ``on_copy(copies written, copies in all)`` follows a new store's bulk load."""
     if path.exists():
         with sqlite3.connect(path) as conn:
             runs = conn.execute("SELECT count(DISTINCT run_id) FROM events").fetchone()[0]
@@ -93,6 +95,8 @@ def replicated_store(
         target.execute("BEGIN")
         target.executemany(f"INSERT INTO events ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         target.execute("COMMIT")
+        if on_copy is not None:
+            on_copy(copy + 1, total)
     target.close()
     return template_runs * total, position
 

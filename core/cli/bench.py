@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,8 +13,10 @@ from rich.table import Table
 from ..database import (
     resolve_url,
 )
+from ..errors import SteplogError
 from ._shared import (
     JsonOption,
+    _finite,
     _print_json,
     bench_app,
     console,
@@ -180,3 +184,142 @@ def bench_ui(
     for t in timings:
         table.add_row(t.page, f"{t.seconds:.2f} s", t.verdict)
     console.print(table)
+
+
+@bench_app.command("scale")
+def bench_scale(
+    sizes: Annotated[
+        str, typer.Option(help="Store sizes in events, comma-separated.")
+    ] = "1000000,5000000,10000000",
+    engines: Annotated[
+        str, typer.Option(help="sqlite, postgresql or both, comma-separated.")
+    ] = "sqlite",
+    pg_url: Annotated[
+        str | None,
+        typer.Option(
+            "--pg-url",
+            help="PostgreSQL database for the postgresql engine (created if missing; one "
+            "schema bench_scale_N per size, kept as a cache).",
+        ),
+    ] = None,
+    append_events: Annotated[
+        int, typer.Option(min=100, help="Events in the append workload.")
+    ] = 20_000,
+    append_batch: Annotated[int, typer.Option(min=1, help="Events per append call.")] = 100,
+    repeat: Annotated[
+        int, typer.Option(min=1, max=10, help="Appends and compares per store; median.")
+    ] = 3,
+    scenario: Annotated[
+        str | None, typer.Option(help="Scenario of the failures query and the compare.")
+    ] = None,
+    save: Annotated[
+        Path | None,
+        typer.Option(help="Write the JSON report here after every store (partial results)."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Append, rebuild, failure-library query, compare and disk use as the log grows."""
+    from ..bench.scale import ScaleReport, run_scale_benchmark
+
+    try:
+        size_list = [int(part.replace("_", "")) for part in sizes.split(",") if part.strip()]
+    except ValueError:
+        raise SteplogError(f"--sizes must be comma-separated event counts, not {sizes!r}") from None
+
+    def saved(report: ScaleReport) -> None:
+        if save is not None:
+            save.write_text(json.dumps(_finite(report.as_dict()), default=str, indent=2) + "\n")
+
+    report = run_scale_benchmark(
+        sizes=size_list,
+        engines=[part.strip() for part in engines.split(",") if part.strip()],
+        pg_url=resolve_url(pg_url) if pg_url else None,
+        append_events=append_events,
+        append_batch=append_batch,
+        repeat=repeat,
+        scenario=scenario,
+        progress=None if as_json else err_console,
+        on_result=saved,
+    )
+    if as_json:
+        _print_json(report.as_dict())
+        return
+    wide = Console(width=max(console.width, 200))
+    table = Table(
+        "engine",
+        "events",
+        "runs",
+        "on disk",
+        "B/event",
+        "append ev/s",
+        "vs empty",
+        "raw ev/s",
+        "rebuild",
+        "rebuild ev/s",
+        "vs raw",
+        "peak RSS",
+        "failures",
+        "signature runs",
+        "compare",
+        title="bench scale (append: median; queries: median; rebuild and raw: one pass each)",
+    )
+    for r in report.results:
+        table.add_row(
+            r.engine,
+            f"{r.events:,}",
+            f"{r.runs:,}",
+            f"{r.disk_bytes / 1e9:.2f} GB",
+            f"{r.bytes_per_event:,.0f}",
+            f"{r.append_events_per_second:,.0f}",
+            f"{r.append_vs_empty:.2f}x",
+            f"{r.raw.events_per_second:,.0f}",
+            f"{r.rebuild.seconds:,.1f} s ({r.rebuild.cpu_seconds:,.0f} s CPU)",
+            f"{r.rebuild.events_per_second:,.0f}",
+            f"{r.rebuild_vs_raw:.2f}x",
+            f"{r.rebuild.peak_rss_mb:,.0f} MB",
+            f"{r.failures_seconds * 1000:.1f} ms",
+            f"{r.signature_runs_seconds * 1000:.1f} ms",
+            f"{r.compare_seconds:.2f} s ({r.compare_runs:,} runs)",
+        )
+    wide.print(table)
+    growth = Table(
+        "engine",
+        "events",
+        "x events",
+        "append ev/s",
+        "rebuild time",
+        "rebuild time/event",
+        "rebuild CPU/event",
+        "failures",
+        "signature runs",
+        "compare",
+        "compare/run",
+        "compare CPU/run",
+        "B/event",
+        title="growth against the smallest store of each engine (1.00x = flat)",
+    )
+    for r in report.results:
+        g = report.growth(r)
+        growth.add_row(
+            r.engine,
+            f"{r.events:,}",
+            f"{g['events']:.2f}x",
+            f"{g['append_events_per_second']:.2f}x",
+            f"{g['rebuild_seconds']:.2f}x",
+            f"{g['rebuild_seconds_per_event']:.2f}x",
+            f"{g['rebuild_cpu_seconds_per_event']:.2f}x",
+            f"{g['failures_seconds']:.2f}x",
+            f"{g['signature_runs_seconds']:.2f}x",
+            f"{g['compare_seconds']:.2f}x",
+            f"{g['compare_seconds_per_run']:.2f}x",
+            f"{g['compare_cpu_seconds_per_run']:.2f}x",
+            f"{g['bytes_per_event']:.2f}x",
+        )
+    wide.print(growth)
+    machine = report.machine
+    loads = ", ".join(f"{r.load_average:.1f}" for r in report.results)
+    wide.print(
+        f"{machine['cpus']} CPUs; 1-minute load average {machine['load_average_at_start']:.1f} "
+        f"at start, {loads} after each store",
+        highlight=False,
+    )
