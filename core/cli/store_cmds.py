@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 from sqlalchemy import Engine
 
@@ -25,7 +24,6 @@ from ..database import (
     upgrade,
 )
 from ..errors import SteplogError
-from ..ingest.jsonl import import_jsonl
 from ..store import EventStore, StoredEvent
 from ._shared import (
     DbOption,
@@ -34,10 +32,10 @@ from ._shared import (
     _print_json,
     console,
     db_app,
-    err_console,
     events_app,
     quarantine_app,
 )
+from .ingest import import_jsonl_cmd
 
 # --- db --------------------------------------------------------------------------------------
 
@@ -110,41 +108,7 @@ def events_append(
     Exit code 1 when any line was quarantined. Re-running a file whose lines carry event_id
     adds nothing; lines without one get new ids each time.
     """
-    store = EventStore.open(db)
-    try:
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            DownloadColumn(),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-            disable=as_json or not err_console.is_terminal,
-        ) as progress:
-            task = progress.add_task(f"appending {file.name}", total=file.stat().st_size)
-            report = import_jsonl(
-                store, file, on_progress=lambda done: progress.update(task, completed=done)
-            )
-    finally:
-        store.close()
-    if as_json:
-        _print_json(report.as_dict())
-    else:
-        console.print(
-            f"appended {report.appended}, already stored {report.already_stored}, "
-            f"quarantined {len(report.quarantined)}",
-            highlight=False,
-        )
-    for bad in report.quarantined[:20]:
-        err_console.print(f"{file}: {bad.location}: {bad.reason}", highlight=False, markup=False)
-    if len(report.quarantined) > 20:
-        err_console.print(
-            f"... and {len(report.quarantined) - 20} more: steplog quarantine list "
-            f"--source 'jsonl:{file}'",
-            highlight=False,
-        )
-    if report.quarantined:
-        raise typer.Exit(1)
+    import_jsonl_cmd(file, db, as_json)  # the same command under its older name
 
 
 @events_app.command("tail")
