@@ -126,7 +126,7 @@ class RunSummaryRow(SQLModel, table=True):
     __table_args__ = (
         Index("ix_run_summaries_scenario_version", "scenario", "model_version"),
         Index("ix_run_summaries_status", "status"),
-        Index("ix_run_summaries_signature", "signature"),
+        Index("ix_run_summaries_signature_started", "signature", "started_at", "run_id"),
         Index("ix_run_summaries_started_at", "started_at"),
         Index("ix_run_summaries_replay_of", "replay_of"),
         Index("ix_run_summaries_forked_from", "forked_from"),

@@ -308,6 +308,7 @@ class LibraryProjection:
                     table.create(conn)
             total = self.store.last_position()
             position = folded = 0
+            analysed_at = 0
             carry: dict[str, RunState] = {}
             while True:
                 with write_transaction(engine) as conn:
@@ -315,6 +316,12 @@ class LibraryProjection:
                     events = self.store.page(conn, position, self.page_size)
                     if events:
                         self._fold_page(conn, shadow, events, carry)
+                    if folded >= 2 * analysed_at and not is_sqlite(conn):
+                        # fresh shadow tables have no statistics: without them PostgreSQL plans
+                        # each page's delete as a full scan, and the rebuild grows quadratically
+                        for table in shadow.all():
+                            conn.exec_driver_sql(f'ANALYZE "{table.name}"')
+                        analysed_at = max(folded, 1)
                 if events:
                     position = events[-1].position
                     folded += len(events)
