@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -335,37 +335,48 @@ def _model_of(span: Span) -> str | None:
 
 
 def _model_request(span: Span) -> Any:
-    attrs = span.attributes
-    found = _first(attrs, "gen_ai.input.messages", "gen_ai.prompt")
-    if found is not None:
-        return _json_or_text(found)
-    flat = unflatten(attrs, "llm.input_messages")
-    if flat is not None:
-        return flat
-    prompts = [
-        e.attributes
-        for e in span.events
-        if e.name.startswith("gen_ai.")
-        and e.name.endswith("message")
-        and e.name != "gen_ai.assistant.message"
-    ]
-    if prompts:
-        return prompts
-    return _json_or_text(attrs.get("input.value"))
+    return _messages(
+        span,
+        ("gen_ai.input.messages", "gen_ai.prompt"),
+        "llm.input_messages",
+        lambda name: (
+            name.startswith("gen_ai.")
+            and name.endswith("message")
+            and name != "gen_ai.assistant.message"
+        ),
+        "input.value",
+    )
 
 
 def _model_response(span: Span) -> Any:
-    attrs = span.attributes
-    found = _first(attrs, "gen_ai.output.messages", "gen_ai.completion")
+    return _messages(
+        span,
+        ("gen_ai.output.messages", "gen_ai.completion"),
+        "llm.output_messages",
+        lambda name: name == "gen_ai.choice",
+        "output.value",
+    )
+
+
+def _messages(
+    span: Span,
+    keys: tuple[str, ...],
+    flattened: str,
+    is_message_event: Callable[[str], bool],
+    fallback: str,
+) -> Any:
+    """One side of a model call, from the first place that has it: the GenAI attributes
+    (current or deprecated), OpenInference's flattened list, span events, or the plain value."""
+    found = _first(span.attributes, *keys)
     if found is not None:
         return _json_or_text(found)
-    flat = unflatten(attrs, "llm.output_messages")
+    flat = unflatten(span.attributes, flattened)
     if flat is not None:
         return flat
-    choices = [e.attributes for e in span.events if e.name == "gen_ai.choice"]
-    if choices:
-        return choices
-    return _json_or_text(attrs.get("output.value"))
+    events = [e.attributes for e in span.events if is_message_event(e.name)]
+    if events:
+        return events
+    return _json_or_text(span.attributes.get(fallback))
 
 
 def _input_of(span: Span) -> Any:
