@@ -35,6 +35,7 @@ from .errors import (
     DatabaseUnavailableError,
     SchemaNotCurrentError,
 )
+from .resources import migrations_dir
 
 T = TypeVar("T")
 ENV_DATABASE_URL = "STEPLOG_DATABASE_URL"
@@ -43,7 +44,6 @@ DEFAULT_DB_FILE = "steplog.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 """How long a SQLite connection waits for another's write lock; ``?timeout=SECONDS`` in the
 URL changes it."""
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "alembic"
 WRITE_OPTION = "steplog_write"
 """Execution option: a connection that will write starts its SQLite transaction IMMEDIATE."""
 
@@ -237,13 +237,8 @@ SCHEMA_HEAD = "0004"
 def _alembic_config(connection: Connection | None = None) -> Config:
     from alembic.config import Config
 
-    if not (MIGRATIONS_DIR / "env.py").exists():
-        raise ConfigurationError(
-            f"migrations not found at {MIGRATIONS_DIR}; install steplog from its source tree "
-            "(pip install -e .)"
-        )
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(migrations_dir()))
     if connection is not None:
         config.attributes["connection"] = connection
     return config

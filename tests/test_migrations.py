@@ -1,4 +1,4 @@
-"""Migrations: one head, reversible on both engines, and in sync with the SQLModel tables."""
+"""Migrations: one head, reversible on both engines, and in sync with the table definitions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
 
 from steplog.database import (
-    MIGRATIONS_DIR,
     _alembic_config,
     create_engine_for,
     current_revision,
@@ -20,6 +19,7 @@ from steplog.database import (
     upgrade,
 )
 from steplog.models import metadata
+from steplog.resources import migrations_dir
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -37,7 +37,7 @@ def test_single_head() -> None:
     script = ScriptDirectory.from_config(_alembic_config())
     assert len(script.get_heads()) == 1
     assert script.get_current_head() == head_revision()
-    assert (MIGRATIONS_DIR / "env.py").exists()
+    assert (migrations_dir() / "env.py").exists()
 
 
 def _tables(engine: Engine) -> set[str]:

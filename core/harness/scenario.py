@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import SteplogError
 from ..events import RunConfig
+from ..resources import seed_scenarios_dir
 
-SEED_SCENARIOS = Path(__file__).resolve().parent.parent.parent / "seeds" / "scenarios"
 ENV_SCENARIOS = "STEPLOG_SCENARIOS"
 GatePolicy = Literal["auto-approve", "auto-reject", "manual"]
 AGENT_PREFIX = "scenario/"
@@ -274,7 +274,7 @@ def load_scenario(path: Path) -> ScenarioSpec:
 def scenario_dirs() -> list[Path]:
     """Where registered scenarios live: the seeds, then ``STEPLOG_SCENARIOS``."""
     extra = [Path(p) for p in os.environ.get(ENV_SCENARIOS, "").split(os.pathsep) if p]
-    return [SEED_SCENARIOS, *extra]
+    return [seed_scenarios_dir(), *extra]
 
 
 def registered_scenarios() -> dict[str, ScenarioSpec]:
