@@ -1,15 +1,41 @@
-"""steplog: an event-sourced failure-sample and replay platform for long-horizon agent runs."""
+"""steplog: an event-sourced failure-sample and replay platform for long-horizon agent runs.
 
-from .errors import (
-    ConcurrencyError,
-    IdempotencyError,
-    InvalidEventError,
-    PayloadTooLargeError,
-    SteplogError,
-)
-from .events import Catalogue, Event, catalogue
-from .recorder import model_call, now, record_run, register_agent, rng, step, tool_call
-from .store import AppendResult, EventStore, NewEvent, StoredEvent
+The public names below are imported on first use (PEP 562), so ``import steplog`` and the
+``steplog`` command start in milliseconds and pay for SQLAlchemy only when they touch a store.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .errors import (
+        ConcurrencyError,
+        IdempotencyError,
+        InvalidEventError,
+        PayloadTooLargeError,
+        SteplogError,
+    )
+    from .events import Catalogue, Event, catalogue
+    from .recorder import model_call, now, record_run, register_agent, rng, step, tool_call
+    from .store import AppendResult, EventStore, NewEvent, StoredEvent
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "errors": (
+        "ConcurrencyError",
+        "IdempotencyError",
+        "InvalidEventError",
+        "PayloadTooLargeError",
+        "SteplogError",
+    ),
+    "events": ("Catalogue", "Event", "catalogue"),
+    "recorder": ("model_call", "now", "record_run", "register_agent", "rng", "step", "tool_call"),
+    "store": ("AppendResult", "EventStore", "NewEvent", "StoredEvent"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "AppendResult",
@@ -32,4 +58,16 @@ __all__ = [
     "step",
     "tool_call",
 ]
-__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'steplog' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])

@@ -27,7 +27,11 @@ class Event(BaseModel):
     """
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", allow_inf_nan=False, ser_json_inf_nan="strings"
+        frozen=True,
+        extra="forbid",
+        allow_inf_nan=False,
+        ser_json_inf_nan="strings",
+        defer_build=True,  # validators are built on first use: commands that only read start fast
     )
 
     schema_version: ClassVar[int] = 1
@@ -146,7 +150,7 @@ catalogue = Catalogue()
 class RunConfig(BaseModel):
     """Execution limits of a run (article 000 §3.5); ``None`` means unlimited."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     max_steps: int | None = Field(default=None, ge=1)
     max_retry_per_step: int = Field(default=3, ge=0)

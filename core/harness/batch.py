@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from typing import Any
@@ -125,8 +128,33 @@ def execute_all(
         for plan in plans:
             done(execute(db, plan))
         return outcomes
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(execute, db, plan) for plan in plans]
+    plans = list(plans)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    try:
+        with _workers_ignore_ctrl_c():  # the first submissions start the worker processes
+            futures = [pool.submit(execute, db, plan) for plan in plans[:workers]]
+        futures += [pool.submit(execute, db, plan) for plan in plans[workers:]]
         for future in as_completed(futures):
             done(future.result())
+    except BaseException:  # Ctrl-C, or a failed run: drop the runs not started, finish the rest
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
     return outcomes
+
+
+@contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Spawn workers with Ctrl-C ignored (an ignored signal survives exec, and Python keeps it so).
+
+    Ctrl-C goes to the whole process group; only the parent handles it, cancelling the runs not
+    yet started while the ones in flight finish, so no worker prints a traceback mid-import.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,93 @@
+"""Ctrl-C anywhere prints one line, never a traceback; an interrupted batch says how to resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from steplog.store import EventStore
+
+STEPLOG = [sys.executable, "-m", "steplog"]
+
+
+def _start(args: list[str], home: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "STEPLOG_HOME": str(home)}
+    env.pop("STEPLOG_DATABASE_URL", None)
+    return subprocess.Popen(
+        [*STEPLOG, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+
+
+def _ctrl_c(process: subprocess.Popen[str]) -> tuple[int, str, str]:
+    os.killpg(process.pid, signal.SIGINT)  # a terminal sends SIGINT to the whole group
+    out, err = process.communicate(timeout=60)
+    return process.returncode, out, err
+
+
+def test_ctrl_c_while_starting_up_is_one_line(tmp_path: Path) -> None:
+    process = _start(["runs"], tmp_path)
+    time.sleep(0.05)  # still importing
+    code, _out, err = _ctrl_c(process)
+    if code == 0:  # the machine was fast enough to finish first; nothing to check
+        pytest.skip("steplog runs finished before the interrupt arrived")
+    assert code == 130, err
+    assert "Traceback" not in err and err.strip().endswith("interrupted"), err
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_during_a_batch_points_to_resume(tmp_path: Path, workers: str) -> None:
+    db = tmp_path / "home" / "steplog.db"
+    process = _start(
+        ["run", "invoice-extraction", "-m", "sim-v1", "--runs", "100000", "--workers", workers],
+        tmp_path / "home",
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # wait until runs are being written
+        if db.exists():
+            store = EventStore.open(f"sqlite:///{db}")
+            try:
+                if store.count_runs() >= 3:
+                    break
+            finally:
+                store.close()
+        time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail("no runs were recorded")
+    code, _, err = _ctrl_c(process)
+    message = " ".join(err.split())
+    assert code == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "interrupted: " in message and "of 100000 run(s) finished" in message
+    if "left unfinished" in message:
+        assert "steplog resume " in message
+    # every process of the batch is gone (zombies aside: a container's init may never reap them)
+    deadline = time.monotonic() + 30
+    while _live_members(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _live_members(process.pid) == []
+
+
+def _live_members(group: int) -> list[int]:
+    """Processes of ``group`` that are still running (not zombies), read from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it ended while we looked
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == group and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
