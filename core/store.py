@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple, TypeVar
 
 from pydantic_core import from_json
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from uuid6 import uuid7
 
@@ -676,6 +676,29 @@ class EventStore:
             .where(quarantine_table.c.resolved_at.is_(None))
         )
         return self._reading(lambda conn: int(conn.execute(query).scalar_one()))
+
+    def purge_quarantined(
+        self,
+        *,
+        record_ids: Sequence[int] = (),
+        source: str | None = None,
+        resolved_only: bool = False,
+    ) -> int:
+        """Delete quarantine records (never events): the given ids, or every record from
+        ``source``, or every one; ``resolved_only`` keeps those still waiting. Returns how many."""
+        q = quarantine_table.c
+        query = delete(quarantine_table)
+        if record_ids:
+            query = query.where(q.id.in_(list(record_ids)))
+        if source is not None:
+            query = query.where(q.source == source)
+        if resolved_only:
+            query = query.where(q.resolved_at.is_not(None))
+        try:
+            with write_transaction(self.engine) as conn:
+                return int(conn.execute(query).rowcount or 0)
+        except DBAPIError as exc:
+            raise explain(self.engine, exc) from (None if classify(exc) != "other" else exc)
 
     @staticmethod
     def _version(conn: Connection, run_id: str) -> int:

@@ -130,4 +130,4 @@ def test_scale_command_reuses_the_store_and_saves_json(
 def test_postgresql_needs_a_url(small_template: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "scale", "--engines", "postgresql"])
     assert result.exit_code == 1
-    assert "--pg-url" in result.stderr
+    assert "--db postgresql" in result.stderr

@@ -42,7 +42,7 @@ def test_db_downgrade_needs_confirmation(store_url: str) -> None:
 
 
 def test_events_append_is_idempotent_and_tail_round_trips(store_url: str, tmp_path: Path) -> None:
-    code, out, _ = invoke("events", "append", str(EXAMPLE), "--db", store_url, "--json")
+    code, out, _ = invoke("import", "jsonl", str(EXAMPLE), "--db", store_url, "--json")
     assert code == 0
     assert json.loads(out) == {
         "appended": 9,
@@ -51,10 +51,10 @@ def test_events_append_is_idempotent_and_tail_round_trips(store_url: str, tmp_pa
         "quarantined": 0,
         "errors": [],
     }
-    code, out, _ = invoke("events", "append", str(EXAMPLE), "--db", store_url, "--json")
+    code, out, _ = invoke("import", "jsonl", str(EXAMPLE), "--db", store_url, "--json")
     assert json.loads(out)["already_stored"] == 9
 
-    code, out, _ = invoke("events", "tail", "--db", store_url, "--json", "--limit", "100")
+    code, out, _ = invoke("events", "tail", "--db", store_url, "--jsonl", "--limit", "100")
     assert code == 0
     lines = [json.loads(line) for line in out.splitlines()]
     source = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
@@ -65,18 +65,18 @@ def test_events_append_is_idempotent_and_tail_round_trips(store_url: str, tmp_pa
     export = tmp_path / "export.jsonl"
     export.write_text(out)
     copy = f"sqlite:///{tmp_path}/copy.db"
-    assert invoke("events", "append", str(export), "--db", copy)[0] == 0
+    assert invoke("import", "jsonl", str(export), "--db", copy)[0] == 0
     original = [e.to_json() for e in EventStore.open(store_url).read_all()]
     copied = [e.to_json() for e in EventStore.open(copy).read_all()]
     assert copied == original
 
 
 def test_tail_after_and_limit(store_url: str) -> None:
-    invoke("events", "append", str(EXAMPLE), "--db", store_url)
+    invoke("import", "jsonl", str(EXAMPLE), "--db", store_url)
     code, out, _ = invoke("events", "tail", "--db", store_url, "--after", "3", "--limit", "2")
     assert code == 0
     assert "StepCompleted" in out and "StepStarted" in out and "ToolCalled" not in out
-    code, out, _ = invoke("events", "tail", "--db", store_url, "--json", "--limit", "1")
+    code, out, _ = invoke("events", "tail", "--db", store_url, "--jsonl", "--limit", "1")
     assert [json.loads(line)["type"] for line in out.splitlines()] == ["RunFailed"]
 
 
@@ -117,7 +117,7 @@ def test_bad_lines_are_quarantined_and_good_lines_still_stored(
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
 
-    code, out, err = invoke("events", "append", str(path), "--db", store_url, "--json")
+    code, out, err = invoke("import", "jsonl", str(path), "--db", store_url, "--json")
     assert code == 1
     report = json.loads(out)
     assert report["appended"] == 9
@@ -136,10 +136,12 @@ def test_bad_lines_are_quarantined_and_good_lines_still_stored(
 def test_quarantine_list_and_show(store_url: str, tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b'{"run_id": "x", "type": "Nope", "payload": {}}\n')
-    assert invoke("events", "append", str(path), "--db", store_url)[0] == 1
+    assert invoke("import", "jsonl", str(path), "--db", store_url)[0] == 1
     code, out, _ = invoke("quarantine", "list", "--db", store_url, "--json")
     assert code == 0
-    (record,) = [json.loads(line) for line in out.splitlines()]
+    listing = json.loads(out)
+    assert listing["next_after"] is None
+    (record,) = listing["records"]
     assert record["source"] == f"jsonl:{path}"
     assert record["location"] == "line 1"
     assert "unknown event type 'Nope'" in record["reason"]
@@ -160,7 +162,7 @@ def test_read_commands_do_not_create_a_database_at_a_mistyped_path(tmp_path: Pat
 
 
 def test_info_json(store_url: str) -> None:
-    invoke("events", "append", str(EXAMPLE), "--db", store_url)
+    invoke("import", "jsonl", str(EXAMPLE), "--db", store_url)
     code, out, _ = invoke("info", "--db", store_url, "--json")
     assert code == 0
     info = json.loads(out)
@@ -169,7 +171,7 @@ def test_info_json(store_url: str) -> None:
 
 def test_database_url_from_environment(steplog_home: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STEPLOG_DATABASE_URL", f"sqlite:///{steplog_home}/env.db")
-    code, _, _ = invoke("events", "append", str(EXAMPLE))
+    code, _, _ = invoke("import", "jsonl", str(EXAMPLE))
     assert code == 0
     assert Path(f"{steplog_home}/env.db").exists()
     assert not Path(f"{steplog_home}/steplog.db").exists()
@@ -194,7 +196,7 @@ def test_demo_creates_the_default_store(steplog_home: str) -> None:
         (["info", "--db", "sqlite+pysqlcipher:///x.db"], "unsupported driver 'pysqlcipher'"),
         (["events", "tail", "--after", "99999999999999999999"], "Invalid value"),
         (["quarantine", "show", "12345"], "no quarantined record 12345"),
-        (["events", "append", "/no/such/file.jsonl"], "does not exist"),
+        (["import", "jsonl", "/no/such/file.jsonl"], "does not exist"),
     ],
 )
 def test_user_mistakes_get_one_clear_message_and_no_traceback(
@@ -215,7 +217,7 @@ def test_user_mistakes_get_one_clear_message_and_no_traceback(
 def test_bench_append_reports_ratios(tmp_path: Path) -> None:
     code, out, _ = invoke("bench", "append", "--events", "1000", "--repeat", "1", "--json")
     assert code == 0, out
-    cases = json.loads(out)
+    cases = json.loads(out)["cases"]
     assert [case["batch_size"] for case in cases] == [1, 100, 1000]
     for case in cases:
         rates = case["events_per_second"]

@@ -30,7 +30,7 @@ def seeded_url(store_url: str) -> str:
 def test_failures_failure_label_and_regression_set(seeded_url: str) -> None:
     code, out, _ = invoke("failures", "--db", seeded_url, "--json")
     assert code == 0
-    failures = json.loads(out)
+    failures = json.loads(out)["signatures"]
     assert failures and failures == sorted(failures, key=lambda f: -f["count"])
     top = failures[0]
     code, out, _ = invoke("failure", top["signature"], "--db", seeded_url, "--json")
@@ -45,15 +45,15 @@ def test_failures_failure_label_and_regression_set(seeded_url: str) -> None:
     )
     assert invoke("regression-set", "add", "nightly", sample, "--db", seeded_url)[0] == 0
     code, out, _ = invoke("failures", "--db", seeded_url, "--label", "ocr", "--json")
-    (labelled,) = json.loads(out)
+    (labelled,) = json.loads(out)["signatures"]
     assert labelled["status"] == "triaged" and labelled["regression_sets"] == ["nightly"]
     code, out, _ = invoke("regression-set", "list", "--db", seeded_url, "--json")
-    assert json.loads(out) == {"nightly": 1}
+    assert json.loads(out) == {"sets": [{"name": "nightly", "runs": 1}]}
     code, out, _ = invoke("regression-set", "show", "nightly", "--db", seeded_url, "--json")
-    assert [m["run_id"] for m in json.loads(out)] == [sample]
+    assert [m["run_id"] for m in json.loads(out)["runs"]] == [sample]
 
     code, out, _ = invoke("failures", "--db", seeded_url, "--group-by", "error-type", "--json")
-    assert sum(json.loads(out).values()) == sum(f["count"] for f in failures)
+    assert sum(json.loads(out)["failed_runs"].values()) == sum(f["count"] for f in failures)
     code, out, _ = invoke("failures", "--db", seeded_url, "--scenario", "customer-service")
     assert code == 0 and "invoice-extraction" not in out
 
@@ -61,17 +61,17 @@ def test_failures_failure_label_and_regression_set(seeded_url: str) -> None:
 def test_metrics_rebuild_and_time_travel(seeded_url: str) -> None:
     code, out, _ = invoke("metrics", "--db", seeded_url, "--json")
     assert code == 0
-    rows = json.loads(out)
+    rows = json.loads(out)["metrics"]
     assert {(m["scenario"], m["model_version"]) for m in rows} == {
         ("invoice-extraction", "sim-v1"),
         ("customer-service", "sim-v1"),
     }
     assert all(m["runs"] == 12 for m in rows)
     code, out, _ = invoke("metrics", "--db", seeded_url, "--by-task-type", "--json")
-    assert {m["task_type"] for m in json.loads(out)} >= {"scanned", "digital", "refund"}
+    assert {m["task_type"] for m in json.loads(out)["metrics"]} >= {"scanned", "digital", "refund"}
     code, out, _ = invoke("rebuild", "--db", seeded_url)
     assert code == 0 and "rebuilt library from" in out
-    assert json.loads(invoke("metrics", "--db", seeded_url, "--json")[1]) == rows
+    assert json.loads(invoke("metrics", "--db", seeded_url, "--json")[1])["metrics"] == rows
 
     run = json.loads(
         invoke(
@@ -86,7 +86,7 @@ def test_metrics_rebuild_and_time_travel(seeded_url: str) -> None:
             "1",
             "--json",
         )[1]
-    )[0]
+    )["runs"][0]
     code, out, _ = invoke("show", run["run_id"], "--at-step", "1", "--db", seeded_url, "--json")
     state = json.loads(out)
     assert [s["name"] for s in state["steps"]] == ["list_files", "extract_01"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from helpers.scenarios import write_scenario
@@ -22,7 +23,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
 def test_scenarios_lists_the_four_seeded_ones() -> None:
     code, out, _ = invoke("scenarios", "--json")
     assert code == 0
-    found = {s["name"]: s for s in json.loads(out)}
+    found = {s["name"]: s for s in json.loads(out)["scenarios"]}
     assert set(found) >= {"sandbox", "invoice-extraction", "customer-service", "data-migration"}
     assert found["sandbox"]["steps"] == [3, 5, 8, 12]
     assert found["customer-service"]["config"] == {
@@ -36,19 +37,21 @@ def test_run_then_runs_and_show(store_url: str) -> None:
     code, out, _ = invoke("run", "sandbox", "-m", "sim-v2", "--runs", "8", "--seed", "1",
                           "--db", store_url, "--json")  # fmt: skip
     assert code == 0
-    outcomes = json.loads(out)
+    outcomes = json.loads(out)["runs"]
     assert len(outcomes) == 8
     assert {o["status"] for o in outcomes} <= {"completed", "failed"}
 
     code, out, _ = invoke("runs", "--db", store_url, "--json", "--scenario", "sandbox")
-    listed = json.loads(out)
+    listing = json.loads(out)
+    assert listing["next_offset"] is None
+    listed = listing["runs"]
     assert sorted(r["run_id"] for r in listed) == sorted(o["run_id"] for o in outcomes)
     assert {r["task_instance_id"] for r in listed} == {"chain-3", "chain-5", "chain-8", "chain-12"}
 
     run_id = outcomes[0]["run_id"]
     code, out, _ = invoke("show", run_id, "--db", store_url, "--json")
     state = json.loads(out)
-    assert state["task_id"] == run_id
+    assert state["run_id"] == run_id
     assert state["steps"][0]["name"] == "step_01"
     code, out, _ = invoke("show", run_id, "--db", store_url)
     assert code == 0 and "step_01" in out and "sim-v2" in out
@@ -58,14 +61,14 @@ def test_run_with_workers(store_url: str) -> None:
     code, out, _ = invoke("run", "data-migration", "-m", "sim-v1", "--runs", "6", "--workers",
                           "2", "--seed", "4", "--db", store_url, "--json")  # fmt: skip
     assert code == 0
-    assert len({o["run_id"] for o in json.loads(out)}) == 6
+    assert len({o["run_id"] for o in json.loads(out)["runs"]}) == 6
 
 
 def test_manual_gate_from_the_cli(store_url: str) -> None:
     code, out, _ = invoke("run", "data-migration", "-m", "sim-v2", "--seed", "3",
                           "--gate-policy", "manual", "--run-id", "mig-1", "--db", store_url,
                           "--json")  # fmt: skip
-    assert json.loads(out)[0]["status"] == "awaiting_approval"
+    assert json.loads(out)["runs"][0]["status"] == "awaiting_approval"
     code, _, err = invoke("resume", "mig-1", "--db", store_url)
     assert code == 1 and "steplog approve mig-1 --step import" in " ".join(err.split())
     code, out, _ = invoke("approve", "mig-1", "--step", "import", "--db", store_url, "--json")
@@ -114,7 +117,7 @@ def test_demo_seeds_every_scenario_twice_and_is_idempotent(steplog_home: str) ->
     code, out, _ = invoke("demo", "--runs", "3", "--no-ui")
     assert "demo: 0 new run(s), 24 already there" in out
     code, out, _ = invoke("runs", "--json", "--limit", "100")
-    pairs = {(r["scenario"], r["model_version"]) for r in json.loads(out)}
+    pairs = {(r["scenario"], r["model_version"]) for r in json.loads(out)["runs"]}
     assert len(pairs) == 8
 
 
@@ -141,20 +144,77 @@ def test_bench_record_compares_the_harness_with_the_store_on_identical_batches()
     assert result["verdict"].startswith(">= 0.5x ")
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class _FakeStreamlit:
+    """Stands in for the Streamlit process: records its command, exits with ``code``."""
+
+    started: ClassVar[list[list[str]]] = []
+    code: ClassVar[int] = 0
+
+    def __init__(self, command: list[str], **kwargs: object) -> None:
+        self.started.append(command)
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.code
+
+
 def test_demo_then_serves_the_ui_on_loopback(
     steplog_home: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import subprocess
 
-    started: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "run", lambda command, **kw: started.append(command))
-    code, out, _ = invoke("demo", "--runs", "1")
+    monkeypatch.setattr(subprocess, "Popen", _FakeStreamlit)
+    monkeypatch.setattr(_FakeStreamlit, "started", [])
+    port = _free_port()
+    code, out, _ = invoke("demo", "--runs", "1", "--port", str(port))
     assert code == 0, out
-    (command,) = started
+    assert f"steplog UI on http://127.0.0.1:{port}" in out and "press Ctrl-C to stop" in out
+    (command,) = _FakeStreamlit.started
     assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("ui/app.py")
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
-    code, _, err = invoke("ui", "--host", "0.0.0.0", "--port", "8601")
+    assert command[command.index("--server.port") + 1] == str(port)
+    code, _, err = invoke("ui", "--host", "0.0.0.0", "--port", str(_free_port()))
     assert code == 0 and "has no authentication" in " ".join(err.split())
+
+
+def test_a_taken_port_fails_at_once_and_says_which(
+    steplog_home: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "Popen", _FakeStreamlit)
+    monkeypatch.setattr(_FakeStreamlit, "started", [])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args in (["ui"], ["demo", "--runs", "1"]):
+            code, out, err = invoke(*args, "--port", str(port))
+            message = " ".join(err.split())
+            assert code == 1, out
+            assert f"port {port} on 127.0.0.1 is already in use" in message
+            assert "pick another with --port" in message and "Traceback" not in message
+    assert _FakeStreamlit.started == []  # Streamlit was never started
+    assert "demo: " not in out  # demo checked the port before seeding
+
+
+def test_a_streamlit_that_fails_is_an_error(
+    steplog_home: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "Popen", _FakeStreamlit)
+    monkeypatch.setattr(_FakeStreamlit, "code", 1)
+    code, _, err = invoke("ui", "--port", str(_free_port()))
+    assert code == 1 and "the UI (Streamlit) exited with code 1" in err
 
 
 def test_stopping_the_ui_stops_streamlit_too(steplog_home: str) -> None:

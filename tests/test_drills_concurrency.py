@@ -110,7 +110,7 @@ def _concurrency_drill(
     jobs: dict[str, Callable[[], list[list[str]]]] = {
         "record-v1": lambda: [record("sim-v1", 100, "--workers", "2")],
         "record-v2": lambda: [record("sim-v2", 200)],
-        "import": lambda: [["events", "append", str(path), "--json", *db]],
+        "import": lambda: [["import", "jsonl", str(path), "--json", *db]],
         "label": labels,
         "rebuild": lambda: [["rebuild", *db]] * rounds,
         "rebuild-too": lambda: [["rebuild", *db]],

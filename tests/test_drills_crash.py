@@ -160,7 +160,7 @@ def _jsonl_drill(
     file = jsonl_file(tmp_path, copies)
     records = file.records
     store = EventStore.open(store_url)
-    args = ["events", "append", str(file.path), "--db", store_url, "--json"]
+    args = ["import", "jsonl", str(file.path), "--db", store_url, "--json"]
     done = 0
     reached: Counter[int] = Counter()  # bad line -> imports known to have got past it
     try:

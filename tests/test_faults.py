@@ -524,7 +524,7 @@ def test_cli_append_to_a_full_database_prints_one_error_line(tmp_path: Path) -> 
     store.close()
     lines = write_jsonl(tmp_path / "big.jsonl", "big", 40, pad=2000)
     with page_limit(path, page_count(path) + 2):
-        code, output = cli("events", "append", str(lines), "--db", str(path))
+        code, output = cli("import", "jsonl", str(lines), "--db", str(path))
     assert_clean_error(code, output, str(path), "is full")
     assert integrity(path) == "ok"
     reopened = EventStore.open(str(path))
@@ -532,7 +532,7 @@ def test_cli_append_to_a_full_database_prints_one_error_line(tmp_path: Path) -> 
         assert [e.run_id for e in reopened.read_all()] == ["kept"] * 3
     finally:
         reopened.close()
-    code, output = cli("events", "append", str(lines), "--db", str(path), "--json")
+    code, output = cli("import", "jsonl", str(lines), "--db", str(path), "--json")
     assert code == 0, output
     assert json.loads(output)["appended"] == 40
 
@@ -599,13 +599,13 @@ def test_read_only_connection_reads_and_refuses_writes_clearly(tmp_path: Path, h
     finally:
         store.close()
     if how == "uri-mode-ro":  # and through the command line
-        code, output = cli("events", "tail", "--db", url, "--json", "--limit", "10")
+        code, output = cli("events", "tail", "--db", url, "--jsonl", "--limit", "10")
         assert code == 0, output
         assert [json.loads(line)["event_id"] for line in output.splitlines()] == [
             e["event_id"] for e in events
         ]
         lines = write_jsonl(tmp_path / "more.jsonl", "more", 2)
-        code, output = cli("events", "append", str(lines), "--db", url)
+        code, output = cli("import", "jsonl", str(lines), "--db", url)
         assert_clean_error(code, output, str(path), "is read-only", "mode=ro")
     assert_unchanged(path, events)
 
@@ -629,7 +629,7 @@ def test_read_only_file_or_folder_is_a_clear_error(tmp_path: Path) -> None:
             *(
                 [*command, "--db", str(path)]
                 for path in (file_only, in_folder)
-                for command in (["events", "tail", "--json"], ["events", "append", str(lines)])
+                for command in (["events", "tail", "--json"], ["import", "jsonl", str(lines)])
             )
         )
     finally:
@@ -705,7 +705,7 @@ def test_lock_held_past_the_busy_timeout_is_a_clear_error(tmp_path: Path) -> Non
             message = str(caught.value)
             assert str(path) in message and "?timeout=SECONDS" in message
             assert "database is locked" not in message
-            code, output = cli("events", "append", str(lines), "--db", url)
+            code, output = cli("import", "jsonl", str(lines), "--db", url)
             assert_clean_error(code, output, str(path), "is locked", "?timeout=SECONDS")
             assert "database is locked" not in output
         store.append("run", batch_of(0, 2))  # the lock is gone: works again

@@ -815,7 +815,7 @@ def run_scale_benchmark(
     if unknown or not engines:
         raise ConfigurationError(f"engines must be among {', '.join(ENGINES)}, not {unknown}")
     if "postgresql" in engines and pg_url is None:
-        raise ConfigurationError("the postgresql engine needs --pg-url postgresql://...")
+        raise ConfigurationError("the postgresql engine needs --db postgresql://...")
     if not sizes or min(sizes) < 1:
         raise ConfigurationError("sizes must be positive event counts")
     shown = _Progress(progress)

@@ -1,20 +1,49 @@
 """The ``steplog`` command line: every capability reachable from the shell, ``--json`` for scripts.
 
 User mistakes (bad input, a database that cannot be reached, a version conflict) print one clear
-``error:`` line and exit 1; usage errors exit 2. Nothing here prints a traceback for them. Each
-module of this package registers the commands of one topic on :data:`app`; they are imported in
-the order ``steplog --help`` lists them.
+``error:`` line and exit 1; usage errors exit 2; Ctrl-C prints one line and exits 130. Each
+module of this package registers the commands of one topic on :data:`app`; :data:`PANELS` then
+groups them in ``steplog --help`` by the job they serve. Heavy libraries (SQLAlchemy, scipy,
+Streamlit, alembic) are imported inside the commands that need them, so help answers at once.
 """
 
 from importlib import import_module
 
-from ._shared import app
+from ._shared import app, readable_command
 
-TOPICS = ("runs", "library", "replay", "compare", "ingest", "store_cmds", "bench")
+TOPICS = ("runs", "ui_cmds", "library", "replay", "compare", "ingest", "store_cmds", "bench")
 for _topic in TOPICS:
     import_module(f".{_topic}", __name__)
 
-__all__ = ["app", "main"]
+PANELS: dict[str, tuple[str, ...]] = {
+    "Record": ("scenarios", "run", "approve", "resume", "demo"),
+    "Inspect": ("runs", "show", "failures", "failure", "label", "regression-set", "metrics", "ui"),
+    "Compare": ("compare", "compare-counts"),
+    "Replay": ("replay", "diff", "regress"),
+    "Ingest": ("import", "serve", "export", "quarantine"),
+    "Store": ("info", "db", "events", "rebuild"),
+    "Bench": ("bench",),
+}
+"""Every top-level command and group, by the job it serves (a test checks none is missing)."""
+
+
+def _arrange() -> None:
+    order = {name: i for i, name in enumerate(n for names in PANELS.values() for n in names)}
+    panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+    for command in app.registered_commands:
+        command.rich_help_panel = panel_of.get(command.name or "", "Other")
+        command.cls = readable_command(command.cls)
+    for group in app.registered_groups:
+        group.rich_help_panel = panel_of.get(group.name or "", "Other")
+        for sub in group.typer_instance.registered_commands if group.typer_instance else []:
+            sub.cls = readable_command(sub.cls)
+    app.registered_commands.sort(key=lambda c: order.get(c.name or "", len(order)))
+    app.registered_groups.sort(key=lambda g: order.get(g.name or "", len(order)))
+
+
+_arrange()
+
+__all__ = ["PANELS", "app", "main"]
 
 
 def main() -> None:

@@ -1,7 +1,5 @@
 """Benchmarks, reported as ratios against baselines measured in the same run."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated
@@ -10,9 +8,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..database import (
-    resolve_url,
-)
 from ..errors import SteplogError
 from ._shared import (
     JsonOption,
@@ -41,6 +36,7 @@ def bench_append(
 ) -> None:
     """Append throughput for batches of 1, 100 and 1,000 against raw baselines."""
     from ..bench.append import BenchCase, run_append_benchmark
+    from ..database import resolve_url
 
     cases = run_append_benchmark(
         postgres_url=resolve_url(db) if db else None,
@@ -49,7 +45,7 @@ def bench_append(
         progress=None if as_json else err_console,
     )
     if as_json:
-        _print_json([case.as_dict() for case in cases])
+        _print_json({"cases": [case.as_dict() for case in cases]})
         return
     table = Table(
         "engine",
@@ -165,6 +161,38 @@ def bench_replay(
     )
 
 
+@bench_app.command("cli")
+def bench_cli(
+    repeat: Annotated[int, typer.Option(min=3, max=50, help="Runs per command; median.")] = 7,
+    as_json: JsonOption = False,
+) -> None:
+    """Process time of everyday commands against `python -c pass` (targets 0.3 s / 0.5 s)."""
+    from ..bench.cli import run_cli_benchmark
+
+    timings = run_cli_benchmark(repeat=repeat)
+    if as_json:
+        _print_json({"repeat": repeat, "commands": [t.as_dict() for t in timings]})
+        return
+    baseline = timings[0].baseline_s
+    table = Table(
+        "command",
+        "median CPU",
+        "min - max",
+        "vs python -c pass",
+        "target",
+        title=f"process time (user + sys), {repeat} runs each; python -c pass {baseline:.3f} s",
+    )
+    for t in timings:
+        table.add_row(
+            t.command,
+            f"{t.median_s:.3f} s",
+            f"{t.min_s:.3f} - {t.max_s:.3f}",
+            f"{t.ratio:.1f}x",
+            f"< {t.target_s} s: {t.verdict}" if t.target_s else "-",
+        )
+    console.print(table)
+
+
 @bench_app.command("ui")
 def bench_ui(
     runs: Annotated[int, typer.Option(min=1000, help="Runs in the store.")] = 100_000,
@@ -194,10 +222,10 @@ def bench_scale(
     engines: Annotated[
         str, typer.Option(help="sqlite, postgresql or both, comma-separated.")
     ] = "sqlite",
-    pg_url: Annotated[
+    db: Annotated[
         str | None,
         typer.Option(
-            "--pg-url",
+            "--db",
             help="PostgreSQL database for the postgresql engine (created if missing; one "
             "schema bench_scale_N per size, kept as a cache).",
         ),
@@ -230,10 +258,12 @@ def bench_scale(
         if save is not None:
             save.write_text(json.dumps(_finite(report.as_dict()), default=str, indent=2) + "\n")
 
+    from ..database import resolve_url
+
     report = run_scale_benchmark(
         sizes=size_list,
         engines=[part.strip() for part in engines.split(",") if part.strip()],
-        pg_url=resolve_url(pg_url) if pg_url else None,
+        pg_url=resolve_url(db) if db else None,
         append_events=append_events,
         append_batch=append_batch,
         repeat=repeat,

@@ -1,7 +1,5 @@
 """Commands that compare model versions statistically."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

@@ -1,8 +1,6 @@
 """Commands that take in traces from elsewhere (OTLP, Inspect AI logs, portable JSONL), serve the
 OTLP receiver, export the log, and retry quarantined input."""
 
-from __future__ import annotations
-
 import signal
 import sys
 import time
@@ -10,16 +8,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from itertools import chain
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress
 
 from ..errors import SteplogError
-from ..ingest.jsonl import import_jsonl
-from ..ingest.redaction import Redactor, default_redactor
-from ..ingest.report import ImportReport
-from ..store import EventStore
 from ._shared import (
     DbOption,
     JsonOption,
@@ -31,6 +25,19 @@ from ._shared import (
     err_console,
     quarantine_app,
 )
+
+if TYPE_CHECKING:
+    from ..ingest.redaction import Redactor
+    from ..ingest.report import ImportReport
+    from ..store import EventStore
+
+
+def default_redactor(extra_file: Path | None = None) -> "Redactor":
+    """The redactor for an import or the receiver (imported on use: it compiles patterns)."""
+    from ..ingest.redaction import default_redactor as build
+
+    return build(extra_file)
+
 
 import_app = _typer("Import traces from elsewhere: OTLP JSON, Inspect AI logs, portable JSONL.")
 app.add_typer(import_app, name="import")
@@ -61,7 +68,9 @@ def _progress(as_json: bool) -> Progress:
 
 
 @contextmanager
-def _store(db: str | None) -> Iterator[EventStore]:
+def _store(db: str | None) -> Iterator["EventStore"]:
+    from ..store import EventStore
+
     store = EventStore.open(db)
     try:
         yield store
@@ -69,7 +78,7 @@ def _store(db: str | None) -> Iterator[EventStore]:
         store.close()
 
 
-def _finish(report: ImportReport, origin: str, source: str, as_json: bool) -> None:
+def _finish(report: "ImportReport", origin: str, source: str, as_json: bool) -> None:
     """Print the report; exit 1 when anything was quarantined."""
     if as_json:
         _print_json(report.as_dict())
@@ -100,6 +109,8 @@ def import_jsonl_cmd(file: FileArgument, db: DbOption = None, as_json: JsonOptio
     """
     with _store(db) as store, _progress(as_json) as progress:
         task = progress.add_task(f"importing {file.name}", total=file.stat().st_size)
+        from ..ingest.jsonl import import_jsonl
+
         report = import_jsonl(store, file, on_progress=lambda n: progress.update(task, completed=n))
     _finish(report, str(file), f"jsonl:{file}", as_json)
 
@@ -201,7 +212,9 @@ def export_cmd(
 
 
 @contextmanager
-def _store_must_exist(db: str | None) -> Iterator[EventStore]:
+def _store_must_exist(db: str | None) -> Iterator["EventStore"]:
+    from ..store import EventStore
+
     store = EventStore.open(db, must_exist=db is not None)
     try:
         yield store
@@ -251,6 +264,8 @@ def serve_cmd(
             "anyone who can reach this address can write runs",
             highlight=False,
         )
+    from ..store import EventStore
+
     store = EventStore.open(db)
     ingest = OtlpIngest(
         store, redactor, settle_seconds=settle, idle_seconds=trace_timeout, source="otlp:http"
@@ -333,7 +348,7 @@ def quarantine_retry(
     with _store_must_exist(db) as store:
         outcomes = retry(store, record_ids or None, source=source, redactor=redactor)
     if as_json:
-        _print_json([o.as_dict() for o in outcomes])
+        _print_json({"retried": [o.as_dict() for o in outcomes]})
     else:
         for o in outcomes:
             mark = "[green]resolved[/]" if o.resolved else "[red]still failing[/]"

@@ -1,7 +1,5 @@
 """Commands on the failure library: failures, labels, regression sets, metrics, rebuild."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -37,7 +35,8 @@ def failures_cmd(
     group_by: Annotated[
         str | None, typer.Option(help="Distribution instead: step or error-type.")
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 30,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most N signatures.")] = 30,
+    offset: Annotated[int, typer.Option(min=0, help="Skip the first N (paging).")] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """The failure-sample library: failed runs grouped by signature, most frequent first."""
@@ -53,7 +52,7 @@ def failures_cmd(
             found = distributions(store, scenario=scenario, model_version=model_version)
             counts = found["step" if group_by == "step" else "error_type"]
             if as_json:
-                _print_json(counts)
+                _print_json({"group_by": group_by, "failed_runs": counts})
                 return
             table = Table(group_by, "failed runs", "share", box=None)
             total = sum(counts.values()) or 1
@@ -69,10 +68,20 @@ def failures_cmd(
             label=label,
             search=search,
             sort=sort,  # type: ignore[arg-type]  # checked against SortKey above
-            limit=limit,
+            limit=limit + 1,  # one more tells whether there is a next page
+            offset=offset,
         )
+    views, more = views[:limit], len(views) > limit
+    next_offset = offset + limit if more else None
     if as_json:
-        _print_json([v.as_dict() for v in views])
+        _print_json(
+            {
+                "signatures": [v.as_dict() for v in views],
+                "limit": limit,
+                "offset": offset,
+                "next_offset": next_offset,
+            }
+        )
         return
     table = Table(
         "signature",
@@ -99,6 +108,8 @@ def failures_cmd(
             ", ".join(sorted({item["label"] for item in v.labels})),
         )
     console.print(table)
+    if next_offset is not None:
+        console.print(f"more: --offset {next_offset}", highlight=False)
 
 
 @app.command("failure")
@@ -154,12 +165,16 @@ def label_cmd(
     note: Annotated[str | None, typer.Option(help="A note kept with the label.")] = None,
     by: Annotated[str | None, typer.Option(help="Who labels (recorded).")] = None,
     db: DbOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Label a failure. A signature labelled 'fixed' that fails again becomes 'regressed'."""
     from ..annotations import label as add_label
 
     with _opened(db) as store:
         signature = add_label(store, target, label=label, note=note, by=by)
+    if as_json:
+        _print_json({"target": target, "signature": signature, "label": label, "note": note})
+        return
     console.print(f"labelled {signature} {label!r}", highlight=False)
 
 
@@ -173,12 +188,16 @@ def regression_add(
     runs: Annotated[list[str], typer.Argument(help="Failed run ids.")],
     note: Annotated[str | None, typer.Option(help="Why they belong there.")] = None,
     db: DbOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Add failed runs to a regression set."""
     from ..annotations import add_to_regression_set
 
     with _opened(db) as store:
         added = add_to_regression_set(store, name, runs, note=note)
+    if as_json:
+        _print_json({"set": name, "added": added, "runs": runs})
+        return
     console.print(f"added {added} run(s) to {name!r}", highlight=False)
 
 
@@ -191,7 +210,7 @@ def regression_list(db: DbOption = None, as_json: JsonOption = False) -> None:
         refresh(store)
         sets = regression_sets(store)
     if as_json:
-        _print_json(sets)
+        _print_json({"sets": [{"name": name, "runs": size} for name, size in sets.items()]})
         return
     for name, size in sets.items():
         console.print(f"{name}  {size} run(s)", highlight=False)
@@ -212,7 +231,7 @@ def regression_show(
     if not members:
         raise SteplogError(f"no regression set {name!r} (or it is empty)")
     if as_json:
-        _print_json(members)
+        _print_json({"set": name, "runs": members})
         return
     table = Table(
         "run", "scenario", "version", "instance", "seed", "failed step", "error", box=None
@@ -246,7 +265,7 @@ def metrics_cmd(
         refresh(store)
         found = metrics(store, scenario=scenario, by_task_type=by_task_type)
     if as_json:
-        _print_json([m.as_dict() for m in found])
+        _print_json({"metrics": [m.as_dict() for m in found]})
         return
 
     def pct(value: float | None) -> str:
@@ -285,6 +304,7 @@ def metrics_cmd(
 def rebuild_cmd(
     db: DbOption = None,
     projection: Annotated[str, typer.Option(help="Which projection.")] = "library",
+    as_json: JsonOption = False,
 ) -> None:
     """Rebuild read models from position 0 into shadow tables, then swap them in."""
     from ..projections.library import NAME, LibraryProjection
@@ -299,10 +319,14 @@ def rebuild_cmd(
             "{task.completed:,}/{task.total:,} events",
             TimeRemainingColumn(),
             console=err_console,
+            disable=as_json,
         ) as progress,
     ):
         task = progress.add_task(f"rebuilding {projection}", total=store.last_position())
         folded = LibraryProjection(store).rebuild(
             progress=lambda done, total: progress.update(task, completed=done, total=total)
         )
+    if as_json:
+        _print_json({"projection": projection, "events": folded})
+        return
     console.print(f"rebuilt {projection} from {folded:,} events", highlight=False)

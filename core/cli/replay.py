@@ -1,7 +1,5 @@
 """Commands that re-run recorded runs: replay, fork, diff, regress."""
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any
 

@@ -1,24 +1,12 @@
 """Commands that run scenarios and look at runs; the store overview, the UI and the demo."""
 
-from __future__ import annotations
-
-import signal
-import sys
-import time
-from contextlib import suppress
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
-from ..database import (
-    redact,
-    resolve_url,
-)
 from ..errors import SteplogError
-from ..store import EventStore
 from ._shared import (
     DbOption,
     JsonOption,
@@ -27,6 +15,7 @@ from ._shared import (
     app,
     console,
     err_console,
+    fits_bigint,
 )
 
 # --- runs ----------------------------------------------------------------------------------
@@ -48,20 +37,22 @@ def scenarios_cmd(as_json: JsonOption = False) -> None:
     found = registered_scenarios()
     if as_json:
         _print_json(
-            [
-                {
-                    "name": s.name,
-                    "version": s.version,
-                    "description": s.description,
-                    "source": s.source,
-                    "instances": len(s.all_instances()),
-                    "steps": sorted({len(s.steps_for(i)) for i in s.all_instances()}),
-                    "model_versions": list(s.models),
-                    "demo_versions": s.versions_for_demo(),
-                    "config": s.config.model_dump(exclude_none=True),
-                }
-                for s in found.values()
-            ]
+            {
+                "scenarios": [
+                    {
+                        "name": s.name,
+                        "version": s.version,
+                        "description": s.description,
+                        "source": s.source,
+                        "instances": len(s.all_instances()),
+                        "steps": sorted({len(s.steps_for(i)) for i in s.all_instances()}),
+                        "model_versions": list(s.models),
+                        "demo_versions": s.versions_for_demo(),
+                        "config": s.config.model_dump(exclude_none=True),
+                    }
+                    for s in found.values()
+                ]
+            }
         )
         return
     table = Table("scenario", "instances", "steps", "model versions", "limits", "about")
@@ -87,9 +78,20 @@ def _gate(value: str | None) -> Any:
 
 
 def _execute_with_progress(
-    db_url: str, plans: list[Any], workers: int, label: str, quiet: bool
+    db_url: str,
+    plans: list[Any],
+    workers: int,
+    label: str,
+    quiet: bool,
+    finished: set[str] | None = None,
 ) -> list[Any]:
+    """Run ``plans`` with a progress bar; ``finished`` collects run ids as they end."""
     from ..harness.batch import execute_all
+
+    def done(outcome: Any) -> None:
+        progress.advance(task)
+        if finished is not None:
+            finished.add(outcome.run_id)
 
     with Progress(
         "[progress.description]{task.description}",
@@ -100,7 +102,7 @@ def _execute_with_progress(
         disable=quiet,
     ) as progress:
         task = progress.add_task(label, total=len(plans))
-        return execute_all(db_url, plans, workers=workers, on_done=lambda _: progress.advance(task))
+        return execute_all(db_url, plans, workers=workers, on_done=done)
 
 
 @app.command("run")
@@ -109,7 +111,8 @@ def run_cmd(
     model_version: Annotated[str, typer.Option("--model-version", "-m", help="Model version.")],
     runs: Annotated[int, typer.Option(min=1, max=1_000_000, help="How many runs.")] = 1,
     seed: Annotated[
-        int | None, typer.Option(min=0, max=2**62, help="Seed of the first run (+1 per run).")
+        int | None,
+        typer.Option(min=0, callback=fits_bigint, help="Seed of the first run (+1 per run)."),
     ] = None,
     workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
     instance: Annotated[str | None, typer.Option(help="Only this task instance.")] = None,
@@ -136,15 +139,57 @@ def run_cmd(
         gate_policy=_gate(gate_policy),
         run_id=run_id,
     )
+    from ..database import resolve_url
+    from ..store import EventStore
+
     url = resolve_url(db)
     EventStore.open(url).close()  # create / migrate once, before any worker starts
-    outcomes = _execute_with_progress(
-        url, plans, workers, f"{scenario} on {model_version}", as_json or runs == 1
-    )
+    finished: set[str] = set()
+    try:
+        outcomes = _execute_with_progress(
+            url, plans, workers, f"{scenario} on {model_version}", as_json or runs == 1, finished
+        )
+    except KeyboardInterrupt:
+        _report_interrupted(url, plans, finished, workers)
     if as_json:
-        _print_json([o.as_dict() for o in outcomes])
+        _print_json({"runs": [o.as_dict() for o in outcomes]})
         return
     _print_outcomes(outcomes)
+
+
+def _report_interrupted(url: str, plans: list[Any], finished: set[str], workers: int) -> None:
+    """After Ctrl-C: one line on what finished, and how to continue what did not.
+
+    Runs start in plan order, so only the few planned just after the last finished one can have
+    started without finishing; only those are looked up.
+    """
+    from ..harness.runner import fold_run
+    from ..store import EventStore
+
+    last = max((i for i, plan in enumerate(plans) if plan.run_id in finished), default=-1)
+    window = [plan.run_id for plan in plans[: last + workers + 2] if plan.run_id not in finished]
+    store = EventStore.open(url)
+    try:
+        started = [run for run in window if store.version(run)]
+        unfinished = [run for run in started if not fold_run(store, run).is_terminal]
+    finally:
+        store.close()
+    message = (
+        f"interrupted: {len(finished) + len(started) - len(unfinished)} of {len(plans)} "
+        "run(s) finished"
+    )
+    if unfinished:
+        message += (
+            f"; {len(unfinished)} left unfinished, continue with: "
+            + "; ".join(f"steplog resume {run}" for run in unfinished[:3])
+            + (
+                f" (and {len(unfinished) - 3} more: steplog runs --status running)"
+                if len(unfinished) > 3
+                else ""
+            )
+        )
+    err_console.print(message, highlight=False, soft_wrap=True)
+    raise typer.Exit(130)
 
 
 def _print_outcomes(outcomes: list[Any]) -> None:
@@ -192,11 +237,13 @@ def runs_cmd(
             model_version=model_version,
             status=status,
             signature=signature,
-            limit=limit,
+            limit=limit + 1,  # one more tells whether there is a next page
             offset=offset,
         )
+    rows, more = rows[:limit], len(rows) > limit
+    next_offset = offset + limit if more else None
     if as_json:
-        _print_json(rows)
+        _print_json({"runs": rows, "limit": limit, "offset": offset, "next_offset": next_offset})
         return
     table = Table(
         "run",
@@ -224,6 +271,11 @@ def runs_cmd(
             f"{r['tokens']:,}",
         )
     console.print(table)
+    if next_offset is not None:
+        console.print(
+            f"showing {offset + 1}-{offset + len(rows)}; more: --offset {next_offset}",
+            highlight=False,
+        )
 
 
 @app.command("show")
@@ -323,7 +375,7 @@ def resume_cmd(
 # --- overview --------------------------------------------------------------------------------
 
 
-def _store_summary(store: EventStore) -> dict[str, Any]:
+def _store_summary(store: Any) -> dict[str, Any]:
     return {
         "url": store.url,
         "last_position": store.last_position(),
@@ -347,99 +399,3 @@ def info(db: DbOption = None, as_json: JsonOption = False) -> None:
         f"  quarantined {summary['quarantined']:,}",
         highlight=False,
     )
-
-
-@app.command("ui")
-def ui_cmd(
-    db: DbOption = None,
-    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to serve on.")] = 8501,
-    host: Annotated[str, typer.Option(help="Address to bind; loopback by default.")] = (
-        "127.0.0.1"
-    ),
-) -> None:
-    """Start the Streamlit app on this store (Ctrl-C stops it)."""
-    import os
-    import subprocess
-
-    url = resolve_url(db)
-    EventStore.open(url, must_exist=db is not None).close()  # fail fast, with a clear message
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        err_console.print(
-            f"[bold yellow]warning:[/] serving on {host}: the UI has no authentication; anyone "
-            "who can reach this address can read every run and trigger replays",
-            highlight=False,
-        )
-    from importlib.util import find_spec
-
-    ui_spec = find_spec("steplog.ui")
-    app_file = Path(ui_spec.origin or "").parent / "app.py" if ui_spec else Path("ui/app.py")
-    if not app_file.exists():
-        raise SteplogError(f"the UI is not installed next to steplog ({app_file} is missing)")
-    command = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(app_file),
-        "--server.address",
-        host,
-        "--server.port",
-        str(port),
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-        "--client.toolbarMode",
-        "minimal",
-    ]
-    console.print(f"steplog UI on http://{host}:{port} (store {redact(url)})", highlight=False)
-    # a service manager's SIGTERM becomes Ctrl-C: subprocess.run then stops Streamlit too
-    signal.signal(signal.SIGTERM, _interrupt)
-    with suppress(KeyboardInterrupt):
-        subprocess.run(command, env={**os.environ, "STEPLOG_DATABASE_URL": url}, check=False)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-@app.command("demo")
-def demo(
-    db: DbOption = None,
-    runs: Annotated[
-        int, typer.Option(min=1, max=100_000, help="Runs per scenario and version.")
-    ] = (100),
-    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 1,
-    no_ui: Annotated[bool, typer.Option("--no-ui", help="Seed only; do not start the UI.")] = (
-        False
-    ),
-) -> None:
-    """Seed every scenario under its two demo model versions (idempotent), then show them."""
-    from ..harness.batch import plan_runs
-    from ..harness.scenario import registered_scenarios
-
-    url = resolve_url(db)
-    EventStore.open(url).close()
-    plans = [
-        plan
-        for spec in registered_scenarios().values()
-        for version in spec.versions_for_demo()
-        for plan in plan_runs(
-            spec,
-            model_version=version,
-            runs=runs,
-            seed=0,
-            run_id_prefix=f"demo-{spec.name}-{version}-",
-        )
-    ]
-    started = time.perf_counter()
-    outcomes = _execute_with_progress(url, plans, workers, "seeding the demo", False)
-    added = [o for o in outcomes if not o.skipped]
-    console.print(
-        f"demo: {len(added)} new run(s), {len(outcomes) - len(added)} already there "
-        f"({time.perf_counter() - started:.1f} s)",
-        highlight=False,
-    )
-    info(db=url, as_json=False)
-    if not no_ui:
-        ui_cmd(db=url)

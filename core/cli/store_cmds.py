@@ -1,30 +1,16 @@
 """Commands on the raw store: schema migrations, the event log, the quarantine."""
 
-from __future__ import annotations
-
 import json
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
-from sqlalchemy import Engine
 
-from ..database import (
-    create_engine_for,
-    current_revision,
-    downgrade,
-    head_revision,
-    redact,
-    resolve_url,
-    upgrade,
-)
 from ..errors import SteplogError
-from ..store import EventStore, StoredEvent
 from ._shared import (
     DbOption,
     JsonOption,
@@ -33,15 +19,26 @@ from ._shared import (
     console,
     db_app,
     events_app,
+    fits_bigint,
     quarantine_app,
 )
-from .ingest import import_jsonl_cmd
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from ..store import StoredEvent
+
+RevisionArgument = Annotated[
+    str, typer.Argument(metavar="REVISION", help="Target revision, e.g. 0004; 'head' the newest.")
+]
 
 # --- db --------------------------------------------------------------------------------------
 
 
 @contextmanager
-def _engine(db: str | None) -> Iterator[Engine]:
+def _engine(db: str | None) -> Iterator["Engine"]:
+    from ..database import create_engine_for, resolve_url
+
     engine = create_engine_for(resolve_url(db))
     try:
         yield engine
@@ -51,35 +48,54 @@ def _engine(db: str | None) -> Iterator[Engine]:
 
 @db_app.command("upgrade")
 def db_upgrade(
+    revision: RevisionArgument = "head",
     db: DbOption = None,
-    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
+    as_json: JsonOption = False,
 ) -> None:
     """Migrate the database schema up to REVISION (default: head)."""
+    from ..database import current_revision, redact, upgrade
+
     with _engine(db) as engine:
         before = current_revision(engine)
         upgrade(engine, revision)
         after = current_revision(engine)
-    console.print(f"{redact(str(engine.url))}: {before or 'empty'} -> {after}", highlight=False)
+    url = redact(str(engine.url))
+    if as_json:
+        _print_json({"url": url, "before": before, "after": after})
+        return
+    console.print(f"{url}: {before or 'empty'} -> {after}", highlight=False)
 
 
 @db_app.command("downgrade")
 def db_downgrade(
-    revision: Annotated[str, typer.Argument(help="Target revision; 'base' drops all tables.")],
+    revision: Annotated[
+        str, typer.Argument(metavar="REVISION", help="Target revision; 'base' drops all tables.")
+    ],
     db: DbOption = None,
     yes: Annotated[bool, typer.Option("--yes", help="Confirm: this can drop data.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Migrate the database schema down to REVISION. Destroys data the older schema lacks."""
+    from ..database import current_revision, downgrade, redact
+
     if not yes:
         raise SteplogError("downgrading can drop stored events; repeat with --yes to confirm")
     with _engine(db) as engine:
+        before = current_revision(engine)
         downgrade(engine, revision)
         after = current_revision(engine)
-    console.print(f"{redact(str(engine.url))}: now at {after or 'base (empty)'}", highlight=False)
+    url = redact(str(engine.url))
+    if as_json:
+        _print_json({"url": url, "before": before, "after": after})
+        return
+    console.print(f"{url}: now at {after or 'base (empty)'}", highlight=False)
 
 
 @db_app.command("current")
 def db_current(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Show the database's schema revision and the head this steplog needs."""
+    from ..database import current_revision, head_revision, redact
+
     with _engine(db) as engine:
         current = current_revision(engine)
     head = head_revision()
@@ -95,42 +111,54 @@ def db_current(db: DbOption = None, as_json: JsonOption = False) -> None:
 # --- events ----------------------------------------------------------------------------------
 
 
-@events_app.command("append")
-def events_append(
-    file: Annotated[
-        Path, typer.Argument(help="JSONL file: one event per line.", exists=True, dir_okay=False)
-    ],
-    db: DbOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Append the events of a JSONL file; bad lines are quarantined, good ones still stored.
-
-    Exit code 1 when any line was quarantined. Re-running a file whose lines carry event_id
-    adds nothing; lines without one get new ids each time.
-    """
-    import_jsonl_cmd(file, db, as_json)  # the same command under its older name
-
-
 @events_app.command("tail")
 def events_tail(
     db: DbOption = None,
     after: Annotated[
-        int | None, typer.Option(min=0, max=2**62, help="Show events after this position.")
+        int | None,
+        typer.Option(
+            min=0,
+            metavar="POSITION",
+            callback=fits_bigint,
+            help="Show events after this log position.",
+        ),
     ] = None,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many events.")] = 20,
+    limit: Annotated[
+        int, typer.Option(min=1, max=100_000, metavar="N", help="At most N events.")
+    ] = 20,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events.")] = (
         False
     ),
     as_json: JsonOption = False,
+    as_jsonl: Annotated[
+        bool,
+        typer.Option(
+            "--jsonl", help="One event per line, the format `steplog import jsonl` reads."
+        ),
+    ] = False,
 ) -> None:
     """Print the newest events (or those after --after), oldest first."""
+    from ..store import EventStore
+
+    if follow and as_json:
+        raise SteplogError("--follow streams events: use --jsonl (one JSON event per line)")
     store = EventStore.open(db, must_exist=db is not None)
     try:
         cursor = max(0, store.last_position() - limit) if after is None else after
+        if as_json:
+            events = list(store.read_all(cursor, limit))
+            _print_json(
+                {
+                    "events": [e.to_json() for e in events],
+                    "after": cursor,
+                    "last_position": store.last_position(),
+                }
+            )
+            return
         while True:
             batch = list(store.read_all(cursor, None if follow else limit))
             if batch:
-                _print_events(batch, as_json)
+                _print_events(batch, as_jsonl)
                 cursor = batch[-1].position
             if not follow:
                 return
@@ -141,8 +169,8 @@ def events_tail(
         store.close()
 
 
-def _print_events(events: list[StoredEvent], as_json: bool) -> None:
-    if as_json:
+def _print_events(events: "list[StoredEvent]", as_jsonl: bool) -> None:
+    if as_jsonl:
         sys.stdout.write("".join(json.dumps(e.to_json()) + "\n" for e in events))
         sys.stdout.flush()
         return
@@ -162,13 +190,25 @@ def _print_events(events: list[StoredEvent], as_json: bool) -> None:
 
 # --- quarantine ----------------------------------------------------------------------------
 
+SourceOption = Annotated[
+    str | None,
+    typer.Option(metavar="SOURCE", help="Only this source, e.g. jsonl:PATH or otlp:PATH."),
+]
+
 
 @quarantine_app.command("list")
 def quarantine_list(
     db: DbOption = None,
-    source: Annotated[str | None, typer.Option(help="Only this source, e.g. jsonl:PATH.")] = None,
-    after: Annotated[int, typer.Option(min=0, max=2**62, help="Records after this id.")] = 0,
-    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+    source: SourceOption = None,
+    after: Annotated[
+        int,
+        typer.Option(
+            min=0, metavar="ID", callback=fits_bigint, help="Records after this id (paging)."
+        ),
+    ] = 0,
+    limit: Annotated[
+        int, typer.Option(min=1, max=10_000, metavar="N", help="At most N records.")
+    ] = 50,
     resolved: Annotated[
         bool, typer.Option("--resolved", help="List records a retry has stored instead.")
     ] = False,
@@ -176,9 +216,18 @@ def quarantine_list(
 ) -> None:
     """List quarantined input still waiting (or, with --resolved, stored by a retry)."""
     with _opened(db) as store:
-        records = store.quarantined(after_id=after, limit=limit, source=source, resolved=resolved)
+        found = store.quarantined(after_id=after, limit=limit + 1, source=source, resolved=resolved)
+    records, more = found[:limit], len(found) > limit
+    next_after = records[-1].id if more else None
     if as_json:
-        sys.stdout.write("".join(json.dumps(r.to_json()) + "\n" for r in records))
+        _print_json(
+            {
+                "records": [r.to_json() for r in records],
+                "limit": limit,
+                "after": after,
+                "next_after": next_after,
+            }
+        )
         return
     table = Table("id", "received (UTC)", "source", "where", "reason", box=None)
     for r in records:
@@ -190,11 +239,21 @@ def quarantine_list(
             r.reason if len(r.reason) <= 100 else r.reason[:97] + "...",
         )
     console.print(table)
+    if next_after is not None:
+        console.print(f"more: steplog quarantine list --after {next_after}", highlight=False)
 
 
 @quarantine_app.command("show")
 def quarantine_show(
-    record_id: Annotated[int, typer.Argument(min=1, max=2**62, help="Quarantine record id.")],
+    record_id: Annotated[
+        int,
+        typer.Argument(
+            min=1,
+            metavar="ID",
+            callback=fits_bigint,
+            help="Quarantine record id (quarantine list).",
+        ),
+    ],
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -215,3 +274,34 @@ def quarantine_show(
             markup=False,
         )
     console.print(record.raw, highlight=False, markup=False, soft_wrap=True)
+
+
+@quarantine_app.command("purge")
+def quarantine_purge(
+    record_ids: Annotated[
+        list[int] | None,
+        typer.Argument(metavar="[ID]...", help="Records to delete (default: all that match)."),
+    ] = None,
+    source: SourceOption = None,
+    resolved: Annotated[
+        bool, typer.Option("--resolved", help="Only records a retry has already stored.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: the raw input is gone.")] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete quarantine records for good (stored events are never touched).
+
+    For input that can never be stored, e.g. a file imported with the wrong command. Name the
+    records (ids), a --source, or --resolved; with none of them every record goes.
+    """
+    if not yes:
+        raise SteplogError("purging deletes the quarantined input for good; repeat with --yes")
+    with _opened(db) as store:
+        removed = store.purge_quarantined(
+            record_ids=record_ids or (), source=source, resolved_only=resolved
+        )
+    if as_json:
+        _print_json({"purged": removed})
+        return
+    console.print(f"purged {removed} quarantine record(s)", highlight=False)

@@ -153,7 +153,7 @@ class RunState:
         """The article 001 §5.2 state object, plus run accounting."""
         current = self.current_step
         return {
-            "task_id": self.run_id,
+            "run_id": self.run_id,
             "scenario": self.scenario,
             "task_instance_id": self.task_instance_id,
             "model_version": self.model_version,
