@@ -175,6 +175,12 @@ class RunStarted(Event):
     replay_of: str | None = None
     forked_from: str | None = None
     fork_step: int | None = Field(default=None, ge=0)
+    session_id: str | None = Field(
+        default=None, description="the session or conversation the run belongs to (v2)"
+    )
+    user_id: str | None = Field(default=None, description="the end user the run served (v2)")
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -193,6 +199,9 @@ class RunFailed(Event):
     step_index: int | None = Field(default=None, ge=0)
     error_type: str = Field(min_length=1)
     message: str = ""
+    detail: str | None = Field(default=None, description="a stack trace or other long text (v2)")
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -245,6 +254,9 @@ class StepAttemptFailed(Event):
     error_type: str = Field(min_length=1)
     message: str = ""
     retryable: bool = True
+    detail: str | None = Field(default=None, description="a stack trace or other long text (v2)")
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -279,6 +291,9 @@ class StepFailed(Event):
     attempts: int = Field(ge=1)
     error_type: str = Field(min_length=1)
     message: str = ""
+    detail: str | None = Field(default=None, description="a stack trace or other long text (v2)")
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -325,6 +340,14 @@ class ModelCalled(_RecordedCall):
     output_tokens: int = Field(default=0, ge=0)
     latency_ms: float = Field(default=0.0, ge=0)
     cost_usd: float = Field(default=0.0, ge=0)
+    cached_input_tokens: int = Field(
+        default=0, ge=0, description="input tokens served from a prompt cache (v2)"
+    )
+    reasoning_tokens: int = Field(
+        default=0, ge=0, description="output tokens spent on hidden reasoning (v2)"
+    )
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -337,6 +360,9 @@ class ToolCalled(_RecordedCall):
     status: Literal["ok", "error"] = "ok"
     error_type: str | None = None
     latency_ms: float = Field(default=0.0, ge=0)
+    error: str | None = Field(default=None, description="the error message of a failed call (v2)")
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -384,3 +410,15 @@ class SampleAddedToRegressionSet(Event):
     regression_set: str = Field(min_length=1)
     note: str | None = None
     added_by: str | None = None
+
+
+# --- upcasters -------------------------------------------------------------------------------
+
+
+def _added_optional_fields(payload: JsonDict) -> JsonDict:
+    """v1 -> v2 for types that only gained optional fields: a v1 payload is a valid v2 one."""
+    return payload
+
+
+for _type in (RunStarted, RunFailed, StepAttemptFailed, StepFailed, ModelCalled, ToolCalled):
+    catalogue.register_upcaster(_type.type_name(), 1, _added_optional_fields)

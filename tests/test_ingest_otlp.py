@@ -29,7 +29,8 @@ from typer.testing import CliRunner
 
 from steplog.cli import app
 from steplog.errors import DatabaseError
-from steplog.ingest.otlp.genai import map_trace, unflatten
+from steplog.ingest.otlp.attributes import unflatten
+from steplog.ingest.otlp.genai import map_trace
 from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.server import OtlpReceiver
 from steplog.ingest.otlp.spans import decode_document, decode_json
@@ -436,7 +437,9 @@ def test_openinference_spans_and_flattened_messages() -> None:
             end=5,
             openinference__span__kind="TOOL",
             tool__name="search",
-            tool__parameters='{"q": "LIS"}',
+            # OpenInference's tool.parameters is the tool's JSON schema, not the call
+            tool__parameters='{"type": "object", "properties": {"q": {"type": "string"}}}',
+            input__value='{"q": "LIS"}',
             output__value="3 results",
         ),
     )
