@@ -7,6 +7,7 @@ exception.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ MAX_VALUE_CHARS = 64 * 1024
 MAX_DETAIL_CHARS = 16 * 1024
 
 _TRACEBACK = "Traceback (most recent call last)"
+_SUMMARY = re.compile(r"^([^{:]{1,200}): (\{.*\})$", re.DOTALL)
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
 
 
@@ -216,6 +218,8 @@ def error_of(span: Span) -> ErrorInfo:
             stack = _text(event.attributes.get("exception.stacktrace")) or stack
     status = span.status_message or ""
     traceback_type, traceback_message = _from_traceback(status)
+    if not traceback_type:
+        traceback_type, traceback_message = _from_summary(status)
     error_type = exc_type or _text(attrs.get("error.type")) or traceback_type
     if exc_message is not None:
         message = exc_message
@@ -247,6 +251,21 @@ def _from_traceback(text: str) -> tuple[str | None, str]:
             return match.group(1).rsplit(".", 1)[-1], (match.group(2) or "").strip()
         return "Exception", line
     return "Exception", ""
+
+
+def _from_summary(text: str) -> tuple[str | None, str]:
+    """``(summary, error)`` from a status like ``Error in agent run: {'error': 'boom'}`` (the
+    OpenAI Agents SDK's span errors, as OpenInference writes them), else ``(None, "")``."""
+    match = _SUMMARY.match(text.strip())
+    if not match:
+        return None, ""
+    try:
+        data = ast.literal_eval(match.group(2))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None, ""
+    if not isinstance(data, dict) or not isinstance(data.get("error"), str):
+        return None, ""
+    return match.group(1).strip(), data["error"]
 
 
 def _without_type_prefix(message: str, error_type: str | None) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from ...events import (
     Event,
@@ -48,6 +49,7 @@ from .attributes import (
     error_of,
     first_text,
     input_of,
+    json_or_text,
     model_of,
     model_request,
     model_response,
@@ -155,14 +157,19 @@ class _Builder:
         return not explicit_ok  # the last step failed and nothing after it succeeded
 
     def _fatal_step(self) -> int | None:
+        """The last step that failed with the run's error; else the last step (the one under
+        way when a wrapper gave up)."""
         if not self._run_failed() or not self.steps:
             return None
-        for index in range(len(self.steps) - 1, -1, -1):
-            if self.steps[index].failed:
-                return index
-        for index in range(len(self.steps) - 1, -1, -1):
-            if self._errored_calls(self.steps[index]):
-                return index
+        failed = [i for i, step in enumerate(self.steps) if step.failed]
+        wrappers = [w for w in self.wrappers if w.failed]
+        if failed and not wrappers:
+            return failed[-1]
+        if failed:
+            run_error = _short(self._error_along(self._origin(wrappers[-1])))
+            for index in reversed(failed):
+                if _short(self._error_along(self._origin(self.steps[index]))) == run_error:
+                    return index
         return len(self.steps) - 1
 
     def _errored_calls(self, step: Span) -> list[Span]:
@@ -275,6 +282,17 @@ class _Builder:
         later = [s for s in self._errored_calls(self.steps[fatal]) if s.start_ns > span.end_ns]
         return not later and _short(mine) == _short(error)
 
+    def _tool_args(self, span: Span) -> Any:
+        """The call's arguments; a bare value (LangChain records a one-argument tool's input as
+        the value alone) is replaced by the arguments its parent dispatched, when it has them."""
+        args = tool_args_of(span)
+        if isinstance(args, dict) or span.parent_span_id not in self.tree.by_id:
+            return args
+        dispatched = _dispatched_call(
+            self.tree.by_id[span.parent_span_id or ""], tool_name_of(span)
+        )
+        return dispatched if dispatched is not None else args
+
     def _first_output(self) -> object:
         for wrapper in reversed(self.wrappers):
             found = output_of(wrapper)
@@ -292,6 +310,7 @@ class _Builder:
             attrs,
             "steplog.scenario",
             "gen_ai.agent.name",
+            "agent.name",
             "gen_ai.workflow.name",
             "service.name",
         ) or (root.name or "otel")
@@ -302,7 +321,7 @@ class _Builder:
             task_instance_id=first_text(attrs, "steplog.task_instance_id"),
             task_type=first_text(attrs, "steplog.task_type"),
             model_version=model,
-            agent=first_text(attrs, "gen_ai.agent.name", "service.name") or "otel",
+            agent=first_text(attrs, "gen_ai.agent.name", "agent.name", "service.name") or "otel",
             agent_version=first_text(attrs, "gen_ai.agent.version", "service.version") or "1",
             seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
             input=as_dict(input_of(root) or self._first_input()),
@@ -353,7 +372,7 @@ class _Builder:
                 step_index=step_index,
                 call_index=self.call_index,
                 tool=tool_name_of(span),
-                args=cut(tool_args_of(span)),
+                args=cut(self._tool_args(span)),
                 result=cut(tool_result_of(span)),
                 status="error" if error else "ok",
                 error_type=error.error_type if error else None,
@@ -362,6 +381,16 @@ class _Builder:
             )
         self.add(event, span.start_ns, span.span_id, "call")
         self.call_index += 1
+
+
+def _dispatched_call(parent: Span, tool: str) -> Any:
+    """The arguments of the one tool call ``parent`` dispatched to ``tool`` (LangGraph's tool
+    node carries ``{"tool_call": {"name", "args"}}`` as its input), else ``None``."""
+    value = json_or_text(parent.attributes.get("input.value"))
+    call = value.get("tool_call") if isinstance(value, dict) else None
+    if isinstance(call, dict) and call.get("name") == tool and isinstance(call.get("args"), dict):
+        return call["args"]
+    return None
 
 
 def _short(error: ErrorInfo) -> str:
