@@ -20,6 +20,7 @@ from helpers.frameworks import (
     run_pydantic_ai,
 )
 
+from steplog import compare
 from steplog.events import (
     ModelCalled,
     RunFailed,
@@ -130,7 +131,11 @@ def test_langgraph_crash_fails_the_run_with_the_exception_not_a_traceback(
     assert step_failed.attempts == 1 and step_failed.message == "no such city: Atlantis"
     refresh(sqlite_store)
     (failure,) = list_failures(sqlite_store)
-    assert (failure.scenario, failure.step, failure.error_type) == ("weather", "tools", "ValueError")
+    assert (failure.scenario, failure.step, failure.error_type) == (
+        "weather",
+        "tools",
+        "ValueError",
+    )
     assert failure.message == "no such city: Atlantis"
 
 
@@ -185,17 +190,21 @@ def test_pydantic_ai_model_crash_fails_the_run(sqlite_store: EventStore) -> None
     )
 
 
-def test_pydantic_ai_versions_share_steps_and_signatures(sqlite_store: EventStore) -> None:
+def test_pydantic_ai_versions_share_signatures_and_compare(sqlite_store: EventStore) -> None:
     capture = Capture()
-    for version in ("fn-v1", "fn-v2"):
-        run_pydantic_ai(capture, "crash", version=version, instance="p-4")
-    run_ids = capture.ingest(sqlite_store)
-    assert len(run_ids) == 2
+    for instance in ("p-a", "p-b", "p-c"):
+        run_pydantic_ai(capture, "recover", version="fn-v1", instance=instance)
+        run_pydantic_ai(capture, "crash", version="fn-v2", instance=instance)
+    assert len(capture.ingest(sqlite_store)) == 6
     refresh(sqlite_store)
-    (failure,) = list_failures(sqlite_store)  # one failure, not one per model version
-    assert failure.count == 2
-    versions = {r["model_version"] for r in list_runs(sqlite_store)}
-    assert versions == {"fn-v1", "fn-v2"}
+    (failure,) = list_failures(sqlite_store)  # one signature, not one per model version
+    assert failure.count == 3
+    assert compare.comparable(sqlite_store) == [("weather", "fn-v1"), ("weather", "fn-v2")]
+    baseline, candidate = compare.load_runs(sqlite_store, "fn-v1", "fn-v2", scenario="weather")
+    assert (baseline.completed_count, len(baseline)) == (3, 3)
+    assert (candidate.completed_count, len(candidate)) == (0, 3)
+    pairs = compare.pair_up(baseline, candidate)  # paired on (task instance, seed)
+    assert len(pairs.baseline) == 3
 
 
 # --- OpenAI Agents SDK + OpenInference -------------------------------------------------------
@@ -256,3 +265,82 @@ def test_openai_agents_crash_is_a_failed_run(
     refresh(sqlite_store)
     (failure,) = list_failures(sqlite_store)
     assert failure.message == "model backend exploded"
+
+
+# --- the raw OpenTelemetry SDK, GenAI conventions ---------------------------------------------
+
+
+def _raw_otel_run(capture: Capture, *, crash: bool) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    tracer = capture.provider.get_tracer("my-agent")
+    root_attrs = {"steplog.task_instance_id": "r-1", "enduser.id": "user-9"}
+    with tracer.start_as_current_span("my task", attributes=root_attrs):
+        agent_attrs = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "planner",
+            "gen_ai.conversation.id": "conv-1",
+        }
+        with tracer.start_as_current_span("invoke_agent planner", attributes=agent_attrs) as agent:
+            chat_attrs = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-x",
+                "gen_ai.usage.input_tokens": 100,
+                "gen_ai.usage.output_tokens": 20,
+                "gen_ai.usage.cache_read.input_tokens": 64,
+                "gen_ai.usage.reasoning.output_tokens": 12,
+                "gen_ai.usage.cost": 0.0125,
+            }
+            with tracer.start_as_current_span("chat gpt-x", attributes=chat_attrs):
+                pass
+            tool_attrs = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "fetch",
+                "gen_ai.tool.call.arguments": '{"url": "http://example.invalid/1"}',
+            }
+            with tracer.start_as_current_span(
+                "execute_tool fetch", attributes=tool_attrs, record_exception=False
+            ) as tool:
+                try:
+                    raise ConnectionError("fetch failed after 3 tries")
+                except ConnectionError as exc:
+                    tool.record_exception(exc)
+                    tool.set_status(Status(StatusCode.ERROR, str(exc)))
+                    if crash:
+                        agent.record_exception(exc)
+                        agent.set_status(Status(StatusCode.ERROR, str(exc)))
+            if not crash:
+                with tracer.start_as_current_span("chat gpt-x", attributes=chat_attrs):
+                    pass
+
+
+def test_raw_otel_sdk_keeps_cost_cache_reasoning_and_ids(sqlite_store: EventStore) -> None:
+    capture = Capture()
+    _raw_otel_run(capture, crash=False)
+    run = one_run(capture, sqlite_store)
+    started = run.of(RunStarted)[0]
+    assert (started.scenario, started.task_instance_id) == ("planner", "r-1")
+    assert (started.session_id, started.user_id) == ("conv-1", "user-9")
+    assert run.steps == ["chat", "execute_tool fetch", "chat"]
+    model = run.of(ModelCalled)[0]
+    assert (model.cached_input_tokens, model.reasoning_tokens, model.cost_usd) == (64, 12, 0.0125)
+    (attempt,) = run.of(StepAttemptFailed)
+    assert (attempt.error_type, attempt.message) == (
+        "ConnectionError",
+        "fetch failed after 3 tries",
+    )
+    assert attempt.detail and "Traceback" in attempt.detail
+    assert run.summary["status"] == "completed"
+    assert run.summary["cost_usd"] == pytest.approx(0.025)
+
+
+def test_raw_otel_sdk_agent_error_fails_the_run(sqlite_store: EventStore) -> None:
+    capture = Capture()
+    _raw_otel_run(capture, crash=True)
+    run = one_run(capture, sqlite_store)
+    (failed,) = run.of(RunFailed)
+    assert (failed.step, failed.error_type) == ("execute_tool fetch", "ConnectionError")
+    assert failed.message == "fetch failed after 3 tries"
+    refresh(sqlite_store)
+    (failure,) = list_failures(sqlite_store)
+    assert failure.message == "fetch failed after <n> tries"

@@ -135,7 +135,9 @@ def run_pydantic_ai(capture: Capture, mode: str, *, version: str, instance: str)
         if mode == "crash" and calls == 2:
             raise RuntimeError("model backend exploded")
         if calls <= len(script):
-            part: Any = ToolCallPart("lookup", {"city": script[calls - 1]}, tool_call_id=f"c{calls}")
+            part: Any = ToolCallPart(
+                "lookup", {"city": script[calls - 1]}, tool_call_id=f"c{calls}"
+            )
             return ModelResponse(parts=[part], usage=RequestUsage(input_tokens=10, output_tokens=5))
         return ModelResponse(
             parts=[TextPart("It is sunny.")],
@@ -156,10 +158,11 @@ def run_pydantic_ai(capture: Capture, mode: str, *, version: str, instance: str)
         except ValueError as exc:
             raise ModelRetry(str(exc)) from None
 
-    try:
-        agent.run_sync("weather in Lisbon?")
-    except RuntimeError:
-        assert mode == "crash"
+    with capture.root(**{"steplog.task_instance_id": instance, "steplog.seed": 7}):
+        try:
+            agent.run_sync("weather in Lisbon?")
+        except RuntimeError:
+            assert mode == "crash"
 
 
 # --- OpenAI Agents SDK + openinference-instrumentation-openai-agents --------------------------
@@ -212,7 +215,10 @@ def run_openai_agents(capture: Capture, mode: str, *, version: str, instance: st
                     text = ResponseOutputText(type="output_text", text="sunny", annotations=[])
                     output = [
                         ResponseOutputMessage(
-                            id="m", type="message", role="assistant", status="completed",
+                            id="m",
+                            type="message",
+                            role="assistant",
+                            status="completed",
                             content=[text],
                         )
                     ]
