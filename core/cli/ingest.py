@@ -19,6 +19,7 @@ from ..errors import SteplogError
 from ..ingest.jsonl import import_jsonl
 from ..ingest.redaction import Redactor, default_redactor
 from ..ingest.report import ImportReport
+from ..ingest.sniff import INSPECT, JSONL, OTLP, require_kind
 from ..store import EventStore
 from ._shared import (
     DbOption,
@@ -98,6 +99,7 @@ def import_jsonl_cmd(file: FileArgument, db: DbOption = None, as_json: JsonOptio
 
     Idempotent: lines carry their event ids, so importing a file twice adds nothing.
     """
+    require_kind(file, JSONL)
     with _store(db) as store, _progress(as_json) as progress:
         task = progress.add_task(f"importing {file.name}", total=file.stat().st_size)
         report = import_jsonl(store, file, on_progress=lambda n: progress.update(task, completed=n))
@@ -118,6 +120,7 @@ def import_otlp_cmd(
     from ..ingest.otlp.files import read_documents
     from ..ingest.otlp.pipeline import OtlpIngest, import_documents
 
+    require_kind(file, OTLP)
     redactor = default_redactor(redact_patterns)
     source = f"otlp:{file}"
     with _store(db) as store, _progress(as_json) as progress:
@@ -141,6 +144,7 @@ def import_inspect_cmd(
     """Import Inspect AI evaluation logs: each sample and epoch becomes a run."""
     from ..ingest.inspect import import_inspect
 
+    require_kind(path, INSPECT)
     redactor = default_redactor(redact_patterns)
     with (
         _store(db) as store,

@@ -324,6 +324,12 @@ def import_documents(
             report.reject(ingest.store, ingest.source, ingest.redacted(item))
             continue
         location, document = item
+        if isinstance(document, dict) and not document.keys() & {"resourceSpans", "resource_spans"}:
+            keys = ", ".join(sorted(map(str, document))[:8]) or "none"
+            reason = f"not an OTLP/JSON request: no resourceSpans (its keys: {keys})"
+            rejected = Rejected(location or "file", reason, _dump(document))
+            report.reject(ingest.store, ingest.source, ingest.redacted(rejected))
+            continue
         try:
             decoded = decode_document(document)
         except RequestError as exc:
