@@ -240,3 +240,46 @@ def run_openai_agents(capture: Capture, mode: str, *, version: str, instance: st
         Runner.run_sync(agent, "weather in Lisbon?")
     except RuntimeError:
         assert mode == "crash"
+
+
+# --- mini-swe-agent: DeterministicModel, local shell, the trajectory it saves -----------------
+
+
+def run_mini_swe_agent(mode: str, folder: Any, *, version: str = "det-v1") -> Any:
+    """Run mini-swe-agent's text-based agent; return the path of the trajectory it saved."""
+    from pathlib import Path
+
+    import minisweagent
+    import yaml
+    from minisweagent.agents.default import DefaultAgent
+    from minisweagent.environments.local import LocalEnvironment
+    from minisweagent.models.test_models import DeterministicModel, make_output
+
+    config = yaml.safe_load(
+        (Path(minisweagent.__file__).parent / "config" / "mini_textbased.yaml").read_text()
+    )
+    outputs = []
+    if mode != "ok":
+        outputs.append(make_output("look first", [{"command": "ls ./no-such-dir"}], cost=0.5))
+    outputs.append(make_output("say it", [{"command": "echo hello"}], cost=0.5))
+    outputs.append(
+        make_output("done", [{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}], cost=0.25)
+    )
+
+    class Scripted(DeterministicModel):
+        def query(self, messages: Any, **kwargs: Any) -> Any:
+            if mode == "crash" and self.current_index == 0:
+                raise RuntimeError("model backend exploded")
+            return super().query(messages, **kwargs)
+
+    path = Path(folder) / f"task-{mode}" / f"task-{mode}.traj.json"
+    agent = DefaultAgent(
+        Scripted(outputs=outputs, model_name=version),
+        LocalEnvironment(cwd=str(folder)),
+        **{**config["agent"], "output_path": path},
+    )
+    try:
+        agent.run("say hello")
+    except RuntimeError:
+        assert mode == "crash"
+    return path
