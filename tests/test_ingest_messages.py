@@ -132,7 +132,8 @@ def test_jsonl_lines_are_runs_with_outcomes_and_failures(tmp_path: Path) -> None
          "error": {"type": "BookingError", "message": "seat 14C was taken",
                    "traceback": "Traceback (most recent call last): ..."},
          "messages": conversation(answer=False)},
-        {"id": "cut-1", "scenario": "travel", "model": "m-1", "messages": conversation(answer=False)},
+        {"id": "cut-1", "scenario": "travel", "model": "m-1",
+         "messages": conversation(answer=False)},
     ]  # fmt: skip
     store, result = imported(
         tmp_path, "runs.jsonl", "\n".join(json.dumps(r) for r in records) + "\n", "messages"
