@@ -205,6 +205,20 @@ class RunFailed(Event):
 
 
 @catalogue.register
+class RunRevised(Event):
+    """The run was mapped again from its source (spans arrived late, or the mapping improved).
+
+    Everything after ``RunStarted`` (or after the previous revision) is superseded: ``started``
+    takes ``RunStarted``'s place and the events after this one are the run as it now reads. The
+    events before stay in the log, unchanged.
+    """
+
+    revision: int = Field(ge=1)
+    reason: str = Field(min_length=1)
+    started: RunStarted
+
+
+@catalogue.register
 class RunAborted(Event):
     """The run was stopped from outside or by a limit before it could finish."""
 

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -111,9 +112,26 @@ class StagedSpan(SQLModel, table=True):
     body: str = Field(sa_column=Column(Text(), nullable=False))
 
 
+class ArchivedTrace(SQLModel, table=True):
+    """Every span of an assembled trace, compressed, kept after its run was stored: late spans
+    are merged into it (the run is revised) and ``steplog reassemble`` maps it again."""
+
+    __tablename__: ClassVar[str] = "otlp_traces"
+
+    trace_id: str = Field(sa_column=Column(String(32), primary_key=True))
+    run_id: str = Field(sa_column=Column(String(255), nullable=False))
+    span_count: int = Field(sa_column=Column(Integer(), nullable=False))
+    spans: bytes = Field(sa_column=Column(LargeBinary(), nullable=False))
+    """zlib-compressed JSON: a list of spans in their compact form (``Span.to_compact``)."""
+    assembled_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    """When the trace first became a run: late spans are taken for a window after it."""
+    updated_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+
+
 events_table = StoredEventRow.__table__  # type: ignore[attr-defined]
 quarantine_table = QuarantinedRecord.__table__  # type: ignore[attr-defined]
 staged_spans_table = StagedSpan.__table__  # type: ignore[attr-defined]
+archived_traces_table = ArchivedTrace.__table__  # type: ignore[attr-defined]
 
 
 # --- read models (projections): rebuilt from the events at any time ----------------------------

@@ -251,6 +251,43 @@ def import_mini_swe_cmd(
     _finish(report, str(path), f"mini-swe-agent:{path}", as_json)
 
 
+@app.command("reassemble")
+def reassemble_cmd(
+    trace: Annotated[
+        list[str] | None,
+        typer.Option("--trace", help="Map this stored trace again (repeatable)."),
+    ] = None,
+    all_traces: Annotated[
+        bool, typer.Option("--all", help="Map every stored trace again.")
+    ] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Map stored OTLP traces again with the current mapping (after an upgrade).
+
+    A run that now reads differently is revised through new events (RunRevised); one that reads
+    the same is left alone, so running it twice changes nothing.
+    """
+    from ..ingest.otlp.pipeline import OtlpIngest
+
+    if bool(trace) == all_traces:
+        raise SteplogError("name traces with --trace ID (repeatable), or use --all")
+    with _store_must_exist(db) as store:
+        ingest = OtlpIngest(store, default_redactor(), source="otlp:reassemble")
+        report = ingest.reassemble([t.lower() for t in trace] if trace else None)
+    if as_json:
+        _print_json(report.as_dict())
+    else:
+        console.print(
+            f"{len(report.revised)} run(s) revised, {len(report.unchanged)} unchanged",
+            highlight=False,
+        )
+    for problem in [*(f"trace {t}: no stored spans" for t in report.missing), *report.failed]:
+        err_console.print(problem, highlight=False, markup=False)
+    if report.missing or report.failed:
+        raise typer.Exit(1)
+
+
 @app.command("export")
 def export_cmd(
     db: DbOption = None,

@@ -492,7 +492,18 @@ def _run_aborted(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
     run.ended_at = event.recorded_at
 
 
+def _run_revised(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    """Start the run over from the revised ``RunStarted``; its identity and start time stay."""
+    fresh = _RunDraft.start(event._replace(type="RunStarted", payload=p["started"]))
+    for name in _RUN_FIELDS:
+        if name not in ("run_id", "started_at", "last_seq", "last_position"):
+            setattr(run, name, getattr(fresh, name))
+    run.values = {}
+    run.steps = {}
+
+
 _HANDLERS: dict[str, Callable[[Any, dict[str, Any], StoredEvent], None]] = {
+    "RunRevised": _run_revised,
     "StepStarted": _step_started,
     "StepAttemptFailed": _attempt_failed,
     "ValidationFailed": _attempt_failed,

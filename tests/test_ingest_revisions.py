@@ -1,0 +1,139 @@
+"""Stored traces are kept (compressed) and can be mapped again: `steplog reassemble` revises the
+runs whose reading changed, through new events, and is idempotent; the library follows."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.otlp import hex_id, request, span
+from sqlalchemy import select
+from typer.testing import CliRunner
+
+from steplog.cli import app
+from steplog.events import RunRevised
+from steplog.ingest.otlp import genai
+from steplog.ingest.otlp.archive import load
+from steplog.models import archived_traces_table
+from steplog.projections.library import LibraryProjection
+from steplog.projections.queries import list_failures, list_runs, refresh
+from steplog.store import EventStore
+
+runner = CliRunner()
+
+
+def failing_chat(rng: random.Random, version: str) -> list[dict[str, Any]]:
+    trace, root, chat = hex_id(rng, 16), hex_id(rng, 8), hex_id(rng, 8)
+    return [
+        span(
+            trace,
+            chat,
+            f"chat {version}",
+            parent=root,
+            start=1,
+            end=5,
+            error="RateLimitError",
+            message="rate limited, retry in 20 s",
+            gen_ai__operation__name="chat",
+            gen_ai__request__model=version,
+        ),
+        span(
+            trace,
+            root,
+            "invoke_agent planner",
+            start=0,
+            end=6,
+            error="RateLimitError",
+            gen_ai__operation__name="invoke_agent",
+            gen_ai__agent__name="planner",
+        ),
+    ]
+
+
+def old_step_name(span: Any) -> str:
+    """How steps were named before issue 13: by span name (``chat gpt-a``)."""
+    return span.name or "(unnamed)"
+
+
+def signatures(store: EventStore) -> dict[str, int]:
+    refresh(store)
+    return {f.step: f.count for f in list_failures(store)}
+
+
+def test_reassemble_revises_runs_mapped_the_old_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(13)
+    path = tmp_path / "traces.jsonl"
+    lines = [request(*failing_chat(rng, v)) for v in ("gpt-a", "gpt-b")]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    db = tmp_path / "store.db"
+    with monkeypatch.context() as patched:
+        patched.setattr(genai, "step_name", old_step_name)
+        result = runner.invoke(app, ["import", "otlp", str(path), "--db", str(db)])
+        assert result.exit_code == 0, result.output
+    store = EventStore.open(f"sqlite:///{db}")
+    assert signatures(store) == {"chat gpt-a": 1, "chat gpt-b": 1}  # one failure split in two
+
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(archived_traces_table.c.span_count)).all()
+    assert sorted(rows) == [(2,), (2,)]  # every span kept (compressed) after assembly
+
+    result = runner.invoke(app, ["reassemble", "--all", "--db", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["revised"] == 2
+    assert signatures(store) == {"chat": 2}  # one signature now, the old ones gone
+    refresh(store)
+    assert {r["failed_step"] for r in list_runs(store)} == {"chat"}
+    run_id = next(iter({e.run_id for e in store.read_all()}))
+    revisions = [e.to_event() for e in store.read_run(run_id) if e.type == "RunRevised"]
+    assert [(r.revision, r.started.planned_steps) for r in revisions] == [(1, ["chat"])]
+
+    again = runner.invoke(app, ["reassemble", "--all", "--db", str(db), "--json"])
+    assert json.loads(again.stdout) | {"revised_runs": []} == {
+        "revised": 0,
+        "unchanged": 2,
+        "missing": [],
+        "failed": [],
+        "revised_runs": [],
+    }  # idempotent
+    before = [(f.signature, f.count, f.counts_by_version) for f in list_failures(store)]
+    LibraryProjection(store).rebuild()  # rebuilding from the log gives the same library
+    after = [(f.signature, f.count, f.counts_by_version) for f in list_failures(store)]
+    assert after == before
+    store.close()
+
+
+def test_reassemble_names_what_it_cannot_find(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    EventStore.open(f"sqlite:///{db}").close()
+    missing = "ab" * 16
+    result = runner.invoke(app, ["reassemble", "--trace", missing, "--db", str(db)])
+    assert result.exit_code == 1
+    assert f"trace {missing}: no stored spans" in result.stderr
+    neither = runner.invoke(app, ["reassemble", "--db", str(db)])
+    assert neither.exit_code == 1 and "--trace ID" in neither.stderr
+
+
+def test_a_revised_run_that_now_completes_leaves_the_library(store: EventStore) -> None:
+    from steplog.ingest.otlp.pipeline import OtlpIngest
+    from steplog.ingest.otlp.spans import decode_document
+    from steplog.ingest.redaction import default_redactor
+
+    rng = random.Random(21)
+    chat, root = failing_chat(rng, "gpt-a")
+    root_ok = {**root, "status": {"code": 1}, "attributes": root["attributes"][:-1]}
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0)
+    ingest.receive(decode_document(request(root_ok)))  # the root first, alone: a run of 0 steps
+    ingest.assemble(everything=True)
+    assert signatures(store) == {}
+    ingest.receive(decode_document(request(chat)))  # the failed chat arrives late
+    ingest.assemble(everything=True)
+    (run_id,) = {e.run_id for e in store.read_all()}
+    assert any(isinstance(e.to_event(), RunRevised) for e in store.read_run(run_id))
+    # the root said OK: the chat error was recovered from, so still no failure
+    assert signatures(store) == {}
+    assert load(store, [chat["traceId"]])[chat["traceId"]].spans[-1].name == "chat gpt-a"
