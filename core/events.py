@@ -179,6 +179,11 @@ class RunStarted(Event):
         default=None, description="the session or conversation the run belongs to (v2)"
     )
     user_id: str | None = Field(default=None, description="the end user the run served (v2)")
+    gaps: list[str] = Field(
+        default_factory=list,
+        description="known gaps in the source (e.g. spans whose parent never arrived): the run "
+        "may be incomplete (v2)",
+    )
 
     schema_version: ClassVar[int] = 2
 

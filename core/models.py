@@ -23,6 +23,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.expression import false
 from sqlalchemy.types import TypeDecorator, TypeEngine
 from sqlmodel import Field, SQLModel
 
@@ -148,6 +149,7 @@ class RunSummaryRow(SQLModel, table=True):
         Index("ix_run_summaries_started_at", "started_at"),
         Index("ix_run_summaries_replay_of", "replay_of"),
         Index("ix_run_summaries_forked_from", "forked_from"),
+        Index("ix_run_summaries_session", "session_id", "started_at"),
     )
 
     run_id: str = Field(sa_column=Column(String(255), primary_key=True))
@@ -177,6 +179,12 @@ class RunSummaryRow(SQLModel, table=True):
     replay_of: str | None = Field(default=None, sa_column=Column(String(255)))
     forked_from: str | None = Field(default=None, sa_column=Column(String(255)))
     fork_step: int | None = Field(default=None, sa_column=Column(Integer()))
+    session_id: str | None = Field(default=None, sa_column=Column(String(200)))
+    """The session or conversation the run belongs to (runs of one session group together)."""
+    incomplete: bool = Field(
+        default=False, sa_column=Column(Boolean(), nullable=False, server_default=false())
+    )
+    """The run's source has known gaps (spans whose parent never arrived)."""
     started_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
     ended_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
     last_position: int = Field(sa_column=Column(BigInteger(), nullable=False))

@@ -332,6 +332,9 @@ def test_raw_otel_sdk_keeps_cost_cache_reasoning_and_ids(sqlite_store: EventStor
     assert attempt.detail and "Traceback" in attempt.detail
     assert run.summary["status"] == "completed"
     assert run.summary["cost_usd"] == pytest.approx(0.025)
+    assert [r["run_id"] for r in list_runs(sqlite_store, session="conv-1")] == [
+        run.summary["run_id"]
+    ]  # sessions group runs
 
 
 def test_raw_otel_sdk_agent_error_fails_the_run(sqlite_store: EventStore) -> None:

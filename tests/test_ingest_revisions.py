@@ -137,3 +137,39 @@ def test_a_revised_run_that_now_completes_leaves_the_library(store: EventStore) 
     # the root said OK: the chat error was recovered from, so still no failure
     assert signatures(store) == {}
     assert load(store, [chat["traceId"]])[chat["traceId"]].spans[-1].name == "chat gpt-a"
+
+
+def test_a_trace_with_a_lost_span_is_incomplete_until_it_arrives(tmp_path: Path) -> None:
+    from steplog.ingest.otlp.pipeline import OtlpIngest
+    from steplog.ingest.otlp.spans import decode_document
+    from steplog.ingest.redaction import default_redactor
+
+    rng = random.Random(34)
+    trace, root, chat, turn, tool = (hex_id(rng, 16), *(hex_id(rng, 8) for _ in range(4)))
+    spans = [
+        span(trace, root, "invoke_agent planner", start=0, end=10, steplog__session_id="s-9"),
+        span(trace, chat, "chat", parent=root, start=1, end=2, gen_ai__operation__name="chat"),
+        span(trace, tool, "execute_tool book", parent=turn, start=4, end=5,
+             gen_ai__operation__name="execute_tool", gen_ai__tool__name="book"),
+    ]  # fmt: skip
+    db = tmp_path / "store.db"
+    store = EventStore.open(f"sqlite:///{db}")
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0)
+    ingest.receive(decode_document(request(*spans)))  # the "turn" span was lost on the way
+    ingest.assemble(everything=True)
+    refresh(store)
+    (run,) = list_runs(store, session="s-9")
+    assert run["incomplete"] is True
+    shown = runner.invoke(app, ["runs", "--session", "s-9", "--db", str(db)])
+    assert "completed (incomplete)" in shown.stdout
+    (started,) = [e.to_event() for e in store.read_run(run["run_id"])][:1]
+    assert started.gaps == [  # type: ignore[attr-defined]
+        f"span {tool} ('execute_tool book'): its parent {turn} never arrived"
+    ]
+    lost = span(trace, turn, "turn", parent=root, start=3, end=6)
+    ingest.receive(decode_document(request(lost)))  # it turns up after all
+    ingest.assemble()
+    refresh(store)
+    (run,) = list_runs(store, session="s-9")
+    assert run["incomplete"] is False and run["steps_planned"] == 2
+    store.close()

@@ -1,4 +1,5 @@
-"""Raw spans are kept after assembly, compressed, so runs can be revised and re-mapped.
+"""Raw spans are kept after assembly, compressed, so runs can be revised and re-mapped; run
+summaries show a run's session and whether its source had known gaps.
 
 Until now a trace's spans were deleted once it became a run: a span arriving later could only be
 quarantined, and an improved mapping could not be applied to stored traces. ``otlp_traces``
@@ -31,7 +32,17 @@ def upgrade() -> None:
         sa.Column("assembled_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
     )
+    with op.batch_alter_table("run_summaries") as batch:
+        batch.add_column(sa.Column("session_id", sa.String(200), nullable=True))
+        batch.add_column(
+            sa.Column("incomplete", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
+    op.create_index("ix_run_summaries_session", "run_summaries", ["session_id", "started_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_run_summaries_session", table_name="run_summaries")
+    with op.batch_alter_table("run_summaries") as batch:
+        batch.drop_column("incomplete")
+        batch.drop_column("session_id")
     op.drop_table("otlp_traces")

@@ -95,6 +95,8 @@ def summary_of(state: RunState) -> dict[str, Any]:
         "replay_of": state.replay_of,
         "forked_from": state.forked_from,
         "fork_step": state.fork_step,
+        "session_id": state.session_id,
+        "incomplete": bool(state.gaps),
         "started_at": state.started_at,
         "ended_at": ended,
         "last_position": state.last_position,

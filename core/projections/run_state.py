@@ -98,6 +98,10 @@ class RunState:
     last_position: int = 0
     values: dict[str, Any] = field(default_factory=dict)
     """The task's working state: every completed step's output, keyed by step name."""
+    session_id: str | None = None
+    user_id: str | None = None
+    gaps: tuple[str, ...] = ()
+    """Known gaps in the run's source (an imported trace that lost spans): it may be incomplete."""
 
     @property
     def version(self) -> int:
@@ -361,6 +365,9 @@ class _RunDraft:
             last_seq=event.seq,
             last_position=event.position,
             values={},
+            session_id=p.get("session_id"),
+            user_id=p.get("user_id"),
+            gaps=tuple(p.get("gaps") or ()),
         )
         return cls.thaw(state)
 

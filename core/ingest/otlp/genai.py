@@ -331,6 +331,7 @@ class _Builder:
                 "steplog.session_id", "session.id", "gen_ai.conversation.id", "conversation.id"
             ),
             user_id=self.tree.first_attribute("steplog.user_id", "user.id", "enduser.id"),
+            gaps=self.tree.gaps(),
         )
 
     def _first_input(self) -> object:

@@ -86,6 +86,17 @@ class SpanTree:
         steps = sorted([*self.children_of(node), *orphans], key=_order)
         return wrappers, steps
 
+    def gaps(self, limit: int = 20) -> list[str]:
+        """Known gaps: spans whose parent never arrived (the trace lost spans on the way)."""
+        missing = [s for s in self.roots if s.parent_span_id]
+        found = [
+            f"span {s.span_id} ({s.name[:80]!r}): its parent {s.parent_span_id} never arrived"
+            for s in missing[:limit]
+        ]
+        if len(missing) > limit:
+            found.append(f"... and {len(missing) - limit} more spans whose parent never arrived")
+        return found
+
     def first_attribute(self, *keys: str) -> str | None:
         """The first of ``keys`` set on the root (or its resource), else on any span."""
         for span in [self.root, *self.spans]:
