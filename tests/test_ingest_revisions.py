@@ -173,3 +173,30 @@ def test_a_trace_with_a_lost_span_is_incomplete_until_it_arrives(tmp_path: Path)
     (run,) = list_runs(store, session="s-9")
     assert run["incomplete"] is False and run["steps_planned"] == 2
     store.close()
+
+
+def test_the_run_page_shows_an_incomplete_run_and_its_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    rng = random.Random(35)
+    trace, root, tool = hex_id(rng, 16), hex_id(rng, 8), hex_id(rng, 8)
+    path = tmp_path / "trace.json"
+    spans = [
+        span(trace, root, "invoke_agent planner", start=0, end=10, session__id="s10"),
+        span(trace, tool, "execute_tool book", parent="ab" * 8, start=4, end=5,
+             gen_ai__operation__name="execute_tool", gen_ai__tool__name="book"),
+    ]  # fmt: skip
+    path.write_text(json.dumps(request(*spans)))
+    db = tmp_path / "store.db"
+    assert runner.invoke(app, ["import", "otlp", str(path), "--db", str(db)]).exit_code == 0
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", f"sqlite:///{db}")
+    views = Path(__file__).resolve().parent.parent / "ui" / "views"
+    page = AppTest.from_file(str(views / "run.py"), default_timeout=60)
+    page.query_params["run"] = f"otel-{trace}"
+    page.run()
+    assert not page.exception, page.exception
+    (warning,) = page.warning
+    assert "Incomplete" in str(warning.value) and "never arrived" in str(warning.value)
+    assert any("session s10" in str(c.value) for c in page.caption)
