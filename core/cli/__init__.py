@@ -10,7 +10,16 @@ from importlib import import_module
 
 from ._shared import app
 
-TOPICS = ("runs", "library", "replay", "compare", "ingest", "store_cmds", "bench")
+TOPICS = (
+    "runs",
+    "library",
+    "replay",
+    "compare",
+    "ingest",
+    "ingest_messages",
+    "store_cmds",
+    "bench",
+)
 for _topic in TOPICS:
     import_module(f".{_topic}", __name__)
 
