@@ -105,6 +105,14 @@ class _Builder:
         self.wrappers, self.steps = tree.step_level()
         self.events: list[NewEvent] = []
         self.call_index = 0
+        self._errors: dict[str, ErrorInfo] = {}
+        self._failures: dict[int | None, ErrorInfo] = {}
+
+    def _error(self, span: Span) -> ErrorInfo:
+        found = self._errors.get(span.span_id)
+        if found is None:
+            found = self._errors[span.span_id] = error_of(span)
+        return found
 
     def add(self, event: Event, time_ns: int, *identity: str | int) -> None:
         self.events.append(
@@ -183,13 +191,19 @@ class _Builder:
             if not errored:
                 return node
             child = max(errored, key=lambda s: (s.end_ns, s.start_ns))
-            mine, theirs = error_of(node), error_of(child)
+            mine, theirs = self._error(node), self._error(child)
             if mine.specific and theirs.specific and _short(mine) != _short(theirs):
                 return node  # the parent failed for a reason of its own
             node = child
 
     def _failure(self, fatal: int | None) -> ErrorInfo:
         """The run's error: from the failing step's origin, filled in from its ancestors."""
+        found = self._failures.get(fatal)
+        if found is None:
+            found = self._failures[fatal] = self._find_failure(fatal)
+        return found
+
+    def _find_failure(self, fatal: int | None) -> ErrorInfo:
         failed_wrappers = [w for w in self.wrappers if w.failed]
         if fatal is not None:
             step = self.steps[fatal]
@@ -208,7 +222,7 @@ class _Builder:
 
     def _error_along(self, origin: Span) -> ErrorInfo:
         chain = [s for s in self.tree.ancestors(origin) if s.failed]
-        infos = [error_of(s) for s in chain] or [error_of(origin)]
+        infos = [self._error(s) for s in chain] or [self._error(origin)]
         specific = [i for i in infos if i.specific]
         best = specific[0] if specific else infos[0]
         message = best.message or next((i.message for i in infos if i.message), "")
@@ -222,8 +236,9 @@ class _Builder:
         started = StepStarted(step=name, step_index=index, input=as_dict(input_of(step)))
         self.add(started, step.start_ns, step.span_id, "step-started")
         for call in self.tree.subtree(step):
-            if call_kind(call):
-                self._add_call(call, index)
+            kind = call_kind(call)
+            if kind:
+                self._add_call(call, index, kind)
         end = step.end_ns or step.start_ns
         attempts = self._errored_calls(step)
         if step.failed and not call_kind(step) and not attempts:
@@ -348,10 +363,9 @@ class _Builder:
                 return model
         return "unknown"
 
-    def _add_call(self, span: Span, step_index: int) -> None:
-        kind = call_kind(span)
+    def _add_call(self, span: Span, step_index: int, kind: str) -> None:
         latency = max(0.0, (span.end_ns - span.start_ns) / 1e6) if span.end_ns else 0.0
-        error = error_of(span) if span.failed else None
+        error = self._error(span) if span.failed else None
         if kind == "model":
             usage = usage_of(span)
             event: Event = ModelCalled(

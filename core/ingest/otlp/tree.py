@@ -39,6 +39,7 @@ class SpanTree:
         self.roots = find_roots(self.spans)
         self.root = self.roots[0]
         self._children: dict[str, list[Span]] = defaultdict(list)
+        self._subtrees: dict[str, list[Span]] = {}
         for span in self.spans:
             if span is not self.root and span.parent_span_id in self.by_id:
                 self._children[span.parent_span_id].append(span)
@@ -49,13 +50,21 @@ class SpanTree:
 
     def subtree(self, span: Span) -> list[Span]:
         """``span`` and all its descendants, in start order."""
+        known = self._subtrees.get(span.span_id)
+        if known is not None:
+            return known
+        if not self.children_of(span):
+            self._subtrees[span.span_id] = [span]
+            return [span]
         found = [span]
         stack = list(self.children_of(span))
         while stack:
             child = stack.pop()
             found.append(child)
             stack.extend(self.children_of(child))
-        return sorted(found, key=_order)
+        found.sort(key=_order)
+        self._subtrees[span.span_id] = found
+        return found
 
     def ancestors(self, span: Span) -> list[Span]:
         """``span`` and its parents up to its root, innermost first."""
