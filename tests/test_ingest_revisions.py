@@ -200,3 +200,94 @@ def test_the_run_page_shows_an_incomplete_run_and_its_session(
     (warning,) = page.warning
     assert "Incomplete" in str(warning.value) and "never arrived" in str(warning.value)
     assert any("session s10" in str(c.value) for c in page.caption)
+
+
+# --- a drill: two processes export one trace, the second well after the run was stored -------
+
+_PROCESS = """
+import sys
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+endpoint, role = sys.argv[1], sys.argv[2]
+provider = TracerProvider()
+provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+tracer = provider.get_tracer("drill")
+if role == "root":
+    attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"}
+    with tracer.start_as_current_span("invoke_agent planner", attributes=attrs) as root:
+        chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m-1"}
+        with tracer.start_as_current_span("chat m-1", attributes=chat):
+            pass
+        context = root.get_span_context()
+        print(f"{context.trace_id:032x} {context.span_id:016x}", flush=True)
+else:
+    trace_id, span_id = (int(x, 16) for x in sys.argv[3:5])
+    parent = NonRecordingSpan(SpanContext(trace_id, span_id, True, TraceFlags(1)))
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "book",
+            "gen_ai.tool.call.arguments": '{"seat": "14C"}'}
+    with tracer.start_as_current_span(
+        "execute_tool book", context=trace.set_span_in_context(parent), attributes=tool
+    ) as span:
+        span.set_status(trace.Status(trace.StatusCode.ERROR, "seat taken"))
+provider.shutdown()  # every export acknowledged (200) before this returns
+"""
+
+
+def test_a_second_process_exporting_late_revises_the_run(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    db = tmp_path / "store.db"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "steplog.cli", "serve", "--db", str(db), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    endpoint = f"http://127.0.0.1:{port}/v1/traces"
+
+    def wait_for(condition: Any) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline, "not reached within 30 s"
+            time.sleep(0.1)
+
+    try:
+        assert server.stdout is not None and endpoint in server.stdout.readline()
+        first = subprocess.run(
+            [sys.executable, "-c", _PROCESS, endpoint, "root"],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        trace_id, root_id = first.stdout.split()
+        store = EventStore.open(f"sqlite:///{db}")
+        wait_for(lambda: store.count_runs() == 1)
+        run_id = f"otel-{trace_id}"
+        refresh(store)
+        assert list_runs(store)[0]["status"] == "completed"  # as far as it knows
+        subprocess.run(
+            [sys.executable, "-c", _PROCESS, endpoint, "child", trace_id, root_id],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        wait_for(lambda: any(e.type == "RunRevised" for e in store.read_run(run_id)))
+        wait_for(lambda: store.read_run(run_id)[-1].type in ("RunCompleted", "RunFailed"))
+        refresh(store)
+        (run,) = list_runs(store)
+        assert (run["status"], run["failed_step"], run["failure_message"]) == (
+            "failed",
+            "execute_tool book",
+            "seat taken",
+        )  # the late tool span was the last step, in error: the run ends failed
+        assert store.quarantined() == []
+        store.close()
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
