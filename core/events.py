@@ -179,6 +179,17 @@ class RunStarted(Event):
     replay_of: str | None = None
     forked_from: str | None = None
     fork_step: int | None = Field(default=None, ge=0)
+    session_id: str | None = Field(
+        default=None, description="the session or conversation the run belongs to (v2)"
+    )
+    user_id: str | None = Field(default=None, description="the end user the run served (v2)")
+    gaps: list[str] = Field(
+        default_factory=list,
+        description="known gaps in the source (e.g. spans whose parent never arrived): the run "
+        "may be incomplete (v2)",
+    )
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -197,6 +208,23 @@ class RunFailed(Event):
     step_index: int | None = Field(default=None, ge=0)
     error_type: str = Field(min_length=1)
     message: str = ""
+    detail: str | None = Field(default=None, description="a stack trace or other long text (v2)")
+
+    schema_version: ClassVar[int] = 2
+
+
+@catalogue.register
+class RunRevised(Event):
+    """The run was mapped again from its source (spans arrived late, or the mapping improved).
+
+    Everything after ``RunStarted`` (or after the previous revision) is superseded: ``started``
+    takes ``RunStarted``'s place and the events after this one are the run as it now reads. The
+    events before stay in the log, unchanged.
+    """
+
+    revision: int = Field(ge=1)
+    reason: str = Field(min_length=1)
+    started: RunStarted
 
 
 @catalogue.register
@@ -249,6 +277,9 @@ class StepAttemptFailed(Event):
     error_type: str = Field(min_length=1)
     message: str = ""
     retryable: bool = True
+    detail: str | None = Field(default=None, description="a stack trace or other long text (v2)")
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -283,6 +314,9 @@ class StepFailed(Event):
     attempts: int = Field(ge=1)
     error_type: str = Field(min_length=1)
     message: str = ""
+    detail: str | None = Field(default=None, description="a stack trace or other long text (v2)")
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -329,6 +363,14 @@ class ModelCalled(_RecordedCall):
     output_tokens: int = Field(default=0, ge=0)
     latency_ms: float = Field(default=0.0, ge=0)
     cost_usd: float = Field(default=0.0, ge=0)
+    cached_input_tokens: int = Field(
+        default=0, ge=0, description="input tokens served from a prompt cache (v2)"
+    )
+    reasoning_tokens: int = Field(
+        default=0, ge=0, description="output tokens spent on hidden reasoning (v2)"
+    )
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -341,6 +383,9 @@ class ToolCalled(_RecordedCall):
     status: Literal["ok", "error"] = "ok"
     error_type: str | None = None
     latency_ms: float = Field(default=0.0, ge=0)
+    error: str | None = Field(default=None, description="the error message of a failed call (v2)")
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -388,3 +433,15 @@ class SampleAddedToRegressionSet(Event):
     regression_set: str = Field(min_length=1)
     note: str | None = None
     added_by: str | None = None
+
+
+# --- upcasters -------------------------------------------------------------------------------
+
+
+def _added_optional_fields(payload: JsonDict) -> JsonDict:
+    """v1 -> v2 for types that only gained optional fields: a v1 payload is a valid v2 one."""
+    return payload
+
+
+for _type in (RunStarted, RunFailed, StepAttemptFailed, StepFailed, ModelCalled, ToolCalled):
+    catalogue.register_upcaster(_type.type_name(), 1, _added_optional_fields)

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Uuid,
 )
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.expression import false
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 # Positions are assigned by the store inside its write lock, so they are never autoincremented.
@@ -110,6 +112,21 @@ staged_spans_table = Table(
     Index("ix_otlp_spans_received_at", "received_at"),
 )
 
+archived_traces_table = Table(
+    "otlp_traces",
+    metadata,
+    # Every span of an assembled trace, compressed, kept after its run was stored: late spans
+    # are merged into it (the run is revised) and ``steplog reassemble`` maps it again.
+    Column("trace_id", String(32), primary_key=True),
+    Column("run_id", String(255), nullable=False),
+    Column("span_count", Integer(), nullable=False),
+    # zlib-compressed JSON: a list of spans in their compact form (``Span.to_compact``).
+    Column("spans", LargeBinary(), nullable=False),
+    # When the trace first became a run: late spans are taken for a window after it.
+    _when("assembled_at"),
+    _when("updated_at"),
+)
+
 
 # --- read models (projections): rebuilt from the events at any time ----------------------------
 
@@ -144,6 +161,10 @@ run_summaries_table = Table(
     Column("replay_of", String(255)),
     Column("forked_from", String(255)),
     Column("fork_step", Integer()),
+    # The session or conversation the run belongs to (runs of one session group together).
+    Column("session_id", String(200)),
+    # The run's source has known gaps (spans whose parent never arrived).
+    Column("incomplete", Boolean(), nullable=False, server_default=false()),
     _when("started_at"),
     _when("ended_at", nullable=True),
     Column("last_position", BigInteger(), nullable=False),
@@ -153,6 +174,7 @@ run_summaries_table = Table(
     Index("ix_run_summaries_started_at", "started_at"),
     Index("ix_run_summaries_replay_of", "replay_of"),
     Index("ix_run_summaries_forked_from", "forked_from"),
+    Index("ix_run_summaries_session", "session_id", "started_at"),
 )
 
 failure_signatures_table = Table(

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 import zlib
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from typer.testing import CliRunner
 
 from steplog.cli import app
 from steplog.errors import DatabaseError
-from steplog.ingest.otlp.genai import map_trace, unflatten
+from steplog.ingest.otlp.attributes import unflatten
+from steplog.ingest.otlp.genai import map_trace
 from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.server import OtlpReceiver
 from steplog.ingest.otlp.spans import decode_document, decode_json
@@ -219,9 +221,11 @@ def test_database_trouble_is_503_with_retry_after_never_200(
     assert "retry later" in json.loads(body)["message"]
 
 
-def test_resent_spans_add_nothing_and_late_spans_are_quarantined(
+def test_resent_spans_add_nothing_and_late_spans_revise_the_run(
     receiver: OtlpReceiver, store: EventStore
 ) -> None:
+    # Until issue 13 late spans were quarantined ("runs are immutable") and the run stayed as
+    # first assembled; now they revise it through new events within the late window.
     rng = random.Random(5)
     spans = agent_trace(rng)
     document = request(*spans)
@@ -243,10 +247,36 @@ def test_resent_spans_add_nothing_and_late_spans_are_quarantined(
         gen_ai__tool__name="book",
     )
     post_json(receiver, request(late, spans[-1]))
-    wait_for(lambda: len(store.quarantined()) == 1)
+    wait_for(lambda: store.last_position() > events_before)
+    (run_id,) = {e.run_id for e in store.read_all()}
+    types = [e.type for e in store.read_run(run_id)]
+    assert types.count("RunRevised") == 1 and store.quarantined() == []
+    revised = types[types.index("RunRevised") :]
+    assert revised.count("StepStarted") == 3 and revised[-1] == "RunCompleted"
+    refresh(store)
+    (summary,) = list_runs(store)
+    assert (summary["steps_planned"], summary["steps_done"]) == (3, 3)
+    post_json(receiver, request(late))  # the late span re-sent: nothing more
+    wait_for(lambda: receiver.ingest.pending() == (0, 0))
+    assert [e.type for e in store.read_run(run_id)].count("RunRevised") == 1
+
+
+def test_spans_later_than_the_window_are_quarantined(store: EventStore) -> None:
+    rng = random.Random(15)
+    spans = agent_trace(rng)
+    now = [datetime(2026, 12, 1, tzinfo=UTC)]
+    ingest = OtlpIngest(
+        store, default_redactor(), settle_seconds=0, late_window_seconds=60, clock=lambda: now[0]
+    )
+    ingest.receive(decode_document(request(*spans)))
+    assert ingest.assemble(everything=True).runs == 1
+    late = span(spans[0]["traceId"], hex_id(rng, 8), "tool", parent=spans[-1]["spanId"])
+    now[0] += timedelta(seconds=61)
+    ingest.receive(decode_document(request(late)))
+    ingest.assemble(everything=True)
     (kept,) = store.quarantined()
-    assert "arrived after trace" in kept.reason and "runs are immutable" in kept.reason
-    assert store.last_position() == events_before
+    assert "arrived 61 s after trace" in kept.reason
+    assert "later than the 60 s in which late spans revise a run" in kept.reason
 
 
 def test_secrets_are_redacted_before_anything_is_stored(
@@ -436,7 +466,9 @@ def test_openinference_spans_and_flattened_messages() -> None:
             end=5,
             openinference__span__kind="TOOL",
             tool__name="search",
-            tool__parameters='{"q": "LIS"}',
+            # OpenInference's tool.parameters is the tool's JSON schema, not the call
+            tool__parameters='{"type": "object", "properties": {"q": {"type": "string"}}}',
+            input__value='{"q": "LIS"}',
             output__value="3 results",
         ),
     )
@@ -640,10 +672,12 @@ def test_a_span_staged_during_assembly_is_not_deleted_unassembled(
     monkeypatch.setattr(ingest, "_load", load_then_receive)
     ingest.assemble()
     monkeypatch.undo()
-    assert ingest.pending() == (1, 1)  # still staged, not silently deleted
-    ingest.assemble(everything=True)
-    (kept,) = store.quarantined()
-    assert "arrived after trace" in kept.reason and ingest.pending() == (0, 0)
+    # not silently deleted: the next round of the same pass took it as a late span of the
+    # (kept) trace and revised the run (before issue 13 it was quarantined as late)
+    assert ingest.pending() == (0, 0) and store.quarantined() == []
+    (run_id,) = {e.run_id for e in store.read_all()}
+    types = [e.type for e in store.read_run(run_id)]
+    assert types[types.index("RunRevised") :].count("ToolCalled") == 1
 
 
 def test_a_file_import_leaves_a_live_receivers_traces_alone(

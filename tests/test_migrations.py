@@ -50,7 +50,7 @@ def test_upgrade_downgrade_upgrade(empty_engine: Engine) -> None:
     assert current_revision(empty_engine) == head_revision()
     assert _tables(empty_engine) == {
         "events", "quarantine", "run_summaries", "failure_signatures", "regression_set_members",
-        "projection_checkpoints", "otlp_spans",
+        "projection_checkpoints", "otlp_spans", "otlp_traces",
     }  # fmt: skip
     downgrade(empty_engine, "base")
     assert current_revision(empty_engine) is None

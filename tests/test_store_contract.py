@@ -63,7 +63,7 @@ def test_stored_event_keeps_id_time_and_payload(store: EventStore) -> None:
     (stored,) = store.read_run("r")
     assert stored.event_id == event_id
     assert stored.recorded_at == when
-    assert stored.schema_version == 1
+    assert stored.schema_version == RunStarted.schema_version
     assert stored.payload["input"] == {"run": "r"}
     assert stored.to_json()["event_id"] == str(event_id)
 

@@ -11,7 +11,17 @@ from importlib import import_module
 
 from ._shared import app, readable_command
 
-TOPICS = ("runs", "ui_cmds", "library", "replay", "compare", "ingest", "store_cmds", "bench")
+TOPICS = (
+    "runs",
+    "ui_cmds",
+    "library",
+    "replay",
+    "compare",
+    "ingest",
+    "ingest_messages",
+    "store_cmds",
+    "bench",
+)
 for _topic in TOPICS:
     import_module(f".{_topic}", __name__)
 
@@ -20,7 +30,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Inspect": ("runs", "show", "failures", "failure", "label", "regression-set", "metrics", "ui"),
     "Compare": ("compare", "compare-counts"),
     "Replay": ("replay", "diff", "regress"),
-    "Ingest": ("import", "serve", "export", "quarantine"),
+    "Ingest": ("import", "serve", "reassemble", "export", "quarantine"),
     "Store": ("info", "db", "events", "rebuild"),
     "Bench": ("bench",),
 }

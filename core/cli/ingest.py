@@ -14,6 +14,7 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress
 
 from ..errors import SteplogError
+from ..ingest.sniff import INSPECT, JSONL, OTLP, require_kind
 from ._shared import (
     DbOption,
     JsonOption,
@@ -39,7 +40,10 @@ def default_redactor(extra_file: Path | None = None) -> "Redactor":
     return build(extra_file)
 
 
-import_app = _typer("Import traces from elsewhere: OTLP JSON, Inspect AI logs, portable JSONL.")
+import_app = _typer(
+    "Import traces from elsewhere: OTLP JSON, Inspect AI logs, portable JSONL, chat messages, "
+    "mini-swe-agent trajectories."
+)
 app.add_typer(import_app, name="import")
 
 RedactOption = Annotated[
@@ -107,6 +111,7 @@ def import_jsonl_cmd(file: FileArgument, db: DbOption = None, as_json: JsonOptio
 
     Idempotent: lines carry their event ids, so importing a file twice adds nothing.
     """
+    require_kind(file, JSONL)
     with _store(db) as store, _progress(as_json) as progress:
         task = progress.add_task(f"importing {file.name}", total=file.stat().st_size)
         from ..ingest.jsonl import import_jsonl
@@ -129,6 +134,7 @@ def import_otlp_cmd(
     from ..ingest.otlp.files import read_documents
     from ..ingest.otlp.pipeline import OtlpIngest, import_documents
 
+    require_kind(file, OTLP)
     redactor = default_redactor(redact_patterns)
     source = f"otlp:{file}"
     with _store(db) as store, _progress(as_json) as progress:
@@ -152,6 +158,7 @@ def import_inspect_cmd(
     """Import Inspect AI evaluation logs: each sample and epoch becomes a run."""
     from ..ingest.inspect import import_inspect
 
+    require_kind(path, INSPECT)
     redactor = default_redactor(redact_patterns)
     with (
         _store(db) as store,
@@ -172,6 +179,43 @@ def import_inspect_cmd(
             on_progress=lambda done, total: progress.update(task, completed=done, total=total),
         )
     _finish(report, str(path), f"inspect:{path}", as_json)
+
+
+@app.command("reassemble")
+def reassemble_cmd(
+    trace: Annotated[
+        list[str] | None,
+        typer.Option("--trace", help="Map this stored trace again (repeatable)."),
+    ] = None,
+    all_traces: Annotated[
+        bool, typer.Option("--all", help="Map every stored trace again.")
+    ] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Map stored OTLP traces again with the current mapping (after an upgrade).
+
+    A run that now reads differently is revised through new events (RunRevised); one that reads
+    the same is left alone, so running it twice changes nothing.
+    """
+    from ..ingest.otlp.pipeline import OtlpIngest
+
+    if bool(trace) == all_traces:
+        raise SteplogError("name traces with --trace ID (repeatable), or use --all")
+    with _store_must_exist(db) as store:
+        ingest = OtlpIngest(store, default_redactor(), source="otlp:reassemble")
+        report = ingest.reassemble([t.lower() for t in trace] if trace else None)
+    if as_json:
+        _print_json(report.as_dict())
+    else:
+        console.print(
+            f"{len(report.revised)} run(s) revised, {len(report.unchanged)} unchanged",
+            highlight=False,
+        )
+    for problem in [*(f"trace {t}: no stored spans" for t in report.missing), *report.failed]:
+        err_console.print(problem, highlight=False, markup=False)
+    if report.missing or report.failed:
+        raise typer.Exit(1)
 
 
 @app.command("export")

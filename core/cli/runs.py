@@ -222,6 +222,9 @@ def runs_cmd(
     model_version: Annotated[str | None, typer.Option(help="Only this model version.")] = None,
     status: Annotated[str | None, typer.Option(help="completed, failed, aborted, ...")] = None,
     signature: Annotated[str | None, typer.Option(help="Only runs of this failure.")] = None,
+    session: Annotated[
+        str | None, typer.Option(help="Only runs of this session (or conversation).")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=100_000, help="At most N runs.")] = 50,
     offset: Annotated[int, typer.Option(min=0, help="Skip the newest N.")] = 0,
     as_json: JsonOption = False,
@@ -237,6 +240,7 @@ def runs_cmd(
             model_version=model_version,
             status=status,
             signature=signature,
+            session=session,
             limit=limit + 1,  # one more tells whether there is a next page
             offset=offset,
         )
@@ -264,7 +268,7 @@ def runs_cmd(
             r["scenario"],
             r["task_instance_id"] or "",
             r["model_version"],
-            r["status"],
+            f"{r['status']} (incomplete)" if r.get("incomplete") else r["status"],
             failure,
             f"{r['steps_done']}/{r['steps_planned']}",
             str(r["retries"]),

@@ -95,6 +95,8 @@ def summary_of(state: RunState) -> dict[str, Any]:
         "replay_of": state.replay_of,
         "forked_from": state.forked_from,
         "fork_step": state.fork_step,
+        "session_id": state.session_id,
+        "incomplete": bool(state.gaps),
         "started_at": state.started_at,
         "ended_at": ended,
         "last_position": state.last_position,
@@ -165,6 +167,19 @@ def with_failure(
         exemplars=exemplars,
         status="regressed" if regressed else current.status,
     )
+
+
+def without_failure(current: SignatureState, run: RunState) -> SignatureState:
+    """``current`` without one failed run: the run was revised and fails differently now, or
+    not at all (a signature left with no run is dropped when written)."""
+    counts = dict(current.counts_by_version)
+    left = counts.get(run.model_version, 0) - 1
+    if left > 0:
+        counts[run.model_version] = left
+    else:
+        counts.pop(run.model_version, None)
+    exemplars = [run_id for run_id in current.exemplars if run_id != run.run_id]
+    return replace(current, count=current.count - 1, counts_by_version=counts, exemplars=exemplars)
 
 
 def with_label(current: SignatureState, event: StoredEvent) -> SignatureState:
@@ -468,8 +483,15 @@ class LibraryProjection:
             states[run_id] = after
             was_failed = before is not None and before.status in FAILED
             original = after.replay_of is None and after.forked_from is None
-            if original and after.status in FAILED and not was_failed:
-                terminal = next(e for e in run_events if e.type in ("RunFailed", "RunAborted"))
+            fails = after.status in FAILED
+            revisions = [e for e in run_events if e.type == "RunRevised"]
+            if original and revisions and was_failed and before is not None:
+                old, new = failure_of(before), failure_of(after)
+                if old is not None and (new is None or new.id != old.id):
+                    happenings.append((revisions[0].position, "unfailure", before))
+                    was_failed = False  # the run now fails differently, or not at all
+            if original and fails and not was_failed:
+                terminal = [e for e in run_events if e.type in ("RunFailed", "RunAborted")][-1]
                 happenings.append((terminal.position, "failure", after))
 
         earlier_runs = self._summaries_of(
@@ -478,7 +500,7 @@ class LibraryProjection:
             {
                 item.run_id
                 for _, kind, item in happenings
-                if kind != "failure" and item.position not in resolved
+                if kind not in ("failure", "unfailure") and item.position not in resolved
             },
         )
 
@@ -494,13 +516,19 @@ class LibraryProjection:
 
         wanted: set[str] = set()
         for _, kind, item in happenings:
-            found = failure_of(item) if kind == "failure" else None
+            found = failure_of(item) if kind in ("failure", "unfailure") else None
             signature_id = found.id if found else signature_for(item)
             if signature_id:
                 wanted.add(signature_id)
         signatures = self._load_signatures(conn, tables, wanted)
         members: dict[tuple[str, str], dict[str, Any]] = {}
         for position, kind, item in sorted(happenings, key=lambda h: h[0]):
+            if kind == "unfailure":
+                gone = failure_of(item)
+                assert gone is not None
+                if gone.id in signatures:
+                    signatures[gone.id] = without_failure(signatures[gone.id], item)
+                continue
             if kind == "failure":
                 signature = failure_of(item)
                 assert signature is not None
@@ -581,7 +609,9 @@ class LibraryProjection:
         if signatures:
             ids = list(signatures)
             conn.execute(delete(tables.signatures).where(tables.signatures.c.signature.in_(ids)))
-            conn.execute(insert(tables.signatures), [s.row() for s in signatures.values()])
+            rows = [s.row() for s in signatures.values() if s.count > 0]
+            if rows:
+                conn.execute(insert(tables.signatures), rows)
         for member in members:
             conn.execute(
                 delete(tables.members).where(

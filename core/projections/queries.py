@@ -51,6 +51,7 @@ def list_runs(
     status: str | None = None,
     signature: str | None = None,
     search: str | None = None,
+    session: str | None = None,
     limit: int = 50,
     offset: int = 0,
 ) -> list[dict[str, Any]]:
@@ -64,6 +65,8 @@ def list_runs(
         query = query.where(runs_t.c.status == status)
     if signature:
         query = query.where(runs_t.c.signature == signature)
+    if session:
+        query = query.where(runs_t.c.session_id == session)
     if search:
         pattern = f"%{search}%"
         query = query.where(

@@ -98,6 +98,10 @@ class RunState:
     last_position: int = 0
     values: dict[str, Any] = field(default_factory=dict)
     """The task's working state: every completed step's output, keyed by step name."""
+    session_id: str | None = None
+    user_id: str | None = None
+    gaps: tuple[str, ...] = ()
+    """Known gaps in the run's source (an imported trace that lost spans): it may be incomplete."""
 
     @property
     def version(self) -> int:
@@ -361,6 +365,9 @@ class _RunDraft:
             last_seq=event.seq,
             last_position=event.position,
             values={},
+            session_id=p.get("session_id"),
+            user_id=p.get("user_id"),
+            gaps=tuple(p.get("gaps") or ()),
         )
         return cls.thaw(state)
 
@@ -492,7 +499,18 @@ def _run_aborted(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
     run.ended_at = event.recorded_at
 
 
+def _run_revised(run: Any, p: dict[str, Any], event: StoredEvent) -> None:
+    """Start the run over from the revised ``RunStarted``; its identity and start time stay."""
+    fresh = _RunDraft.start(event._replace(type="RunStarted", payload=p["started"]))
+    for name in _RUN_FIELDS:
+        if name not in ("run_id", "started_at", "last_seq", "last_position"):
+            setattr(run, name, getattr(fresh, name))
+    run.values = {}
+    run.steps = {}
+
+
 _HANDLERS: dict[str, Callable[[Any, dict[str, Any], StoredEvent], None]] = {
+    "RunRevised": _run_revised,
     "StepStarted": _step_started,
     "StepAttemptFailed": _attempt_failed,
     "ValidationFailed": _attempt_failed,

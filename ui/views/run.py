@@ -31,6 +31,11 @@ def render() -> None:
         f"{final.scenario} / {final.task_instance_id} on {final.model_version} "
         f"(seed {final.seed}) -- {final.status}"
     )
+    if final.session_id:
+        st.caption(md(f"session {final.session_id}"))
+    if final.gaps:
+        lines = "\n".join(f"- {md(gap)}" for gap in final.gaps)
+        st.warning(f"Incomplete: the trace lost spans on the way.\n\n{lines}")
     if final.failure_type:
         st.error(f"failed at step {final.failure_step_index}")
         st.code(

@@ -19,6 +19,7 @@ and would change it are quarantined with that reason, never silently dropped.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -28,13 +29,15 @@ from pydantic_core import from_json, to_json
 from sqlalchemy import case, delete, func, select
 
 from ...database import connect_or_explain, is_sqlite, write_transaction
-from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError
-from ...models import staged_spans_table
+from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
+from ...models import archived_traces_table, staged_spans_table
 from ...store import EventStore, _sqlite_datetime
 from ..ids import stable_event_id
 from ..redaction import Redactor
 from ..report import ImportReport, Rejected
+from . import archive
 from .genai import MappedRun, find_roots, map_trace, run_id_for
+from .revise import revise
 from .spans import (
     DecodedRequest,
     RejectedSpan,
@@ -45,6 +48,29 @@ from .spans import (
 
 REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
 TRACES_PER_ROUND = 200
+LATE_WINDOW_SECONDS = 600.0
+"""Spans arriving this long after their trace became a run still revise it (the OpenTelemetry
+SDK's batch processor waits 5 s by default; a second process may flush much later)."""
+REASSEMBLED = "mapped again from its stored spans"
+
+
+@dataclass(slots=True)
+class ReassembleReport:
+    """Runs revised, runs already reading as mapped, traces not archived, traces unmappable."""
+
+    revised: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "revised": len(self.revised),
+            "unchanged": len(self.unchanged),
+            "missing": self.missing,
+            "failed": self.failed,
+            "revised_runs": self.revised,
+        }
 
 
 @dataclass(slots=True)
@@ -77,6 +103,7 @@ class OtlpIngest:
         source: str = "otlp:http",
         settle_seconds: float = 1.0,
         idle_seconds: float = 600.0,
+        late_window_seconds: float | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.store = store
@@ -84,6 +111,9 @@ class OtlpIngest:
         self.source = source
         self.settle = timedelta(seconds=settle_seconds)
         self.idle = timedelta(seconds=idle_seconds)
+        if late_window_seconds is None:
+            late_window_seconds = _env_seconds("STEPLOG_LATE_SPAN_WINDOW", LATE_WINDOW_SECONDS)
+        self.late_window = timedelta(seconds=late_window_seconds)
         self.clock = clock
         self._sqlite = is_sqlite(store.engine)
         mark = "?" if self._sqlite else "%s"
@@ -172,8 +202,11 @@ class OtlpIngest:
         query = select(t.trace_id).group_by(t.trace_id)
         if not everything:
             has_root = func.max(case((t.is_root, 1), else_=0))
+            settled = func.max(t.received_at) <= now - self.settle
+            a_run = t.trace_id.in_(select(archived_traces_table.c.trace_id))  # late spans
             query = query.having(
-                ((has_root > 0) & (func.max(t.received_at) <= now - self.settle))
+                ((has_root > 0) & settled)
+                | (func.max(case((a_run, 1), else_=0)) > 0) & settled
                 | (func.max(t.received_at) <= now - self.idle)
             )
         with connect_or_explain(self.store.engine) as conn:
@@ -191,10 +224,15 @@ class OtlpIngest:
             self._unstage(loaded)
 
     def _assemble_many(self, traces: dict[str, list[Span]], report: ImportReport) -> None:
-        """Map every trace; store the new runs in one transaction, the rest one by one."""
+        """Map every trace; store the new runs in one transaction, the rest one by one; keep
+        the spans of every stored run (late spans of an archived trace revise its run)."""
+        archived = archive.load(self.store, [t for t, spans in traces.items() if spans])
         mapped: list[tuple[MappedRun, list[Span]]] = []
         for trace_id, spans in traces.items():
             if not spans:
+                continue
+            if trace_id in archived:
+                self._late(archived[trace_id], spans, report)
                 continue
             try:
                 mapped.append((map_trace(spans), spans))
@@ -204,11 +242,75 @@ class OtlpIngest:
         try:
             self.store.append_new_runs([(run.run_id, run.events) for run, _ in mapped])
         except REFUSALS:  # a re-send or a late span among them: sort it out run by run
-            for run, spans in mapped:
-                self._append_one(run, spans, report)
+            stored = [(run, spans) for run, spans in mapped if self._append_one(run, spans, report)]
+        else:
+            stored = mapped
+            for run, _ in mapped:
+                report.stored(run.run_id, len(run.events), duplicate=False)
+        keep = [(run.trace_id, run.run_id, spans) for run, spans in stored]
+        archive.save(self.store, keep, self.clock(), existing=set())
+
+    def _late(self, trace: archive.ArchivedTrace, spans: list[Span], report: ImportReport) -> None:
+        """Spans of a trace that is already a run: revise the run within the late window,
+        quarantine them after it."""
+        spans_now = archive.merged(trace.spans, spans)
+        late = spans_now[len(trace.spans) :]
+        if not late:  # every span was a re-send: the run holds them already
+            report.stored(trace.run_id, self.store.version(trace.run_id), duplicate=True)
             return
-        for run, _ in mapped:
-            report.stored(run.run_id, len(run.events), duplicate=False)
+        assembled_at = trace.assembled_at
+        if assembled_at.tzinfo is None:
+            assembled_at = assembled_at.replace(tzinfo=UTC)
+        age = (self.clock() - assembled_at).total_seconds()
+        if age > self.late_window.total_seconds():
+            for span in late:
+                reason = (
+                    f"span {span.name!r} arrived {age:.0f} s after trace {span.trace_id} became "
+                    f"run {trace.run_id}: later than the {self.late_window.total_seconds():.0f} s "
+                    "in which late spans revise a run"
+                )
+                where = f"trace {span.trace_id} span {span.span_id}"
+                report.reject(
+                    self.store, self.source, Rejected(where, reason, json.dumps(span.to_json()))
+                )
+            return
+        try:
+            mapped = map_trace(spans_now)
+        except (ValueError, TypeError) as exc:
+            reason = f"cannot map the trace with its late spans to a run: {exc}"
+            self._quarantine_trace(trace.trace_id, late, reason, report)
+            return
+        done = revise(self.store, trace.run_id, mapped.events, f"{len(late)} late span(s) arrived")
+        archive.save(
+            self.store,
+            [(trace.trace_id, trace.run_id, spans_now)],
+            self.clock(),
+            existing={trace.trace_id},
+        )
+        report.stored(trace.run_id, done.appended, duplicate=done.appended == 0)
+
+    def reassemble(self, trace_ids: Sequence[str] | None = None) -> ReassembleReport:
+        """Map archived traces (all of them by default) again; revise runs that now read
+        differently. Idempotent."""
+        result = ReassembleReport()
+        ids = list(trace_ids) if trace_ids is not None else list(archive.trace_ids(self.store))
+        for start in range(0, len(ids), TRACES_PER_ROUND):
+            chunk = ids[start : start + TRACES_PER_ROUND]
+            found = archive.load(self.store, chunk)
+            result.missing.extend(t for t in chunk if t not in found)
+            for trace in found.values():
+                try:
+                    mapped = map_trace(trace.spans)
+                except (ValueError, TypeError) as exc:
+                    result.failed.append(f"trace {trace.trace_id}: {exc}")
+                    continue
+                if self.store.version(mapped.run_id) == 0:
+                    self.store.append_batch(mapped.run_id, mapped.events, expected_version=0)
+                    result.revised.append(mapped.run_id)
+                    continue
+                done = revise(self.store, mapped.run_id, mapped.events, REASSEMBLED)
+                (result.revised if done.appended else result.unchanged).append(mapped.run_id)
+        return result
 
     def assemble_traces(self, traces: Sequence[str]) -> ImportReport:
         """Turn the named staged traces into runs now, ready or not."""
@@ -242,17 +344,19 @@ class OtlpIngest:
                         )
                     )
 
-    def _append_one(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> None:
+    def _append_one(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> bool:
+        """Store one run; whether it is stored now (appended, or already there as mapped)."""
         try:
             result = self.store.append_batch(mapped.run_id, mapped.events, expected_version=0)
-        except (ConcurrencyError, IdempotencyError):  # stored before: a re-send or late spans
+        except (ConcurrencyError, IdempotencyError):  # stored before, without its spans kept
             self._reconcile(mapped, spans, report)
-            return
+            return False
         except InvalidEventError as exc:  # the store refuses the run itself (e.g. too large)
             reason = f"the store refused the run of this trace: {exc}"
             self._quarantine_trace(mapped.trace_id, spans, reason, report)
-            return
+            return False
         report.stored(mapped.run_id, len(mapped.events), duplicate=result.duplicate)
+        return True
 
     def _reconcile(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> None:
         """The run exists and differs: keep spans it already holds, quarantine the rest."""
@@ -324,6 +428,12 @@ def import_documents(
             report.reject(ingest.store, ingest.source, ingest.redacted(item))
             continue
         location, document = item
+        if isinstance(document, dict) and not document.keys() & {"resourceSpans", "resource_spans"}:
+            keys = ", ".join(sorted(map(str, document))[:8]) or "none"
+            reason = f"not an OTLP/JSON request: no resourceSpans (its keys: {keys})"
+            rejected = Rejected(location or "file", reason, _dump(document))
+            report.reject(ingest.store, ingest.source, ingest.redacted(rejected))
+            continue
         try:
             decoded = decode_document(document)
         except RequestError as exc:
@@ -347,6 +457,19 @@ def import_documents(
     report.run_ids |= assembled.run_ids
     report.quarantined.extend(assembled.quarantined)
     return report
+
+
+def _env_seconds(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise SteplogError(f"{name}={value!r} is not a number of seconds") from None
+    if not seconds >= 0:
+        raise SteplogError(f"{name}={value!r} must be 0 or more seconds")
+    return seconds
 
 
 def _dump(document: Any) -> str:

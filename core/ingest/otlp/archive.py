@@ -1,0 +1,115 @@
+"""The spans of assembled traces, kept compressed in ``otlp_traces`` after their run is stored.
+
+A late span is merged into its trace's archive and the run revised; ``steplog reassemble`` maps
+archived traces again after a mapping change.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic_core import from_json, to_json
+from sqlalchemy import insert, select, update
+
+from ...database import connect_or_explain, write_transaction
+from ...models import archived_traces_table
+from ...store import EventStore
+from .spans import Span
+
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedTrace:
+    """One archived trace: its run, its spans, and when it was first assembled."""
+
+    trace_id: str
+    run_id: str
+    spans: list[Span]
+    assembled_at: datetime
+
+
+def _pack(spans: Iterable[Span]) -> bytes:
+    return zlib.compress(to_json([s.to_compact() for s in spans]), level=6)
+
+
+def _unpack(blob: bytes) -> list[Span]:
+    return [Span.from_compact(row) for row in from_json(zlib.decompress(blob))]
+
+
+def merged(old: Sequence[Span], new: Iterable[Span]) -> list[Span]:
+    """``old`` with the spans of ``new`` it lacks (a re-sent span keeps its first copy)."""
+    known = {s.span_id for s in old}
+    result = list(old)
+    for span in new:
+        if span.span_id not in known:
+            known.add(span.span_id)
+            result.append(span)
+    return result
+
+
+def load(store: EventStore, trace_ids: Sequence[str]) -> dict[str, ArchivedTrace]:
+    """The archived traces among ``trace_ids``."""
+    t = archived_traces_table.c
+    found: dict[str, ArchivedTrace] = {}
+    with connect_or_explain(store.engine) as conn:
+        for start in range(0, len(trace_ids), _CHUNK):
+            chunk = list(trace_ids[start : start + _CHUNK])
+            query = select(t.trace_id, t.run_id, t.spans, t.assembled_at).where(
+                t.trace_id.in_(chunk)
+            )
+            for trace_id, run_id, blob, assembled_at in conn.execute(query):
+                found[trace_id] = ArchivedTrace(trace_id, run_id, _unpack(blob), assembled_at)
+    return found
+
+
+def trace_ids(store: EventStore) -> Iterator[str]:
+    """Every archived trace id, in order."""
+    t = archived_traces_table.c
+    last = ""
+    while True:
+        with connect_or_explain(store.engine) as conn:
+            page = [
+                row[0]
+                for row in conn.execute(
+                    select(t.trace_id).where(t.trace_id > last).order_by(t.trace_id).limit(_CHUNK)
+                )
+            ]
+        if not page:
+            return
+        yield from page
+        last = page[-1]
+
+
+def save(
+    store: EventStore,
+    traces: Sequence[tuple[str, str, list[Span]]],
+    now: datetime,
+    *,
+    existing: set[str],
+) -> None:
+    """Write ``(trace id, run id, all its spans)``: a new row, or the row in ``existing``
+    replaced (its first assembly time kept)."""
+    if not traces:
+        return
+    t = archived_traces_table.c
+    rows: list[dict[str, Any]] = []
+    with write_transaction(store.engine) as conn:
+        for trace_id, run_id, spans in traces:
+            values = {"run_id": run_id, "span_count": len(spans), "spans": _pack(spans)}
+            if trace_id in existing:
+                conn.execute(
+                    update(archived_traces_table)
+                    .where(t.trace_id == trace_id)
+                    .values(**values, updated_at=now)
+                )
+            else:
+                rows.append(
+                    {"trace_id": trace_id, **values, "assembled_at": now, "updated_at": now}
+                )
+        if rows:
+            conn.execute(insert(archived_traces_table), rows)
