@@ -8,7 +8,18 @@ from .errors import (
     SteplogError,
 )
 from .events import Catalogue, Event, catalogue
-from .recorder import model_call, now, record_run, register_agent, rng, step, tool_call
+from .instrument import instrument, uninstrument
+from .recorder import (
+    current_run,
+    model_call,
+    now,
+    record_run,
+    register_agent,
+    register_error,
+    rng,
+    step,
+    tool_call,
+)
 from .store import AppendResult, EventStore, NewEvent, StoredEvent
 
 __all__ = [
@@ -24,12 +35,16 @@ __all__ = [
     "SteplogError",
     "StoredEvent",
     "catalogue",
+    "current_run",
+    "instrument",
     "model_call",
     "now",
     "record_run",
     "register_agent",
+    "register_error",
     "rng",
     "step",
     "tool_call",
+    "uninstrument",
 ]
 __version__ = "0.1.0"

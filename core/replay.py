@@ -21,11 +21,10 @@ from typing import Any, Literal
 from uuid6 import uuid7
 
 from .errors import SteplogError
-from .harness.playback import Divergence, Playback, describe
+from .harness.playback import Playback
 from .harness.runner import RunStateError, fold_run, launch, registered_scenario
 from .projections.queries import refresh, regression_set
 from .projections.run_state import RunState, fold
-from .recorder import record_run, registered_agent
 from .stats import paired as paired_stats
 from .stats.paired import PairedTable
 from .stats.proportions import proportion
@@ -91,6 +90,10 @@ class ReplayResult:
     first_difference: dict[str, Any] | None
     fork_step: int | None = None
     model_version: str | None = None
+    agent_error: str | None = None
+    """The agent's own exception during the replay (SDK runs), if it raised one."""
+    nondeterminism: tuple[str, ...] | list[str] = ()
+    """Direct clock/randomness reads from agent code during the replay (not recorded)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -105,6 +108,8 @@ class ReplayResult:
             "first_difference": self.first_difference,
             "fork_step": self.fork_step,
             "model_version": self.model_version,
+            "agent_error": self.agent_error,
+            "nondeterminism": list(self.nondeterminism),
         }
 
     @property
@@ -115,8 +120,16 @@ class ReplayResult:
                 f"diverged: {self.divergence['expected']} was recorded, the code asked for "
                 f"{self.divergence['got']} (step {self.divergence['step_index']})"
             )
+        crash = f"; the agent raised {self.agent_error}" if self.agent_error else ""
         if self.mode == "exact":
-            return "identical" if self.identical else "not identical: see first_difference"
+            if self.identical:
+                reads = len(self.nondeterminism)
+                return "identical" + (
+                    f" (but {reads} unrecorded clock/randomness read(s): see nondeterminism)"
+                    if reads
+                    else ""
+                )
+            return f"not identical: see first_difference{crash}"
         change = "still fails" if self.status != "completed" else "now completes"
         return (
             f"fork at step {self.fork_step} on {self.model_version}: {self.status} "
@@ -131,18 +144,40 @@ def replay(
     fork_at_step: int | None = None,
     model_version: str | None = None,
     new_run_id: str | None = None,
+    agent: str | None = None,
 ) -> ReplayResult:
-    """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``."""
+    """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
+
+    Runs of users' agents (recorded by the SDK, or imported with ``agent``: the registered
+    agent to serve the imported responses to) are replayed by :mod:`steplog.replay_sdk`.
+    """
     events = store.read_run(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
     original = fold(events)
     if not original.is_terminal and original.status != "awaiting_approval":
         raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
-    if original.source == "sdk":
-        if fork_at_step is not None or model_version is not None:
-            raise SteplogError("runs recorded by the SDK replay exactly; forks need a scenario")
-        return _replay_sdk(store, events, original, new_run_id)
+    if original.source == "sdk" or agent is not None:
+        from .replay_sdk import replay_agent
+
+        if agent is not None and original.source == "harness":
+            raise SteplogError(
+                f"run {run_id!r} is a scenario run: it replays its own scenario, not --agent"
+            )
+        return replay_agent(
+            store,
+            events,
+            original,
+            new_run_id=new_run_id,
+            fork_at_step=fork_at_step,
+            model_version=model_version,
+            agent_name=agent,
+        )
+    if original.source != "harness":
+        raise SteplogError(
+            f"run {run_id!r} was imported ({original.source}): replay it against your "
+            "registered agent with --agent NAME"
+        )
     scenario = registered_scenario(original)
     if original.task_instance_id is None:
         raise RunStateError(f"run {run_id!r} names no task instance; it cannot be replayed")
@@ -192,70 +227,6 @@ def replay(
         first_difference=difference,
         fork_step=fork_at_step,
         model_version=version,
-    )
-
-
-def _replay_sdk(
-    store: EventStore, events: list[StoredEvent], original: RunState, new_run_id: str | None
-) -> ReplayResult:
-    """Replay a run of a user's agent registered with ``steplog.register_agent``."""
-    registered = registered_agent(original.agent)
-    if registered is None:
-        raise RunStateError(
-            f"run {original.run_id!r} was recorded by the SDK for agent {original.agent!r}, which "
-            f"is not registered in this process: decorate its entry point with "
-            f"@steplog.register_agent({original.agent!r}) (steplog replay --import MODULE)"
-        )
-    version, agent = registered
-    if version != original.agent_version:
-        raise RunStateError(
-            f"run {original.run_id!r} was recorded with {original.agent} version "
-            f"{original.agent_version}, but version {version} is registered"
-        )
-    playback = Playback.of(events)
-    run_id = new_run_id or str(uuid7())
-    divergence = None
-    try:
-        with record_run(
-            original.scenario,
-            model_version=original.model_version,
-            agent=original.agent,
-            agent_version=original.agent_version,
-            task_instance_id=original.task_instance_id,
-            task_type=original.task_type,
-            seed=original.seed,
-            input=original.input,
-            config=None,
-            run_id=run_id,
-            store=store,
-            replay_of=original.run_id,
-            playback=playback,
-        ) as run:
-            run.output = agent(**original.input)
-    except Divergence as stopped:
-        divergence = stopped.as_dict()
-    except Exception:
-        pass
-    leftover = playback.leftover()
-    if divergence is None and leftover is not None:
-        divergence = Divergence(
-            leftover.payload.get("step_index"),
-            leftover.payload.get("call_index"),
-            describe(leftover.type, leftover.payload),
-            "the end of the run",
-        ).as_dict()
-    replayed = store.read_run(run_id)
-    identical = divergence is None and digest(replayed) == digest(events)
-    return ReplayResult(
-        mode="exact",
-        original=original.run_id,
-        run_id=run_id,
-        status=fold(replayed).status,
-        original_status=original.status,
-        identical=identical,
-        divergence=divergence,
-        first_difference=None if identical else first_difference(events, replayed),
-        model_version=original.model_version,
     )
 
 

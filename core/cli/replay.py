@@ -33,7 +33,15 @@ def replay_cmd(
     ] = None,
     import_module: Annotated[
         str | None,
-        typer.Option("--import", help="Module that registers your agent (SDK runs)."),
+        typer.Option(
+            "--import",
+            help="Module (in the current folder or installed) or .py file that registers your "
+            "agent (SDK and imported runs).",
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(help="Replay an imported (OTLP/Inspect) run against this registered agent."),
     ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -42,15 +50,12 @@ def replay_cmd(
     from ..replay import replay
 
     if import_module:
-        import importlib
-
-        try:
-            importlib.import_module(import_module)
-        except ImportError as exc:
-            raise SteplogError(f"cannot import {import_module!r}: {exc}") from None
+        import_agent_code(import_module)
 
     with _opened(db) as store:
-        result = replay(store, run_id, fork_at_step=fork_at_step, model_version=model_version)
+        result = replay(
+            store, run_id, fork_at_step=fork_at_step, model_version=model_version, agent=agent
+        )
     if as_json:
         _print_json(result.as_dict())
     else:
@@ -64,8 +69,42 @@ def replay_cmd(
                 highlight=False,
                 markup=False,
             )
+        for line in result.nondeterminism:
+            console.print(f"warning: {line}", highlight=False, markup=False)
     if result.divergence is not None or result.identical is False:
         raise typer.Exit(1)
+
+
+def import_agent_code(target: str) -> None:
+    """Import the module or file that registers the user's agent; one-line errors."""
+    import importlib
+    import importlib.util
+    import os
+    import sys
+    from pathlib import Path
+
+    path = Path(target)
+    try:
+        if target.endswith(".py") or os.sep in target or "/" in target:
+            if not path.is_file():
+                raise SteplogError(f"--import {target}: no such file")
+            name = path.stem
+            spec = importlib.util.spec_from_file_location(name, path.resolve())
+            if spec is None or spec.loader is None:
+                raise SteplogError(f"--import {target}: not a Python module")
+            module = importlib.util.module_from_spec(spec)
+            sys.path.insert(0, str(path.resolve().parent))
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        else:
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            importlib.import_module(target)
+    except SteplogError:
+        raise
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise SteplogError(f"--import {target}: {type(exc).__name__}: {first}") from None
 
 
 @app.command("diff")

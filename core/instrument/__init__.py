@@ -1,0 +1,35 @@
+"""Zero-code capture of LLM clients: ``steplog.instrument()``.
+
+``record_run`` calls :func:`instrument` itself, so the calls an agent makes through the
+official ``openai`` and ``anthropic`` clients -- directly or through a framework -- are recorded
+as ``ModelCalled`` without decorating anything, and served back by replays.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+
+def instrument() -> bool:
+    """Hook httpx so LLM client calls inside runs are recorded and replayed (idempotent).
+
+    Returns whether httpx is installed (without it there is no client to hook).
+    """
+    if importlib.util.find_spec("httpx") is None:
+        return False
+    from .httpx_capture import install
+
+    install()
+    return True
+
+
+def uninstrument() -> None:
+    """Undo :func:`instrument`."""
+    if importlib.util.find_spec("httpx") is None:
+        return
+    from .httpx_capture import uninstall
+
+    uninstall()
+
+
+__all__ = ["instrument", "uninstrument"]

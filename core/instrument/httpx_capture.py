@@ -1,0 +1,199 @@
+"""Recording and serving the HTTP calls of LLM clients at the httpx boundary.
+
+The official ``openai`` and ``anthropic`` clients (and the frameworks built on them: LangGraph,
+the OpenAI Agents SDK, pydantic-ai) send every request through ``httpx.Client`` or
+``httpx.AsyncClient``. Wrapping their ``_send_single_request`` -- the one place a request meets a
+transport -- records each request/response of those clients (recognised by their
+``x-stainless-*`` headers) inside a run as ``ModelCalled``, and in a replay answers it from the
+recording without touching the transport: a replay never reaches the network. A request a
+replay cannot serve is refused (a ``Divergence``), answered as HTTP 400 so that clients do not
+retry it, and reported with the run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+
+from ..canonical import fingerprint
+from ..events import ModelCalled
+from ..harness.playback import Divergence
+from ..recorder.calls import inside_call, serve
+from ..recorder.context import RecordedRun, current_run, current_step_index
+
+_original_sync = httpx.Client._send_single_request
+_original_async = httpx.AsyncClient._send_single_request
+KEPT_HEADERS = ("content-type", "x-request-id", "request-id")
+
+
+def install() -> None:
+    """Wrap httpx's sending (idempotent)."""
+    if httpx.Client._send_single_request is not _send_sync:
+        httpx.Client._send_single_request = _send_sync  # type: ignore[method-assign]
+    if httpx.AsyncClient._send_single_request is not _send_async:
+        httpx.AsyncClient._send_single_request = _send_async  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    """Restore httpx's own sending."""
+    httpx.Client._send_single_request = _original_sync  # type: ignore[method-assign]
+    httpx.AsyncClient._send_single_request = _original_async  # type: ignore[method-assign]
+
+
+def _is_llm_client(request: httpx.Request) -> bool:
+    return any(key.lower().startswith("x-stainless-") for key in request.headers)
+
+
+def _send_sync(self: httpx.Client, request: httpx.Request) -> httpx.Response:
+    run = current_run()
+    if run is None or inside_call.get():
+        return _original_sync(self, request)
+    if run.serving(current_step_index()) is not None:
+        return _served(run, request, request.read())
+    if not _is_llm_client(request):
+        return _original_sync(self, request)
+    body = request.read()
+    started = time.perf_counter()
+    try:
+        response = _original_sync(self, request)
+        response.read()
+    except Exception as exc:
+        _record(run, request, body, None, exc, started)
+        raise
+    _record(run, request, body, response, None, started)
+    return response
+
+
+async def _send_async(self: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    run = current_run()
+    if run is None or inside_call.get():
+        return await _original_async(self, request)
+    if run.serving(current_step_index()) is not None:
+        return _served(run, request, await request.aread())
+    if not _is_llm_client(request):
+        return await _original_async(self, request)
+    body = await request.aread()
+    started = time.perf_counter()
+    try:
+        response = await _original_async(self, request)
+        await response.aread()
+    except Exception as exc:
+        _record(run, request, body, None, exc, started)
+        raise
+    _record(run, request, body, response, None, started)
+    return response
+
+
+def _request_of(request: httpx.Request, body: bytes) -> tuple[str, dict[str, Any]]:
+    """(model name, canonical request): what identifies the call, without volatile headers."""
+    parsed = _parse(body, request.headers.get("content-type", ""))
+    model = parsed.get("model") if isinstance(parsed, dict) else None
+    query = f"?{request.url.query.decode()}" if request.url.query else ""
+    canonical = {"method": request.method, "path": request.url.path + query, "body": parsed}
+    return str(model or request.url.host or "http"), canonical
+
+
+def _parse(body: bytes, content_type: str) -> Any:
+    if not body:
+        return None
+    text = body.decode("utf-8", errors="replace")
+    if "json" in content_type:
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def _record(
+    run: RecordedRun,
+    request: httpx.Request,
+    body: bytes,
+    response: httpx.Response | None,
+    error: BaseException | None,
+    started: float,
+) -> None:
+    model, canonical = _request_of(request, body)
+    answer: dict[str, Any] | None = None
+    input_tokens = output_tokens = 0
+    if response is not None:
+        content_type = response.headers.get("content-type", "")
+        parsed = _parse(response.content, content_type)
+        answer = {
+            "status_code": response.status_code,
+            "headers": {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers},
+            "body": parsed,
+        }
+        input_tokens, output_tokens = _tokens(parsed)
+    step_index = current_step_index()
+    latency = round((time.perf_counter() - started) * 1000, 3)
+    failure = None if error is None else f"{type(error).__name__}: {error}"
+    run.recorder.record_call(
+        lambda index: ModelCalled(
+            step_index=step_index,
+            call_index=index,
+            fingerprint=fingerprint(model, canonical),
+            model=model,
+            request=canonical,
+            response=answer,
+            error=failure,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            latency_ms=latency,
+        )
+    )
+
+
+def _served(run: RecordedRun, request: httpx.Request, body: bytes) -> httpx.Response:
+    """The recorded response to ``request``; HTTP 400 (and a divergence) when there is none."""
+    model, canonical = _request_of(request, body)
+    try:
+        answer = serve(run, "ModelCalled", model, canonical, vars(httpx))
+    except Divergence as diverged:
+        message = f"steplog replay refused a call the recording does not have: {diverged}"
+        return httpx.Response(
+            400,
+            json={"error": {"message": message, "type": "steplog_replay_diverged"}},
+            request=request,
+        )
+    if not isinstance(answer, dict) or "status_code" not in answer:
+        raise Divergence(
+            current_step_index(), None, f"an HTTP response for {model}", "a recorded non-HTTP call"
+        )
+    headers = dict(answer.get("headers") or {})
+    content = answer.get("body")
+    if isinstance(content, str):
+        data = content.encode()
+    else:
+        data = b"" if content is None else json.dumps(content).encode()
+    return httpx.Response(
+        int(answer["status_code"]), headers=headers, content=data, request=request
+    )
+
+
+def _tokens(body: Any) -> tuple[int, int]:
+    """(input, output) tokens of a JSON body or of every event of a server-sent stream."""
+    found: dict[str, int] = {}
+    payloads = [body] if isinstance(body, dict) else []
+    if isinstance(body, str):
+        for line in body.splitlines():
+            if line.startswith("data:"):
+                try:
+                    payloads.append(json.loads(line[5:].strip()))
+                except ValueError:
+                    continue
+    for payload in payloads:
+        if not isinstance(payload, dict):
+            continue
+        nested = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+        usage = payload.get("usage") or (nested or {}).get("usage")
+        if isinstance(usage, dict):
+            for key, value in usage.items():
+                if isinstance(value, int):
+                    found[key] = max(found.get(key, 0), value)
+    first = found.get("input_tokens", found.get("prompt_tokens", 0))
+    second = found.get("output_tokens", found.get("completion_tokens", 0))
+    return first, second
