@@ -26,7 +26,10 @@ inside_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 def model_call(
-    model: str, *, decode: Callable[[Any], Any] | None = None
+    model: str,
+    *,
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a function that calls a model: inside a run each call becomes ``ModelCalled``.
 
@@ -34,24 +37,28 @@ def model_call(
     functions (recorded when the stream ends; the response is the list of yielded items).
     Token counts are read from the response's ``usage`` (``input_tokens``/``output_tokens`` or
     ``prompt_tokens``/``completion_tokens``) when it has one. In a replay the recorded response
-    is returned as the function's annotated return type (pydantic model, dataclass, ...), or
-    through ``decode`` when given.
+    is returned as the function's annotated return type (pydantic model, dataclass, ...); for
+    other types give ``encode`` (value -> JSON, when recording) and ``decode`` (JSON -> value).
     """
 
     def record(
         run: RecordedRun, request: Any, response: Any, error: BaseException | None, started: float
     ) -> None:
-        record_model(run, model, request, response, error, started)
+        record_model(run, model, request, _encoded(encode, response), error, started)
 
     return _instrument(record, "ModelCalled", model, decode)
 
 
 def tool_call(
-    tool: str, *, decode: Callable[[Any], Any] | None = None
+    tool: str,
+    *,
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Decorate a tool function: inside a run each call becomes ``ToolCalled``.
 
-    Plain, ``async def`` and generator functions are supported, as with :func:`model_call`.
+    Plain, ``async def`` and generator functions are supported, and results are rehydrated
+    (or ``encode``/``decode``-d), as with :func:`model_call`.
     """
 
     def record(
@@ -76,12 +83,20 @@ def tool_call(
                 )
             )
         else:
-            value = jsonable(result)
+            value = jsonable(_encoded(encode, result))
             run.recorder.record_call(
                 lambda index: ToolCalled(**common, call_index=index, result=value)
             )
 
     return _instrument(record, "ToolCalled", tool, decode)
+
+
+def _encoded(encode: Callable[[Any], Any] | None, value: Any) -> Any:
+    if encode is None or value is None:
+        return value
+    if isinstance(value, list):  # a generator's items
+        return [encode(item) for item in value]
+    return encode(value)
 
 
 def record_model(
