@@ -285,7 +285,11 @@ def search(query: str) -> list[str]:
 
 
 def _base_agent(
-    *, prompt: str = "plan the trip", query: str = "flights", extra: bool = False, fewer: bool = False
+    *,
+    prompt: str = "plan the trip",
+    query: str = "flights",
+    extra: bool = False,
+    fewer: bool = False,
 ) -> Any:
     def agent(goal: str) -> dict[str, Any]:
         with step("plan") as s:
@@ -453,3 +457,66 @@ def test_fork_serves_the_prefix_and_goes_live_on_the_new_model(sdk_store: EventS
     assert [c["call_index"] for c in calls] == [0, 1]
     with pytest.raises(steplog.SteplogError, match="--fork-at-step must be between 0 and 1"):
         replay(sdk_store, run_id, fork_at_step=5)
+
+
+# --- the CLI: --import a file or a module of the current folder --------------------------------
+
+AGENT_FILE = """
+from steplog import model_call, register_agent, step
+
+@model_call("cli-model")
+def ask(prompt: str) -> dict:
+    return {"text": prompt + "!"}
+
+@register_agent("cli-agent")
+def cli_agent(prompt: str) -> dict:
+    with step("ask") as s:
+        s.output = ask(prompt)
+    return dict(s.output)
+"""
+
+
+def test_replay_cli_imports_a_file_or_a_module_of_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import json
+
+    from typer.testing import CliRunner
+
+    from steplog.cli import app
+
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    (folder / "cli_agent_here.py").write_text(AGENT_FILE)
+    (folder / "broken_agent.py").write_text("def oops(:\n")
+    spec = importlib.util.spec_from_file_location("cli_agent_rec", folder / "cli_agent_here.py")
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers "cli-agent"
+    url = f"sqlite:///{tmp_path}/cli.db"
+    store = EventStore.open(url)
+    run_id = record(store, "cli-agent", prompt="hi")
+    store.close()
+    runner = CliRunner()
+
+    by_path = runner.invoke(app, ["replay", run_id, "--import", str(folder / "cli_agent_here.py"),
+                                  "--db", url, "--json"])  # fmt: skip
+    assert by_path.exit_code == 0, by_path.output
+    assert json.loads(by_path.stdout)["identical"] is True
+
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", ".")])
+    by_name = runner.invoke(app, ["replay", run_id, "--import", "cli_agent_here", "--db", url])
+    assert by_name.exit_code == 0, by_name.output
+    assert "identical" in by_name.stdout
+
+    for target, message in [
+        ("./missing_agent.py", "--import ./missing_agent.py: no such file"),
+        ("no_such_module_here", "--import no_such_module_here: ModuleNotFoundError"),
+        ("broken_agent", "--import broken_agent: SyntaxError"),
+        ("./broken_agent.py", "--import ./broken_agent.py: SyntaxError"),
+    ]:
+        bad = runner.invoke(app, ["replay", run_id, "--import", target, "--db", url])
+        assert bad.exit_code == 1
+        assert message in bad.stderr and "Traceback" not in bad.output
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
