@@ -13,9 +13,9 @@ import importlib.util
 def instrument() -> bool:
     """Hook httpx so LLM client calls inside runs are recorded and replayed (idempotent).
 
-    Returns whether httpx is installed (without it there is no client to hook).
+    Returns whether httpx (or httpx2) is installed: without it there is no client to hook.
     """
-    if importlib.util.find_spec("httpx") is None:
+    if not any(importlib.util.find_spec(name) for name in ("httpx", "httpx2")):
         return False
     from .httpx_capture import install
 
@@ -25,7 +25,7 @@ def instrument() -> bool:
 
 def uninstrument() -> None:
     """Undo :func:`instrument`."""
-    if importlib.util.find_spec("httpx") is None:
+    if not any(importlib.util.find_spec(name) for name in ("httpx", "httpx2")):
         return
     from .httpx_capture import uninstall
 

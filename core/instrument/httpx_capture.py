@@ -2,7 +2,7 @@
 
 The official ``openai`` and ``anthropic`` clients (and the frameworks built on them: LangGraph,
 the OpenAI Agents SDK, pydantic-ai) send every request through ``httpx.Client`` or
-``httpx.AsyncClient``. Wrapping their ``_send_single_request`` -- the one place a request meets a
+``httpx.AsyncClient`` (``httpx2`` in recent client versions; both are hooked). Wrapping their ``_send_single_request`` -- the one place a request meets a
 transport -- records each request/response of those clients (recognised by their
 ``x-stainless-*`` headers) inside a run as ``ModelCalled``, and in a replay answers it from the
 recording without touching the transport: a replay never reaches the network. A request a
@@ -12,11 +12,12 @@ retry it, and reported with the run.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import time
+from types import ModuleType
 from typing import Any
-
-import httpx
 
 from ..canonical import fingerprint
 from ..events import ModelCalled
@@ -24,70 +25,96 @@ from ..harness.playback import Divergence
 from ..recorder.calls import inside_call, serve
 from ..recorder.context import RecordedRun, current_run, current_step_index
 
-_original_sync = httpx.Client._send_single_request
-_original_async = httpx.AsyncClient._send_single_request
+HTTP_MODULES = ("httpx", "httpx2")
+"""httpx and its successor package: the clients use one or the other, depending on version."""
 KEPT_HEADERS = ("content-type", "x-request-id", "request-id")
+_HOOKS: dict[str, _Hook] = {}
 
 
 def install() -> None:
-    """Wrap httpx's sending (idempotent)."""
-    if httpx.Client._send_single_request is not _send_sync:
-        httpx.Client._send_single_request = _send_sync  # type: ignore[method-assign]
-    if httpx.AsyncClient._send_single_request is not _send_async:
-        httpx.AsyncClient._send_single_request = _send_async  # type: ignore[method-assign]
+    """Wrap the sending of every installed httpx flavour (idempotent)."""
+    for name in HTTP_MODULES:
+        if name not in _HOOKS and importlib.util.find_spec(name) is not None:
+            _HOOKS[name] = _Hook(importlib.import_module(name))
+        if name in _HOOKS:
+            _HOOKS[name].install()
 
 
 def uninstall() -> None:
     """Restore httpx's own sending."""
-    httpx.Client._send_single_request = _original_sync  # type: ignore[method-assign]
-    httpx.AsyncClient._send_single_request = _original_async  # type: ignore[method-assign]
+    for hook in _HOOKS.values():
+        hook.uninstall()
 
 
-def _is_llm_client(request: httpx.Request) -> bool:
+class _Hook:
+    """The wrapped ``_send_single_request`` of one httpx module's sync and async clients."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module = module
+        self.original_sync = module.Client._send_single_request
+        self.original_async = module.AsyncClient._send_single_request
+        hook = self
+
+        def send_sync(client: Any, request: Any) -> Any:
+            return hook.send_sync(client, request)
+
+        async def send_async(client: Any, request: Any) -> Any:
+            return await hook.send_async(client, request)
+
+        self.wrapped_sync, self.wrapped_async = send_sync, send_async
+
+    def install(self) -> None:
+        self.module.Client._send_single_request = self.wrapped_sync
+        self.module.AsyncClient._send_single_request = self.wrapped_async
+
+    def uninstall(self) -> None:
+        self.module.Client._send_single_request = self.original_sync
+        self.module.AsyncClient._send_single_request = self.original_async
+
+    def send_sync(self, client: Any, request: Any) -> Any:
+        run = current_run()
+        if run is None or inside_call.get():
+            return self.original_sync(client, request)
+        if run.serving(current_step_index()) is not None:
+            return _served(self.module, run, request, request.read())
+        if not _is_llm_client(request):
+            return self.original_sync(client, request)
+        body = request.read()
+        started = time.perf_counter()
+        try:
+            response = self.original_sync(client, request)
+            response.read()
+        except Exception as exc:
+            _record(run, request, body, None, exc, started)
+            raise
+        _record(run, request, body, response, None, started)
+        return response
+
+    async def send_async(self, client: Any, request: Any) -> Any:
+        run = current_run()
+        if run is None or inside_call.get():
+            return await self.original_async(client, request)
+        if run.serving(current_step_index()) is not None:
+            return _served(self.module, run, request, await request.aread())
+        if not _is_llm_client(request):
+            return await self.original_async(client, request)
+        body = await request.aread()
+        started = time.perf_counter()
+        try:
+            response = await self.original_async(client, request)
+            await response.aread()
+        except Exception as exc:
+            _record(run, request, body, None, exc, started)
+            raise
+        _record(run, request, body, response, None, started)
+        return response
+
+
+def _is_llm_client(request: Any) -> bool:
     return any(key.lower().startswith("x-stainless-") for key in request.headers)
 
 
-def _send_sync(self: httpx.Client, request: httpx.Request) -> httpx.Response:
-    run = current_run()
-    if run is None or inside_call.get():
-        return _original_sync(self, request)
-    if run.serving(current_step_index()) is not None:
-        return _served(run, request, request.read())
-    if not _is_llm_client(request):
-        return _original_sync(self, request)
-    body = request.read()
-    started = time.perf_counter()
-    try:
-        response = _original_sync(self, request)
-        response.read()
-    except Exception as exc:
-        _record(run, request, body, None, exc, started)
-        raise
-    _record(run, request, body, response, None, started)
-    return response
-
-
-async def _send_async(self: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
-    run = current_run()
-    if run is None or inside_call.get():
-        return await _original_async(self, request)
-    if run.serving(current_step_index()) is not None:
-        return _served(run, request, await request.aread())
-    if not _is_llm_client(request):
-        return await _original_async(self, request)
-    body = await request.aread()
-    started = time.perf_counter()
-    try:
-        response = await _original_async(self, request)
-        await response.aread()
-    except Exception as exc:
-        _record(run, request, body, None, exc, started)
-        raise
-    _record(run, request, body, response, None, started)
-    return response
-
-
-def _request_of(request: httpx.Request, body: bytes) -> tuple[str, dict[str, Any]]:
+def _request_of(request: Any, body: bytes) -> tuple[str, dict[str, Any]]:
     """(model name, canonical request): what identifies the call, without volatile headers."""
     parsed = _parse(body, request.headers.get("content-type", ""))
     model = parsed.get("model") if isinstance(parsed, dict) else None
@@ -110,9 +137,9 @@ def _parse(body: bytes, content_type: str) -> Any:
 
 def _record(
     run: RecordedRun,
-    request: httpx.Request,
+    request: Any,
     body: bytes,
-    response: httpx.Response | None,
+    response: Any,
     error: BaseException | None,
     started: float,
 ) -> None:
@@ -147,14 +174,14 @@ def _record(
     )
 
 
-def _served(run: RecordedRun, request: httpx.Request, body: bytes) -> httpx.Response:
+def _served(module: ModuleType, run: RecordedRun, request: Any, body: bytes) -> Any:
     """The recorded response to ``request``; HTTP 400 (and a divergence) when there is none."""
     model, canonical = _request_of(request, body)
     try:
-        answer = serve(run, "ModelCalled", model, canonical, vars(httpx))
+        answer = serve(run, "ModelCalled", model, canonical, vars(module))
     except Divergence as diverged:
         message = f"steplog replay refused a call the recording does not have: {diverged}"
-        return httpx.Response(
+        return module.Response(
             400,
             json={"error": {"message": message, "type": "steplog_replay_diverged"}},
             request=request,
@@ -169,7 +196,7 @@ def _served(run: RecordedRun, request: httpx.Request, body: bytes) -> httpx.Resp
         data = content.encode()
     else:
         data = b"" if content is None else json.dumps(content).encode()
-    return httpx.Response(
+    return module.Response(
         int(answer["status_code"]), headers=headers, content=data, request=request
     )
 
