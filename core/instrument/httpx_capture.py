@@ -2,12 +2,13 @@
 
 The official ``openai`` and ``anthropic`` clients (and the frameworks built on them: LangGraph,
 the OpenAI Agents SDK, pydantic-ai) send every request through ``httpx.Client`` or
-``httpx.AsyncClient`` (``httpx2`` in recent client versions; both are hooked). Wrapping their ``_send_single_request`` -- the one place a request meets a
-transport -- records each request/response of those clients (recognised by their
-``x-stainless-*`` headers) inside a run as ``ModelCalled``, and in a replay answers it from the
-recording without touching the transport: a replay never reaches the network. A request a
-replay cannot serve is refused (a ``Divergence``), answered as HTTP 400 so that clients do not
-retry it, and reported with the run.
+``httpx.AsyncClient`` (``httpx2`` in recent client versions; both are hooked). Wrapping their
+``_send_single_request`` -- the one place a request meets a transport -- records each
+request/response of those clients (recognised by their ``x-stainless-*`` headers) inside a run
+as ``ModelCalled``, and in a replay answers it from the recording without touching the
+transport: a replay never reaches the network. A request a replay cannot serve is refused (a
+``Divergence``), answered as HTTP 400 so that clients do not retry it, and reported with the
+run.
 """
 
 from __future__ import annotations

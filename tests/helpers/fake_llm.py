@@ -102,8 +102,8 @@ def _message(body: dict[str, Any]) -> dict[str, Any]:
 
 def _message_stream(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     answer = _message(body)
-    start = answer | {"content": [], "stop_reason": None, "usage": {"input_tokens": 11,
-                                                                    "output_tokens": 1}}  # fmt: skip
+    usage = {"input_tokens": 11, "output_tokens": 1}
+    start = answer | {"content": [], "stop_reason": None, "usage": usage}
     yield {"type": "message_start", "message": start}
     yield {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
     for word in _words(answer["content"][0]["text"]):
