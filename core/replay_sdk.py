@@ -111,14 +111,23 @@ def replay_agent(
     replayed = store.read_run(run_id)
     identical = None
     difference = None
-    if not fork:
+    status = fold(replayed).status
+    if not fork and original.source == "sdk":
         identical = divergence is None and digest(replayed) == digest(events)
         difference = None if identical else first_difference(events, replayed)
+    elif not fork:  # imported: another recorder wrote it; same calls served, same ending
+        identical = divergence is None and status == original.status
+        if not identical and divergence is None:
+            difference = {
+                "a": {"status": original.status},
+                "b": {"status": status},
+                "fields": ["status"],
+            }
     return ReplayResult(
         mode="fork" if fork else "exact",
         original=original.run_id,
         run_id=run_id,
-        status=fold(replayed).status,
+        status=status,
         original_status=original.status,
         identical=identical,
         divergence=divergence,

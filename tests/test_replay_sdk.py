@@ -520,3 +520,66 @@ def test_replay_cli_imports_a_file_or_a_module_of_the_current_folder(
         assert bad.exit_code == 1
         assert message in bad.stderr and "Traceback" not in bad.output
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+# --- imported runs replayed against a registered agent (item 5) -------------------------------
+
+
+@model_call("gpt-4o")
+def planner_chat(goal: str) -> dict[str, Any]:
+    _count("planner_chat")
+    return {"plan": goal}
+
+
+@tool_call("search_flights")
+def search_flights(to: str) -> list[str]:
+    _count("search_flights")
+    return [f"flight to {to}"]
+
+
+def _planner(destination: str) -> Any:
+    def planner(**_: Any) -> dict[str, Any]:
+        with step("chat gpt-4o") as s:
+            s.output = planner_chat("book a trip")
+        with step("execute_tool search_flights") as s:
+            s.output = {"flights": search_flights(to=destination)}
+        return dict(s.output)
+
+    return planner
+
+
+def _import_otlp(store: EventStore) -> dict[str, str]:
+    import random as stdlib_random
+
+    from helpers.otlp import agent_trace, request
+
+    from steplog.ingest.otlp.pipeline import OtlpIngest, import_documents
+    from steplog.ingest.redaction import default_redactor
+
+    ok = agent_trace(stdlib_random.Random(1))
+    failed = agent_trace(stdlib_random.Random(2), fail_tool=True, instance="trip-2")
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+    report = import_documents(ingest, [("trace.json", request(*ok, *failed))])
+    runs = {fold(store.read_run(r)).task_instance_id: r for r in report.run_ids}
+    return {str(k): v for k, v in runs.items()}
+
+
+def test_imported_runs_replay_against_a_registered_agent(sdk_store: EventStore) -> None:
+    runs = _import_otlp(sdk_store)
+    register_agent("planner-agent")(_planner("LIS"))
+    before = dict(CALLS)
+    with pytest.raises(steplog.SteplogError, match="replay it against your registered agent"):
+        replay(sdk_store, runs["trip-1"])
+    ok = replay(sdk_store, runs["trip-1"], agent="planner-agent")
+    assert ok.identical and ok.status == "completed", ok.summary
+    failed = replay(sdk_store, runs["trip-2"], agent="planner-agent")
+    assert failed.identical and failed.status == "failed"  # the recorded TimeoutError, raised
+    assert failed.agent_error is not None and failed.agent_error.startswith("TimeoutError")
+    assert before == CALLS  # every response was served; nothing ran live
+    replayed = fold(sdk_store.read_run(ok.run_id))
+    assert (replayed.replay_of, replayed.source) == (runs["trip-1"], "sdk")
+
+    register_agent("planner-agent")(_planner("OPO"))  # a changed tool argument
+    changed = replay(sdk_store, runs["trip-1"], agent="planner-agent")
+    assert changed.divergence is not None and changed.divergence["step_index"] == 1
+    assert changed.divergence["expected"].startswith("ToolCalled(search_flights, step 1")

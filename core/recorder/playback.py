@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..canonical import fingerprint
+from ..canonical import fingerprint, jsonable
 from ..harness.playback import CALL_TYPES, Divergence, describe
 from ..store import StoredEvent
 
@@ -22,6 +22,18 @@ from ..store import StoredEvent
 def _name(payload: dict[str, Any]) -> str | None:
     name = payload.get("model") or payload.get("tool")
     return None if name is None else str(name)
+
+
+def _same_arguments(payload: dict[str, Any], request: Any) -> bool:
+    """For imported runs: a tool's recorded arguments against the keyword arguments asked for
+    (other calls and shapes are not comparable, and match by name and occurrence alone)."""
+    recorded = payload.get("args")
+    if not isinstance(recorded, dict) or not isinstance(request, dict):
+        return True
+    args, kwargs = request.get("args"), request.get("kwargs")
+    if args or not isinstance(kwargs, dict):
+        return True
+    return bool(jsonable(recorded) == jsonable(kwargs))
 
 
 class SdkPlayback:
@@ -74,6 +86,8 @@ class SdkPlayback:
                     continue
                 recorded = payload.get("fingerprint")
                 if asked is not None and recorded and recorded != asked:
+                    continue
+                if not self.match_requests and not _same_arguments(payload, request):
                     continue
                 del pending[position]
                 self._consumed[step_index] = max(

@@ -64,6 +64,8 @@ def decoder(
         return lambda value: value
 
     def rehydrate(value: Any) -> Any:
+        if value is None:  # nothing was recorded (an imported span without content)
+            return None
         try:
             return adapter.validate_python(value)
         except Exception as exc:
