@@ -18,6 +18,7 @@ import openai
 import pytest
 from helpers.fake_llm import FakeLLM, fake_llm
 
+import steplog
 from steplog import EventStore, record_run, register_agent, step
 from steplog.projections.run_state import fold
 from steplog.replay import ReplayResult, replay
@@ -306,3 +307,29 @@ def test_outside_a_run_the_clients_are_untouched(server: FakeLLM) -> None:
     )
     assert reply.choices[0].message.content == "echo: plain"
     assert len(server.requests) == 1
+
+
+def test_a_stream_reaches_the_caller_before_it_is_recorded_whole(
+    store: EventStore, server: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+
+    def agent(question: str) -> dict[str, Any]:
+        run = steplog.current_run()
+        assert run is not None
+        with step("stream") as s:
+            chunks = oai().chat.completions.create(
+                model="gpt-fake", messages=[{"role": "user", "content": question}], stream=True
+            )
+            parts = []
+            for chunk in chunks:  # the call is recorded only once the stream has ended
+                seen.append(sum(e.event.type_name() == "ModelCalled" for e in run.recorder.pending))
+                parts.extend(c.delta.content or "" for c in chunk.choices)
+            s.output = {"text": "".join(parts)}
+        return dict(s.output)
+
+    run_id = record(store, agent, "stream-agent", question="one two three")
+    assert seen[0] == 0 and len(seen) > 3
+    (call,) = [e.payload for e in store.read_run(run_id) if e.type == "ModelCalled"]
+    assert call["response"]["body"].count("data:") == len(seen) + 1  # every chunk and [DONE]
+    assert_identical(replay_offline(store, run_id, server, monkeypatch))

@@ -63,6 +63,7 @@ class _Hook:
             return await hook.send_async(client, request)
 
         self.wrapped_sync, self.wrapped_async = send_sync, send_async
+        self.tee_sync, self.tee_async = _tees(module)
 
     def install(self) -> None:
         self.module.Client._send_single_request = self.wrapped_sync
@@ -81,14 +82,19 @@ class _Hook:
         if not _is_llm_client(request):
             return self.original_sync(client, request)
         body = request.read()
-        started = time.perf_counter()
+        started, step_index = time.perf_counter(), current_step_index()
         try:
             response = self.original_sync(client, request)
+            if _streaming(response):  # recorded when the stream ends: the caller still streams
+                response.stream = self.tee_sync(
+                    response.stream, _Capture(run, request, body, response, started, step_index)
+                )
+                return response
             response.read()
         except Exception as exc:
-            _record(run, request, body, None, exc, started)
+            _Capture(run, request, body, None, started, step_index).done(b"", exc)
             raise
-        _record(run, request, body, response, None, started)
+        _Capture(run, request, body, response, started, step_index).done(response.content)
         return response
 
     async def send_async(self, client: Any, request: Any) -> Any:
@@ -100,15 +106,74 @@ class _Hook:
         if not _is_llm_client(request):
             return await self.original_async(client, request)
         body = await request.aread()
-        started = time.perf_counter()
+        started, step_index = time.perf_counter(), current_step_index()
         try:
             response = await self.original_async(client, request)
+            if _streaming(response):
+                response.stream = self.tee_async(
+                    response.stream, _Capture(run, request, body, response, started, step_index)
+                )
+                return response
             await response.aread()
         except Exception as exc:
-            _record(run, request, body, None, exc, started)
+            _Capture(run, request, body, None, started, step_index).done(b"", exc)
             raise
-        _record(run, request, body, response, None, started)
+        _Capture(run, request, body, response, started, step_index).done(response.content)
         return response
+
+
+def _streaming(response: Any) -> bool:
+    return str(response.headers.get("content-type", "")).startswith("text/event-stream")
+
+
+def _tees(module: ModuleType) -> tuple[Any, Any]:
+    """Byte streams of ``module`` that pass a response through and record it once it ends."""
+
+    class TeeSync(module.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, capture: _Capture) -> None:
+            self.inner, self.capture = inner, capture
+            self.chunks: list[bytes] = []
+
+        @property
+        def elapsed(self) -> Any:
+            return getattr(self.inner, "elapsed", None)
+
+        def __iter__(self) -> Any:
+            try:
+                for chunk in self.inner:
+                    self.chunks.append(chunk)
+                    yield chunk
+            except Exception as exc:
+                self.capture.done(b"".join(self.chunks), exc)
+                raise
+
+        def close(self) -> None:
+            self.inner.close()
+            self.capture.done(b"".join(self.chunks))
+
+    class TeeAsync(module.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, capture: _Capture) -> None:
+            self.inner, self.capture = inner, capture
+            self.chunks: list[bytes] = []
+
+        @property
+        def elapsed(self) -> Any:
+            return getattr(self.inner, "elapsed", None)
+
+        async def __aiter__(self) -> Any:
+            try:
+                async for chunk in self.inner:
+                    self.chunks.append(chunk)
+                    yield chunk
+            except Exception as exc:
+                self.capture.done(b"".join(self.chunks), exc)
+                raise
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+            self.capture.done(b"".join(self.chunks))
+
+    return TeeSync, TeeAsync
 
 
 def _is_llm_client(request: Any) -> bool:
@@ -136,43 +201,56 @@ def _parse(body: bytes, content_type: str) -> Any:
     return text
 
 
-def _record(
-    run: RecordedRun,
-    request: Any,
-    body: bytes,
-    response: Any,
-    error: BaseException | None,
-    started: float,
-) -> None:
-    model, canonical = _request_of(request, body)
-    answer: dict[str, Any] | None = None
-    input_tokens = output_tokens = 0
-    if response is not None:
-        content_type = response.headers.get("content-type", "")
-        parsed = _parse(response.content, content_type)
-        answer = {
-            "status_code": response.status_code,
-            "headers": {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers},
-            "body": parsed,
-        }
-        input_tokens, output_tokens = _tokens(parsed)
-    step_index = current_step_index()
-    latency = round((time.perf_counter() - started) * 1000, 3)
-    failure = None if error is None else f"{type(error).__name__}: {error}"
-    run.recorder.record_call(
-        lambda index: ModelCalled(
-            step_index=step_index,
-            call_index=index,
-            fingerprint=fingerprint(model, canonical),
-            model=model,
-            request=canonical,
-            response=answer,
-            error=failure,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            latency_ms=latency,
+class _Capture:
+    """One client call being recorded: written once, when its response (or error) is whole."""
+
+    def __init__(
+        self,
+        run: RecordedRun,
+        request: Any,
+        body: bytes,
+        response: Any,
+        started: float,
+        step_index: int | None,
+    ) -> None:
+        self.run, self.request, self.body, self.response = run, request, body, response
+        self.started, self.step_index = started, step_index
+        self.recorded = False
+
+    def done(self, content: bytes, error: BaseException | None = None) -> None:
+        """Record the call (once) with the response ``content`` seen."""
+        if self.recorded:
+            return
+        self.recorded = True
+        model, canonical = _request_of(self.request, self.body)
+        answer: dict[str, Any] | None = None
+        input_tokens = output_tokens = 0
+        if self.response is not None:
+            headers = self.response.headers
+            parsed = _parse(content, headers.get("content-type", ""))
+            answer = {
+                "status_code": self.response.status_code,
+                "headers": {k: headers[k] for k in KEPT_HEADERS if k in headers},
+                "body": parsed,
+            }
+            input_tokens, output_tokens = _tokens(parsed)
+        latency = round((time.perf_counter() - self.started) * 1000, 3)
+        failure = None if error is None else f"{type(error).__name__}: {error}"
+        step_index = self.step_index
+        self.run.recorder.record_call(
+            lambda index: ModelCalled(
+                step_index=step_index,
+                call_index=index,
+                fingerprint=fingerprint(model, canonical),
+                model=model,
+                request=canonical,
+                response=answer,
+                error=failure,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                latency_ms=latency,
+            )
         )
-    )
 
 
 def _served(module: ModuleType, run: RecordedRun, request: Any, body: bytes) -> Any:
