@@ -7,73 +7,42 @@ replay a regression set.
   digest (payloads without ids, timestamps and the replay links).
 * **Fork** serves the recording for the steps before K, then continues live on another model
   version; the new run records ``forked_from`` and K.
-* **Diff** compares two runs event by event and step by step, naming the first divergence.
+* **Diff** (:mod:`steplog.diff`) aligns two runs' steps and names the first behavioural
+  divergence.
 Only registered scenarios replay; nothing is ever imported from event data.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from uuid6 import uuid7
 
+from .diff import ANNOTATIONS, MODEL_SPECIFIC, REPLAY_LINKS, canonical, diff_runs, digest
+from .diff import first_difference as first_difference
 from .errors import SteplogError
 from .harness.playback import Playback
 from .harness.runner import RunStateError, fold_run, launch, registered_scenario
 from .projections.queries import refresh, regression_set
-from .projections.run_state import RunState, fold
+from .projections.run_state import fold
 from .stats import paired as paired_stats
 from .stats.paired import PairedTable
 from .stats.proportions import proportion
-from .store import EventStore, StoredEvent
+from .store import EventStore
 
-REPLAY_LINKS = ("replay_of", "forked_from", "fork_step")
-
-
-ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
-"""People's notes about a run, appended later: not part of what the run did."""
-
-
-MODEL_SPECIFIC = {
-    "RunStarted": ("model_version",),
-    "ModelCalled": (
-        "model",
-        "fingerprint",
-        "input_tokens",
-        "output_tokens",
-        "latency_ms",
-        "cost_usd",
-    ),
-}
-"""What differs between two model versions even when they behave the same."""
-
-
-def canonical(
-    events: list[StoredEvent], *, behaviour_only: bool = False
-) -> list[tuple[int, str, Any]]:
-    """A run's events without what differs between a run and its replay by construction:
-    ids, timestamps, the replay links, and annotations added afterwards. ``behaviour_only``
-    also drops what only says which model answered (to compare runs of two versions)."""
-    body: list[tuple[int, str, Any]] = []
-    for event in events:
-        if event.type in ANNOTATIONS:
-            continue
-        payload = event.payload
-        if event.type == "RunStarted":
-            payload = {k: v for k, v in payload.items() if k not in REPLAY_LINKS}
-        if behaviour_only and event.type in MODEL_SPECIFIC:
-            payload = {k: v for k, v in payload.items() if k not in MODEL_SPECIFIC[event.type]}
-        body.append((len(body), event.type, payload))
-    return body
-
-
-def digest(events: list[StoredEvent]) -> str:
-    """The canonical digest of a run's event stream."""
-    text = json.dumps(canonical(events), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+__all__ = [
+    "ANNOTATIONS",
+    "MODEL_SPECIFIC",
+    "REPLAY_LINKS",
+    "ReplayResult",
+    "canonical",
+    "diff_runs",
+    "digest",
+    "first_difference",
+    "regress",
+    "replay",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,96 +197,6 @@ def replay(
         fork_step=fork_at_step,
         model_version=version,
     )
-
-
-def first_difference(
-    a: list[StoredEvent], b: list[StoredEvent], *, behaviour_only: bool = False
-) -> dict[str, Any] | None:
-    """Where two runs' canonical event streams first differ, and how."""
-    left = canonical(a, behaviour_only=behaviour_only)
-    right = canonical(b, behaviour_only=behaviour_only)
-    for index in range(max(len(left), len(right))):
-        one = left[index] if index < len(left) else None
-        two = right[index] if index < len(right) else None
-        if one == two:
-            continue
-        source = one or two
-        assert source is not None
-        payload = source[2]
-        fields = []
-        if one is not None and two is not None and one[1] == two[1]:
-            keys = set(one[2]) | set(two[2])
-            fields = sorted(k for k in keys if one[2].get(k) != two[2].get(k))
-        return {
-            "seq": index,
-            "step_index": payload.get("step_index"),
-            "call_index": payload.get("call_index"),
-            "a": None if one is None else {"type": one[1], **_brief(one[2], fields)},
-            "b": None if two is None else {"type": two[1], **_brief(two[2], fields)},
-            "fields": fields,
-        }
-    return None
-
-
-def _brief(payload: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    keep = fields or [
-        k for k in ("step", "step_index", "model", "tool", "error_type") if k in payload
-    ]
-    return {k: payload.get(k) for k in keep}
-
-
-def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
-    """Step-by-step comparison of two runs and their first divergence."""
-    events = {}
-    states: dict[str, RunState] = {}
-    for run_id in (run_a, run_b):
-        events[run_id] = store.read_run(run_id)
-        states[run_id] = fold_run(store, run_id)
-    a, b = states[run_a], states[run_b]
-    steps = []
-    for index in range(max(len(a.steps), len(b.steps))):
-        one = a.steps[index] if index < len(a.steps) else None
-        two = b.steps[index] if index < len(b.steps) else None
-        steps.append(
-            {
-                "index": index,
-                "name": (one or two).name if (one or two) else None,  # type: ignore[union-attr]
-                "a": _step(one),
-                "b": _step(two),
-                "same": one is not None and two is not None and _step(one) == _step(two),
-            }
-        )
-    return {
-        "a": {
-            "run_id": run_a,
-            "status": a.status,
-            "model_version": a.model_version,
-            "retries": a.retries,
-            "tokens": a.input_tokens + a.output_tokens,
-        },
-        "b": {
-            "run_id": run_b,
-            "status": b.status,
-            "model_version": b.model_version,
-            "retries": b.retries,
-            "tokens": b.input_tokens + b.output_tokens,
-        },
-        "identical": digest(events[run_a]) == digest(events[run_b]),
-        # where the runs first behave differently (not merely: another model answered)
-        "first_difference": first_difference(events[run_a], events[run_b], behaviour_only=True),
-        "steps": steps,
-    }
-
-
-def _step(step: Any) -> dict[str, Any] | None:
-    if step is None:
-        return None
-    return {
-        "status": step.status,
-        "attempts": step.attempts,
-        "last_error_type": step.last_error_type,
-        "tokens": step.input_tokens + step.output_tokens,
-    }
 
 
 def regress(

@@ -41,7 +41,8 @@ def replay_agent(
     agent_name: str | None = None,
 ) -> ReplayResult:
     """Replay (or fork at ``fork_at_step``) a run of a registered agent."""
-    from .replay import ReplayResult, digest, first_difference
+    from .diff import digest, first_difference
+    from .replay import ReplayResult
 
     name = agent_name or original.agent
     registered = registered_agent(name)

@@ -8,6 +8,7 @@ as ``ModelCalled`` without decorating anything, and served back by replays.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 
 
 def instrument() -> bool:
@@ -17,9 +18,17 @@ def instrument() -> bool:
     """
     if not any(importlib.util.find_spec(name) for name in ("httpx", "httpx2")):
         return False
-    from .httpx_capture import install
+    try:
+        from .httpx_capture import install
 
-    install()
+        install()
+    except Exception as exc:  # a broken httpx install must not stop a run from recording
+        warnings.warn(
+            f"steplog.instrument: LLM client calls are not captured ({type(exc).__name__}: {exc})",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return False
     return True
 
 
