@@ -124,7 +124,7 @@ def replay(
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
     original = fold(events)
-    if not original.is_terminal and original.status != "awaiting_approval":
+    if not original.is_terminal:  # a replay would have to go live where the run stopped
         raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
     if original.source == "sdk" or agent is not None:
         from .replay_sdk import replay_agent
