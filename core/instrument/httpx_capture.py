@@ -24,7 +24,7 @@ from ..canonical import fingerprint
 from ..events import ModelCalled
 from ..harness.playback import Divergence
 from ..recorder.calls import inside_call, serve
-from ..recorder.context import RecordedRun, current_run, current_step_index
+from ..recorder.context import RecordedRun, current_run, current_step_index, replaying_anywhere
 
 HTTP_MODULES = ("httpx", "httpx2")
 """httpx and its successor package: the clients use one or the other, depending on version."""
@@ -75,6 +75,8 @@ class _Hook:
 
     def send_sync(self, client: Any, request: Any) -> Any:
         run = current_run()
+        if run is None:
+            _refuse_outside_replay(request)
         if run is None or inside_call.get():
             return self.original_sync(client, request)
         if run.serving(current_step_index()) is not None:
@@ -99,6 +101,8 @@ class _Hook:
 
     async def send_async(self, client: Any, request: Any) -> Any:
         run = current_run()
+        if run is None:
+            _refuse_outside_replay(request)
         if run is None or inside_call.get():
             return await self.original_async(client, request)
         if run.serving(current_step_index()) is not None:
@@ -120,6 +124,16 @@ class _Hook:
             raise
         _Capture(run, request, body, response, started, step_index).done(response.content)
         return response
+
+
+def _refuse_outside_replay(request: Any) -> None:
+    """An LLM client call with no run in its context while a replay runs: never go live."""
+    if replaying_anywhere() and _is_llm_client(request):
+        raise RuntimeError(
+            f"steplog: {request.method} {request.url} was sent outside the run's context during "
+            "a replay, so it can be neither served nor recorded; start threads through a "
+            "ThreadPoolExecutor or contextvars.copy_context().run"
+        )
 
 
 def _streaming(response: Any) -> bool:
