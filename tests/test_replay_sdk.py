@@ -583,3 +583,45 @@ def test_imported_runs_replay_against_a_registered_agent(sdk_store: EventStore) 
     changed = replay(sdk_store, runs["trip-1"], agent="planner-agent")
     assert changed.divergence is not None and changed.divergence["step_index"] == 1
     assert changed.divergence["expected"].startswith("ToolCalled(search_flights, step 1")
+
+
+# --- executors from asyncio, and a run that failed the same way twice --------------------------
+
+
+@register_agent("executor-agent")
+def executor_agent(keys: list[str]) -> dict[str, Any]:
+    async def main() -> list[dict[str, str]]:
+        loop = asyncio.get_running_loop()
+        return list(await asyncio.gather(*(loop.run_in_executor(None, fetch, k) for k in keys)))
+
+    with step("fetch") as s:
+        s.output = {"bodies": [page["body"] for page in asyncio.run(main())]}
+    return dict(s.output)
+
+
+def test_run_in_executor_calls_are_recorded_and_served(sdk_store: EventStore) -> None:
+    run_id = record(sdk_store, "executor-agent", keys=["k0", "k1", "k2"])
+    assert sum(e.type == "ToolCalled" for e in sdk_store.read_run(run_id)) == 3
+    before = CALLS.get("fetch")
+    assert_identical(replay(sdk_store, run_id))
+    assert CALLS.get("fetch") == before
+
+
+@register_agent("failing-agent")
+def failing_agent(goal: str) -> dict[str, Any]:
+    with step("plan") as s:
+        s.output = plan(goal)
+        raise ValueError(f"cannot plan {goal}")
+
+
+def test_a_run_that_failed_replays_identically_and_fails_the_same_way(
+    sdk_store: EventStore,
+) -> None:
+    with pytest.raises(ValueError, match="cannot plan"):
+        record(sdk_store, "failing-agent", goal="mars")
+    (run_id,) = {e.run_id for e in sdk_store.read_all()}
+    assert fold(sdk_store.read_run(run_id)).status == "failed"
+    result = replay(sdk_store, run_id)
+    assert result.identical, (result.summary, result.first_difference)
+    assert result.status == "failed"
+    assert result.agent_error == "ValueError: cannot plan mars"

@@ -62,9 +62,11 @@ class NondeterminismGuard:
         self._agent_files: dict[str, bool] = {}
         self._lock = threading.Lock()
         self._previous: Any = None
+        self._previous_threads: Any = None
 
     def __enter__(self) -> NondeterminismGuard:
         self._previous = sys.getprofile()
+        self._previous_threads = threading.getprofile()
         sys.setprofile(self._profile)
         threading.setprofile(self._profile)
         return self
@@ -76,7 +78,7 @@ class NondeterminismGuard:
         trace: TracebackType | None,
     ) -> None:
         sys.setprofile(self._previous)
-        threading.setprofile(None)
+        threading.setprofile(self._previous_threads)
 
     def warnings(self) -> list[str]:
         """One line per read: what was read, and where."""
