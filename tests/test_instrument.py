@@ -333,3 +333,20 @@ def test_a_stream_reaches_the_caller_before_it_is_recorded_whole(
     (call,) = [e.payload for e in store.read_run(run_id) if e.type == "ModelCalled"]
     assert call["response"]["body"].count("data:") == len(seen) + 1  # every chunk and [DONE]
     assert_identical(replay_offline(store, run_id, server, monkeypatch))
+
+
+def test_bench_replay_sdk_reports_the_ratio_to_reading() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from steplog.cli import app
+
+    shown = CliRunner().invoke(app, ["bench", "replay", "--sdk", "--runs", "2", "--json"])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert (report["case"], report["identical"]) == ("sdk-openai", 2)
+    assert report["events_per_run"] == 1 + 50 * (1 + 3 + 1) + 1  # 3 concurrent calls a step
+    assert report["ratio_to_read"] == pytest.approx(
+        report["replay_seconds_per_run"] / report["read_seconds_per_run"]
+    )
