@@ -402,6 +402,26 @@ def test_the_agents_own_crash_during_replay_is_reported(sdk_store: EventStore) -
     assert "the agent raised KeyError" in result.summary
 
 
+@tool_call("bare-thread-tool")
+def bare_thread_tool(x: int) -> int:
+    return x + 1
+
+
+def test_a_bare_thread_call_while_recording_is_warned_about(sdk_store: EventStore) -> None:
+    def agent() -> dict[str, Any]:
+        with step("s") as s:
+            thread = threading.Thread(target=bare_thread_tool, args=(1,))
+            thread.start()
+            thread.join()
+            s.output = {"ok": True}
+        return dict(s.output)
+
+    register_agent("bare-thread-recording")(agent)
+    with pytest.warns(RuntimeWarning, match="bare-thread-tool was called outside any run"):
+        run_id = record(sdk_store, "bare-thread-recording")
+    assert not [e for e in sdk_store.read_run(run_id) if e.type == "ToolCalled"]
+
+
 def test_a_bare_thread_cannot_make_a_live_call_during_replay(sdk_store: EventStore) -> None:
     errors: list[BaseException] = []
 
@@ -564,7 +584,9 @@ def _import_otlp(store: EventStore) -> dict[str, str]:
     return {str(k): v for k, v in runs.items()}
 
 
-def test_imported_runs_replay_against_a_registered_agent(sdk_store: EventStore) -> None:
+def test_imported_runs_replay_against_a_registered_agent(
+    sdk_store: EventStore, tmp_path: Path
+) -> None:
     runs = _import_otlp(sdk_store)
     register_agent("planner-agent")(_planner("LIS"))
     before = dict(CALLS)
@@ -578,6 +600,15 @@ def test_imported_runs_replay_against_a_registered_agent(sdk_store: EventStore) 
     assert before == CALLS  # every response was served; nothing ran live
     replayed = fold(sdk_store.read_run(ok.run_id))
     assert (replayed.replay_of, replayed.source) == (runs["trip-1"], "sdk")
+
+    from typer.testing import CliRunner
+
+    from steplog.cli import app
+
+    url = f"sqlite:///{tmp_path}/sdk.db"
+    shown = CliRunner().invoke(app, ["replay", runs["trip-1"], "--agent", "planner-agent",
+                                     "--db", url])  # fmt: skip
+    assert shown.exit_code == 0 and "identical" in shown.stdout, shown.output
 
     register_agent("planner-agent")(_planner("OPO"))  # a changed tool argument
     changed = replay(sdk_store, runs["trip-1"], agent="planner-agent")

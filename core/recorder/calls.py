@@ -6,12 +6,19 @@ import contextvars
 import functools
 import inspect
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from ..canonical import fingerprint, jsonable
 from ..events import ModelCalled, ToolCalled
-from .context import RecordedRun, current_run, current_step_index, replaying_anywhere
+from .context import (
+    RecordedRun,
+    current_run,
+    current_step_index,
+    recording_anywhere,
+    replaying_anywhere,
+)
 from .rehydrate import decoder, rebuild_error
 
 P = ParamSpec("P")
@@ -146,13 +153,25 @@ def serve(run: RecordedRun, kind: str, name: str, request: Any, scope: dict[str,
     return payload.get("response") if kind == "ModelCalled" else payload.get("result")
 
 
+_WARNED: set[str] = set()
+
+
 def _outside_context(name: str) -> None:
-    """A decorated call with no run in its context while a replay runs: refuse it."""
+    """A decorated call with no run in its context while a run is in progress: refused in a
+    replay (it would go live), warned about (once per name) while recording."""
+    advice = "start threads through a ThreadPoolExecutor or contextvars.copy_context().run"
     if replaying_anywhere():
         raise RuntimeError(
             f"steplog: {name} was called outside the run's context during a replay, so it "
-            "can be neither served nor recorded; start threads through a ThreadPoolExecutor "
-            "or contextvars.copy_context().run"
+            f"can be neither served nor recorded; {advice}"
+        )
+    if recording_anywhere() and name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(
+            f"steplog: {name} was called outside any run's context while a run is being "
+            f"recorded: this call is not recorded, and a replay will refuse it; {advice}",
+            RuntimeWarning,
+            stacklevel=3,
         )
 
 

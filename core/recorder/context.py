@@ -49,6 +49,8 @@ _current_step: contextvars.ContextVar[RecordedStep | None] = contextvars.Context
 _active_lock = threading.Lock()
 _active_replays = 0
 """SDK replays in progress in this process: calls outside any run context are refused then."""
+_active_runs = 0
+"""Runs (recorded or replayed) in progress in this process."""
 
 
 @dataclass
@@ -243,10 +245,16 @@ def _record_divergence(recorder: RunRecorder, diverged: Divergence) -> None:
 
 
 def _count_replay(playback: SdkPlayback | None, change: int) -> None:
-    global _active_replays
-    if playback is not None:
-        with _active_lock:
+    global _active_replays, _active_runs
+    with _active_lock:
+        _active_runs += change
+        if playback is not None:
             _active_replays += change
+
+
+def recording_anywhere() -> bool:
+    """Whether any run is being recorded or replayed in this process."""
+    return _active_runs > 0
 
 
 def replaying_anywhere() -> bool:
