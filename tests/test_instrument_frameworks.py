@@ -1,7 +1,7 @@
 """Agents built on frameworks, recorded and replayed with nothing decorated (issue 14, item 4).
 
-The OpenAI Agents SDK drives the real ``openai`` client against the local fake server; steplog
-sees only the client's HTTP calls. The network is refused during the replay.
+The OpenAI Agents SDK and pydantic-ai drive the real ``openai`` client against the local fake
+server; steplog sees only the client's HTTP calls. The network is refused during the replay.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from helpers.fake_llm import FakeLLM, fake_llm
 from steplog import EventStore, record_run, register_agent, step
 from steplog.projections.run_state import fold
 from steplog.replay import replay
-
-agents = pytest.importorskip("agents")
 
 SERVER: dict[str, FakeLLM] = {}
 TOOL_CALLS: list[str] = []
@@ -46,6 +44,8 @@ def _lookup(query: str) -> str:
 
 
 def agents_sdk_agent(question: str) -> dict[str, Any]:
+    import agents
+
     agents.set_tracing_disabled(True)
     client = openai.AsyncOpenAI(base_url=SERVER["now"].openai_url, api_key="x", max_retries=0)
     helper = agents.Agent(
@@ -60,15 +60,36 @@ def agents_sdk_agent(question: str) -> dict[str, Any]:
     return dict(s.output)
 
 
-def test_an_openai_agents_sdk_agent_records_and_replays_offline(
-    store: EventStore, server: FakeLLM, monkeypatch: pytest.MonkeyPatch
+def pydantic_ai_agent(question: str) -> dict[str, Any]:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    client = openai.AsyncOpenAI(base_url=SERVER["now"].openai_url, api_key="x", max_retries=0)
+    model = OpenAIChatModel("gpt-fake", provider=OpenAIProvider(openai_client=client))
+    helper = Agent(model, instructions="Answer with the lookup tool.")
+    helper.tool_plain(_lookup)
+    with step("agent") as s:
+        s.output = {"answer": helper.run_sync(question).output}
+    return dict(s.output)
+
+
+FRAMEWORKS = {"agents": agents_sdk_agent, "pydantic_ai": pydantic_ai_agent}
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_a_framework_agent_records_and_replays_offline(
+    store: EventStore, server: FakeLLM, monkeypatch: pytest.MonkeyPatch, framework: str
 ) -> None:
-    register_agent("agents-sdk")(agents_sdk_agent)
+    pytest.importorskip(framework)
+    entry = FRAMEWORKS[framework]
+    name = f"framework-{framework}"
+    register_agent(name)(entry)
     with record_run(
-        "frameworks", model_version="gpt-fake", agent="agents-sdk",
+        "frameworks", model_version="gpt-fake", agent=name,
         input={"question": "capital of France"}, store=store, seed=1,
     ) as run:  # fmt: skip
-        run.output = agents_sdk_agent("capital of France")
+        run.output = entry("capital of France")
     events = store.read_run(run.run_id)
     calls = [e.payload for e in events if e.type == "ModelCalled"]
     assert len(calls) == 2  # a tool call, then the final answer
@@ -90,9 +111,9 @@ def test_an_openai_agents_sdk_agent_records_and_replays_offline(
     assert TOOL_CALLS == ["capital of France"]  # the SDK ran its tool on the served answer
 
     def changed(question: str) -> dict[str, Any]:
-        return agents_sdk_agent(question + "?")  # one changed prompt
+        return entry(question + "?")  # one changed prompt
 
-    register_agent("agents-sdk")(changed)
+    register_agent(name)(changed)
     diverged = replay(store, run.run_id)
     assert diverged.divergence is not None
     assert (diverged.divergence["step_index"], diverged.divergence["call_index"]) == (0, 0)
