@@ -1,7 +1,8 @@
 """Agents built on frameworks, recorded and replayed with nothing decorated (issue 14, item 4).
 
-The OpenAI Agents SDK and pydantic-ai drive the real ``openai`` client against the local fake
-server; steplog sees only the client's HTTP calls. The network is refused during the replay.
+The OpenAI Agents SDK, pydantic-ai and a LangGraph ReAct agent drive the real ``openai`` client
+against the local fake server; steplog sees only the client's HTTP calls. The network is
+refused during the replay.
 """
 
 from __future__ import annotations
@@ -74,7 +75,31 @@ def pydantic_ai_agent(question: str) -> dict[str, Any]:
     return dict(s.output)
 
 
-FRAMEWORKS = {"agents": agents_sdk_agent, "pydantic_ai": pydantic_ai_agent}
+def langgraph_agent(question: str) -> dict[str, Any]:
+    import warnings
+
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+
+    with warnings.catch_warnings():  # where create_react_agent lives moves between versions
+        warnings.simplefilter("ignore")
+        from langgraph.prebuilt import create_react_agent
+
+        llm = ChatOpenAI(
+            model="gpt-fake", base_url=SERVER["now"].openai_url, api_key="x", max_retries=0
+        )
+        graph = create_react_agent(llm, [tool(_lookup)])
+    with step("agent") as s:
+        state = graph.invoke({"messages": [("user", question)]})
+        s.output = {"answer": state["messages"][-1].content}
+    return dict(s.output)
+
+
+FRAMEWORKS = {
+    "agents": agents_sdk_agent,
+    "pydantic_ai": pydantic_ai_agent,
+    "langgraph": langgraph_agent,
+}
 
 
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
