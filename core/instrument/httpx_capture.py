@@ -13,8 +13,6 @@ run.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import time
 from types import ModuleType
@@ -26,19 +24,34 @@ from ..harness.playback import Divergence
 from ..recorder.calls import inside_call, serve
 from ..recorder.context import RecordedRun, current_run, current_step_index, replaying_anywhere
 
-HTTP_MODULES = ("httpx", "httpx2")
-"""httpx and its successor package: the clients use one or the other, depending on version."""
 KEPT_HEADERS = ("content-type", "x-request-id", "request-id")
 _HOOKS: dict[str, _Hook] = {}
 
 
+def _http_modules() -> list[ModuleType]:
+    """The httpx flavours installed (a literal list: nothing named by data is imported)."""
+    found = []
+    try:
+        import httpx
+
+        found.append(httpx)
+    except ImportError:
+        pass
+    try:
+        import httpx2  # type: ignore[import-not-found,unused-ignore]
+
+        found.append(httpx2)
+    except ImportError:
+        pass
+    return found
+
+
 def install() -> None:
     """Wrap the sending of every installed httpx flavour (idempotent)."""
-    for name in HTTP_MODULES:
-        if name not in _HOOKS and importlib.util.find_spec(name) is not None:
-            _HOOKS[name] = _Hook(importlib.import_module(name))
-        if name in _HOOKS:
-            _HOOKS[name].install()
+    for module in _http_modules():
+        if module.__name__ not in _HOOKS:
+            _HOOKS[module.__name__] = _Hook(module)
+        _HOOKS[module.__name__].install()
 
 
 def uninstall() -> None:
