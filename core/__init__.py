@@ -1,5 +1,6 @@
 """steplog: an event-sourced failure-sample and replay platform for long-horizon agent runs."""
 
+from .capture import instrument, uninstrument
 from .errors import (
     ConcurrencyError,
     IdempotencyError,
@@ -8,7 +9,6 @@ from .errors import (
     SteplogError,
 )
 from .events import Catalogue, Event, catalogue
-from .instrument import instrument, uninstrument
 from .recorder import (
     current_run,
     model_call,

@@ -164,7 +164,7 @@ def record_run(
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)  # recorded in RunStarted: replayable
     if instrument:
-        from ..instrument import instrument as hook_clients
+        from ..capture import instrument as hook_clients
 
         hook_clients()
     _propagate_into_thread_pools()
