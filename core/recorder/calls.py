@@ -45,15 +45,16 @@ def model_call(
     Token counts are read from the response's ``usage`` (``input_tokens``/``output_tokens`` or
     ``prompt_tokens``/``completion_tokens``) when it has one. In a replay the recorded response
     is returned as the function's annotated return type (pydantic model, dataclass, ...); for
-    other types give ``encode`` (value -> JSON, when recording) and ``decode`` (JSON -> value).
+    other types give ``encode`` (value -> JSON, when recording) and ``decode`` (JSON -> value),
+    applied to each item of a generator.
     """
 
     def record(
         run: RecordedRun, request: Any, response: Any, error: BaseException | None, started: float
     ) -> None:
-        record_model(run, model, request, _encoded(encode, response), error, started)
+        record_model(run, model, request, response, error, started)
 
-    return _instrument(record, "ModelCalled", model, decode)
+    return _instrument(record, "ModelCalled", model, encode, decode)
 
 
 def tool_call(
@@ -90,20 +91,12 @@ def tool_call(
                 )
             )
         else:
-            value = jsonable(_encoded(encode, result))
+            value = jsonable(result)
             run.recorder.record_call(
                 lambda index: ToolCalled(**common, call_index=index, result=value)
             )
 
-    return _instrument(record, "ToolCalled", tool, decode)
-
-
-def _encoded(encode: Callable[[Any], Any] | None, value: Any) -> Any:
-    if encode is None or value is None:
-        return value
-    if isinstance(value, list):  # a generator's items
-        return [encode(item) for item in value]
-    return encode(value)
+    return _instrument(record, "ToolCalled", tool, encode, decode)
 
 
 def record_model(
@@ -176,7 +169,11 @@ def _outside_context(name: str) -> None:
 
 
 def _instrument(
-    record: Recorder, kind: str, name: str, decode: Callable[[Any], Any] | None
+    record: Recorder,
+    kind: str,
+    name: str,
+    encode: Callable[[Any], Any] | None,
+    decode: Callable[[Any], Any] | None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Wrap a function so that, inside a run, each call is passed to ``record`` -- or, in a
     replay, answered from the recording as the function's return type."""
@@ -195,6 +192,9 @@ def _instrument(
             return decoders[0](value)
 
         scope = getattr(function, "__globals__", {})
+
+        def encoded(value: Any) -> Any:
+            return value if encode is None or value is None else encode(value)
 
         def replaying(run: RecordedRun) -> bool:
             return run.serving(current_step_index()) is not None
@@ -219,7 +219,7 @@ def _instrument(
                     raise
                 finally:
                     inside_call.reset(token)
-                record(run, request, response, None, started)
+                record(run, request, encoded(response), None, started)
                 return response
 
             return async_wrapper  # type: ignore[return-value]
@@ -240,7 +240,7 @@ def _instrument(
                 items: list[Any] = []
                 try:
                     for item in _quietly(function(*args, **kwargs)):
-                        items.append(item)
+                        items.append(encoded(item))
                         yield item
                 except BaseException as exc:
                     record(run, request, items, exc, started)
@@ -268,7 +268,7 @@ def _instrument(
                 raise
             finally:
                 inside_call.reset(token)
-            record(run, request, response, None, started)
+            record(run, request, encoded(response), None, started)
             return response
 
         return wrapper
