@@ -656,3 +656,23 @@ def test_a_run_that_failed_replays_identically_and_fails_the_same_way(
     assert result.identical, (result.summary, result.first_difference)
     assert result.status == "failed"
     assert result.agent_error == "ValueError: cannot plan mars"
+
+
+@model_call("coins", encode=Money.as_json, decode=lambda data: Money(data["cents"]))
+def coins(n: int) -> Iterator[Money]:
+    for cents in range(n):
+        yield Money(cents * 5)
+
+
+@register_agent("coin-agent")
+def coin_agent(n: int) -> dict[str, Any]:
+    with step("count") as s:
+        s.output = {"total": sum(c.cents for c in coins(n))}
+    return dict(s.output)
+
+
+def test_a_generators_items_are_encoded_and_decoded_one_by_one(sdk_store: EventStore) -> None:
+    run_id = record(sdk_store, "coin-agent", n=4)
+    (call,) = [e.payload for e in sdk_store.read_run(run_id) if e.type == "ModelCalled"]
+    assert call["response"] == [{"cents": 0}, {"cents": 5}, {"cents": 10}, {"cents": 15}]
+    assert_identical(replay(sdk_store, run_id))

@@ -234,7 +234,11 @@ def _instrument(
                     return (yield from function(*args, **kwargs))
                 request = jsonable({"args": args, "kwargs": kwargs})
                 if replaying(run):
-                    yield from rehydrate(serve(run, kind, name, request, scope) or [])
+                    served = serve(run, kind, name, request, scope) or []
+                    if decode is not None:  # the user's decoder, item by item
+                        yield from (decode(item) for item in served)
+                    else:
+                        yield from rehydrate(served)
                     return None
                 started = time.perf_counter()
                 items: list[Any] = []
