@@ -85,9 +85,12 @@ class ReplayResult:
     def summary(self) -> str:
         """One line for people."""
         if self.divergence is not None:
+            step, call = self.divergence["step_index"], self.divergence["call_index"]
+            where = "the run" if step is None else f"step {step}"
+            at = where if call is None else f"{where}, call {call}"
             return (
-                f"diverged: {self.divergence['expected']} was recorded, the code asked for "
-                f"{self.divergence['got']} (step {self.divergence['step_index']})"
+                f"diverged at {at}: {self.divergence['expected']} was recorded, the code asked "
+                f"for {self.divergence['got']}"
             )
         crash = f"; the agent raised {self.agent_error}" if self.agent_error else ""
         if self.mode == "exact":
