@@ -475,6 +475,11 @@ def test_fork_serves_the_prefix_and_goes_live_on_the_new_model(sdk_store: EventS
     assert state.values["answer"] == {"plan": "g on m-2"}
     calls = [e.payload for e in sdk_store.read_run(fork.run_id) if e.type == "ModelCalled"]
     assert [c["call_index"] for c in calls] == [0, 1]
+    MODEL_SEEN.clear()
+    again = replay(sdk_store, fork.run_id)  # a replay of the fork serves its live part too
+    assert_identical(again)
+    assert MODEL_SEEN == ["m-2"]  # the entry point got the fork's model version again
+    assert fold(sdk_store.read_run(again.run_id)).forked_from == run_id
     with pytest.raises(steplog.SteplogError, match="--fork-at-step must be between 0 and 1"):
         replay(sdk_store, run_id, fork_at_step=5)
 
