@@ -10,6 +10,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .capture import instrument, uninstrument
     from .errors import (
         ConcurrencyError,
         IdempotencyError,
@@ -18,12 +19,23 @@ if TYPE_CHECKING:
         SteplogError,
     )
     from .events import Catalogue, Event, catalogue
-    from .recorder import model_call, now, record_run, register_agent, rng, step, tool_call
+    from .recorder import (
+        current_run,
+        model_call,
+        now,
+        record_run,
+        register_agent,
+        register_error,
+        rng,
+        step,
+        tool_call,
+    )
     from .store import AppendResult, EventStore, NewEvent, StoredEvent
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "capture": ("instrument", "uninstrument"),
     "errors": (
         "ConcurrencyError",
         "IdempotencyError",
@@ -32,7 +44,17 @@ _EXPORTS = {
         "SteplogError",
     ),
     "events": ("Catalogue", "Event", "catalogue"),
-    "recorder": ("model_call", "now", "record_run", "register_agent", "rng", "step", "tool_call"),
+    "recorder": (
+        "current_run",
+        "model_call",
+        "now",
+        "record_run",
+        "register_agent",
+        "register_error",
+        "rng",
+        "step",
+        "tool_call",
+    ),
     "store": ("AppendResult", "EventStore", "NewEvent", "StoredEvent"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -50,13 +72,17 @@ __all__ = [
     "SteplogError",
     "StoredEvent",
     "catalogue",
+    "current_run",
+    "instrument",
     "model_call",
     "now",
     "record_run",
     "register_agent",
+    "register_error",
     "rng",
     "step",
     "tool_call",
+    "uninstrument",
 ]
 
 

@@ -7,74 +7,42 @@ replay a regression set.
   digest (payloads without ids, timestamps and the replay links).
 * **Fork** serves the recording for the steps before K, then continues live on another model
   version; the new run records ``forked_from`` and K.
-* **Diff** compares two runs event by event and step by step, naming the first divergence.
+* **Diff** (:mod:`steplog.diff`) aligns two runs' steps and names the first behavioural
+  divergence.
 Only registered scenarios replay; nothing is ever imported from event data.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from uuid6 import uuid7
 
+from .diff import ANNOTATIONS, MODEL_SPECIFIC, REPLAY_LINKS, canonical, diff_runs, digest
+from .diff import first_difference as first_difference
 from .errors import SteplogError
-from .harness.playback import Divergence, Playback, describe
+from .harness.playback import Playback
 from .harness.runner import RunStateError, fold_run, launch, registered_scenario
 from .projections.queries import refresh, regression_set
-from .projections.run_state import RunState, fold
-from .recorder import record_run, registered_agent
+from .projections.run_state import fold
 from .stats import paired as paired_stats
 from .stats.paired import PairedTable
 from .stats.proportions import proportion
-from .store import EventStore, StoredEvent
+from .store import EventStore
 
-REPLAY_LINKS = ("replay_of", "forked_from", "fork_step")
-
-
-ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
-"""People's notes about a run, appended later: not part of what the run did."""
-
-
-MODEL_SPECIFIC = {
-    "RunStarted": ("model_version",),
-    "ModelCalled": (
-        "model",
-        "fingerprint",
-        "input_tokens",
-        "output_tokens",
-        "latency_ms",
-        "cost_usd",
-    ),
-}
-"""What differs between two model versions even when they behave the same."""
-
-
-def canonical(
-    events: list[StoredEvent], *, behaviour_only: bool = False
-) -> list[tuple[int, str, Any]]:
-    """A run's events without what differs between a run and its replay by construction:
-    ids, timestamps, the replay links, and annotations added afterwards. ``behaviour_only``
-    also drops what only says which model answered (to compare runs of two versions)."""
-    body: list[tuple[int, str, Any]] = []
-    for event in events:
-        if event.type in ANNOTATIONS:
-            continue
-        payload = event.payload
-        if event.type == "RunStarted":
-            payload = {k: v for k, v in payload.items() if k not in REPLAY_LINKS}
-        if behaviour_only and event.type in MODEL_SPECIFIC:
-            payload = {k: v for k, v in payload.items() if k not in MODEL_SPECIFIC[event.type]}
-        body.append((len(body), event.type, payload))
-    return body
-
-
-def digest(events: list[StoredEvent]) -> str:
-    """The canonical digest of a run's event stream."""
-    text = json.dumps(canonical(events), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+__all__ = [
+    "ANNOTATIONS",
+    "MODEL_SPECIFIC",
+    "REPLAY_LINKS",
+    "ReplayResult",
+    "canonical",
+    "diff_runs",
+    "digest",
+    "first_difference",
+    "regress",
+    "replay",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +59,10 @@ class ReplayResult:
     first_difference: dict[str, Any] | None
     fork_step: int | None = None
     model_version: str | None = None
+    agent_error: str | None = None
+    """The agent's own exception during the replay (SDK runs), if it raised one."""
+    nondeterminism: tuple[str, ...] | list[str] = ()
+    """Direct clock/randomness reads from agent code during the replay (not recorded)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -105,18 +77,31 @@ class ReplayResult:
             "first_difference": self.first_difference,
             "fork_step": self.fork_step,
             "model_version": self.model_version,
+            "agent_error": self.agent_error,
+            "nondeterminism": list(self.nondeterminism),
         }
 
     @property
     def summary(self) -> str:
         """One line for people."""
         if self.divergence is not None:
+            step, call = self.divergence["step_index"], self.divergence["call_index"]
+            where = "the run" if step is None else f"step {step}"
+            at = where if call is None else f"{where}, call {call}"
             return (
-                f"diverged: {self.divergence['expected']} was recorded, the code asked for "
-                f"{self.divergence['got']} (step {self.divergence['step_index']})"
+                f"diverged at {at}: {self.divergence['expected']} was recorded, the code asked "
+                f"for {self.divergence['got']}"
             )
+        crash = f"; the agent raised {self.agent_error}" if self.agent_error else ""
         if self.mode == "exact":
-            return "identical" if self.identical else "not identical: see first_difference"
+            if self.identical:
+                reads = len(self.nondeterminism)
+                return "identical" + (
+                    f" (but {reads} unrecorded clock/randomness read(s): see nondeterminism)"
+                    if reads
+                    else ""
+                )
+            return f"not identical: see first_difference{crash}"
         change = "still fails" if self.status != "completed" else "now completes"
         return (
             f"fork at step {self.fork_step} on {self.model_version}: {self.status} "
@@ -131,18 +116,40 @@ def replay(
     fork_at_step: int | None = None,
     model_version: str | None = None,
     new_run_id: str | None = None,
+    agent: str | None = None,
 ) -> ReplayResult:
-    """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``."""
+    """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
+
+    Runs of users' agents (recorded by the SDK, or imported with ``agent``: the registered
+    agent to serve the imported responses to) are replayed by :mod:`steplog.replay_sdk`.
+    """
     events = store.read_run(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
     original = fold(events)
-    if not original.is_terminal and original.status != "awaiting_approval":
+    if not original.is_terminal:  # a replay would have to go live where the run stopped
         raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
-    if original.source == "sdk":
-        if fork_at_step is not None or model_version is not None:
-            raise SteplogError("runs recorded by the SDK replay exactly; forks need a scenario")
-        return _replay_sdk(store, events, original, new_run_id)
+    if original.source == "sdk" or agent is not None:
+        from .replay_sdk import replay_agent
+
+        if agent is not None and original.source == "harness":
+            raise SteplogError(
+                f"run {run_id!r} is a scenario run: it replays its own scenario, not --agent"
+            )
+        return replay_agent(
+            store,
+            events,
+            original,
+            new_run_id=new_run_id,
+            fork_at_step=fork_at_step,
+            model_version=model_version,
+            agent_name=agent,
+        )
+    if original.source != "harness":
+        raise SteplogError(
+            f"run {run_id!r} was imported ({original.source}): replay it against your "
+            "registered agent with --agent NAME"
+        )
     scenario = registered_scenario(original)
     if original.task_instance_id is None:
         raise RunStateError(f"run {run_id!r} names no task instance; it cannot be replayed")
@@ -193,160 +200,6 @@ def replay(
         fork_step=fork_at_step,
         model_version=version,
     )
-
-
-def _replay_sdk(
-    store: EventStore, events: list[StoredEvent], original: RunState, new_run_id: str | None
-) -> ReplayResult:
-    """Replay a run of a user's agent registered with ``steplog.register_agent``."""
-    registered = registered_agent(original.agent)
-    if registered is None:
-        raise RunStateError(
-            f"run {original.run_id!r} was recorded by the SDK for agent {original.agent!r}, which "
-            f"is not registered in this process: decorate its entry point with "
-            f"@steplog.register_agent({original.agent!r}) (steplog replay --import MODULE)"
-        )
-    version, agent = registered
-    if version != original.agent_version:
-        raise RunStateError(
-            f"run {original.run_id!r} was recorded with {original.agent} version "
-            f"{original.agent_version}, but version {version} is registered"
-        )
-    playback = Playback.of(events)
-    run_id = new_run_id or str(uuid7())
-    divergence = None
-    try:
-        with record_run(
-            original.scenario,
-            model_version=original.model_version,
-            agent=original.agent,
-            agent_version=original.agent_version,
-            task_instance_id=original.task_instance_id,
-            task_type=original.task_type,
-            seed=original.seed,
-            input=original.input,
-            config=None,
-            run_id=run_id,
-            store=store,
-            replay_of=original.run_id,
-            playback=playback,
-        ) as run:
-            run.output = agent(**original.input)
-    except Divergence as stopped:
-        divergence = stopped.as_dict()
-    except Exception:
-        pass
-    leftover = playback.leftover()
-    if divergence is None and leftover is not None:
-        divergence = Divergence(
-            leftover.payload.get("step_index"),
-            leftover.payload.get("call_index"),
-            describe(leftover.type, leftover.payload),
-            "the end of the run",
-        ).as_dict()
-    replayed = store.read_run(run_id)
-    identical = divergence is None and digest(replayed) == digest(events)
-    return ReplayResult(
-        mode="exact",
-        original=original.run_id,
-        run_id=run_id,
-        status=fold(replayed).status,
-        original_status=original.status,
-        identical=identical,
-        divergence=divergence,
-        first_difference=None if identical else first_difference(events, replayed),
-        model_version=original.model_version,
-    )
-
-
-def first_difference(
-    a: list[StoredEvent], b: list[StoredEvent], *, behaviour_only: bool = False
-) -> dict[str, Any] | None:
-    """Where two runs' canonical event streams first differ, and how."""
-    left = canonical(a, behaviour_only=behaviour_only)
-    right = canonical(b, behaviour_only=behaviour_only)
-    for index in range(max(len(left), len(right))):
-        one = left[index] if index < len(left) else None
-        two = right[index] if index < len(right) else None
-        if one == two:
-            continue
-        source = one or two
-        assert source is not None
-        payload = source[2]
-        fields = []
-        if one is not None and two is not None and one[1] == two[1]:
-            keys = set(one[2]) | set(two[2])
-            fields = sorted(k for k in keys if one[2].get(k) != two[2].get(k))
-        return {
-            "seq": index,
-            "step_index": payload.get("step_index"),
-            "call_index": payload.get("call_index"),
-            "a": None if one is None else {"type": one[1], **_brief(one[2], fields)},
-            "b": None if two is None else {"type": two[1], **_brief(two[2], fields)},
-            "fields": fields,
-        }
-    return None
-
-
-def _brief(payload: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    keep = fields or [
-        k for k in ("step", "step_index", "model", "tool", "error_type") if k in payload
-    ]
-    return {k: payload.get(k) for k in keep}
-
-
-def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
-    """Step-by-step comparison of two runs and their first divergence."""
-    events = {}
-    states: dict[str, RunState] = {}
-    for run_id in (run_a, run_b):
-        events[run_id] = store.read_run(run_id)
-        states[run_id] = fold_run(store, run_id)
-    a, b = states[run_a], states[run_b]
-    steps = []
-    for index in range(max(len(a.steps), len(b.steps))):
-        one = a.steps[index] if index < len(a.steps) else None
-        two = b.steps[index] if index < len(b.steps) else None
-        steps.append(
-            {
-                "index": index,
-                "name": (one or two).name if (one or two) else None,  # type: ignore[union-attr]
-                "a": _step(one),
-                "b": _step(two),
-                "same": one is not None and two is not None and _step(one) == _step(two),
-            }
-        )
-    return {
-        "a": {
-            "run_id": run_a,
-            "status": a.status,
-            "model_version": a.model_version,
-            "retries": a.retries,
-            "tokens": a.input_tokens + a.output_tokens,
-        },
-        "b": {
-            "run_id": run_b,
-            "status": b.status,
-            "model_version": b.model_version,
-            "retries": b.retries,
-            "tokens": b.input_tokens + b.output_tokens,
-        },
-        "identical": digest(events[run_a]) == digest(events[run_b]),
-        # where the runs first behave differently (not merely: another model answered)
-        "first_difference": first_difference(events[run_a], events[run_b], behaviour_only=True),
-        "steps": steps,
-    }
-
-
-def _step(step: Any) -> dict[str, Any] | None:
-    if step is None:
-        return None
-    return {
-        "status": step.status,
-        "attempts": step.attempts,
-        "last_error_type": step.last_error_type,
-        "tokens": step.input_tokens + step.output_tokens,
-    }
 
 
 def regress(

@@ -142,17 +142,31 @@ def bench_rebuild(
 @bench_app.command("replay")
 def bench_replay(
     runs: Annotated[int, typer.Option(min=2, max=1000, help="50-step runs to replay.")] = 20,
+    sdk: Annotated[
+        bool,
+        typer.Option(
+            "--sdk",
+            help="A user's agent instead: 3 concurrent calls per step through the real openai "
+            "client against a local fake server, recorded with zero code.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Exact replays/s of 50-step runs, next to reading the same runs' events."""
     from ..bench.replay import run_replay_benchmark
 
-    result = run_replay_benchmark(runs=runs)
+    if sdk:
+        from ..bench.replay_sdk import run_sdk_replay_benchmark
+
+        result = run_sdk_replay_benchmark(runs=runs)
+    else:
+        result = run_replay_benchmark(runs=runs)
     if as_json:
-        _print_json(result.as_dict())
+        _print_json({**result.as_dict(), "case": "sdk-openai" if sdk else "scenario"})
         return
     console.print(
-        f"{result.runs} runs of 50 steps ({result.events_per_run:.0f} events each), "
+        f"{'SDK agent (openai client), ' if sdk else ''}{result.runs} runs of 50 steps "
+        f"({result.events_per_run:.0f} events each), "
         f"{result.identical}/{result.runs} replays identical\n"
         f"  read the run's events   {result.read_seconds_per_run * 1000:8.2f} ms\n"
         f"  replay it exactly       {result.replay_seconds_per_run * 1000:8.2f} ms "

@@ -4,6 +4,7 @@ import json
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import SteplogError
@@ -31,7 +32,15 @@ def replay_cmd(
     ] = None,
     import_module: Annotated[
         str | None,
-        typer.Option("--import", help="Module that registers your agent (SDK runs)."),
+        typer.Option(
+            "--import",
+            help="Module (in the current folder or installed) or .py file that registers your "
+            "agent (SDK and imported runs).",
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(help="Replay an imported (OTLP/Inspect) run against this registered agent."),
     ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
@@ -40,15 +49,12 @@ def replay_cmd(
     from ..replay import replay
 
     if import_module:
-        import importlib
-
-        try:
-            importlib.import_module(import_module)
-        except ImportError as exc:
-            raise SteplogError(f"cannot import {import_module!r}: {exc}") from None
+        import_agent_code(import_module)
 
     with _opened(db) as store:
-        result = replay(store, run_id, fork_at_step=fork_at_step, model_version=model_version)
+        result = replay(
+            store, run_id, fork_at_step=fork_at_step, model_version=model_version, agent=agent
+        )
     if as_json:
         _print_json(result.as_dict())
     else:
@@ -62,8 +68,42 @@ def replay_cmd(
                 highlight=False,
                 markup=False,
             )
+        for line in result.nondeterminism:
+            console.print(f"warning: {line}", highlight=False, markup=False)
     if result.divergence is not None or result.identical is False:
         raise typer.Exit(1)
+
+
+def import_agent_code(target: str) -> None:
+    """Import the module or file that registers the user's agent; one-line errors."""
+    import importlib
+    import importlib.util
+    import os
+    import sys
+    from pathlib import Path
+
+    path = Path(target)
+    try:
+        if target.endswith(".py") or os.sep in target or "/" in target:
+            if not path.is_file():
+                raise SteplogError(f"--import {target}: no such file")
+            name = path.stem
+            spec = importlib.util.spec_from_file_location(name, path.resolve())
+            if spec is None or spec.loader is None:
+                raise SteplogError(f"--import {target}: not a Python module")
+            module = importlib.util.module_from_spec(spec)
+            sys.path.insert(0, str(path.resolve().parent))
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        else:
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            importlib.import_module(target)
+    except SteplogError:
+        raise
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise SteplogError(f"--import {target}: {type(exc).__name__}: {first}") from None
 
 
 @app.command("diff")
@@ -73,44 +113,76 @@ def diff_cmd(
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Compare two runs step by step and name their first divergence."""
-    from ..replay import diff_runs
+    """Compare two runs as aligned trajectories; exit 1 when they behave differently.
+
+    Rows: = same, ~ same status but other output/attempts/tokens, ! other status,
+    - only in A, + only in B.
+    """
+    from ..diff import diff_runs
 
     with _opened(db) as store:
         result = diff_runs(store, run_a, run_b)
     if as_json:
         _print_json(result)
-        return
+    else:
+        _print_diff(result)
+    if result["behaviour_differs"]:
+        raise typer.Exit(1)
+
+
+def _print_diff(result: dict[str, Any]) -> None:
     a, b = result["a"], result["b"]
     console.print(
         f"A {a['run_id']} ({a['model_version']}, {a['status']}, retries {a['retries']}, "
         f"tokens {a['tokens']:,})\nB {b['run_id']} ({b['model_version']}, {b['status']}, "
         f"retries {b['retries']}, tokens {b['tokens']:,})",
         highlight=False,
-    )
-    first = result["first_difference"]
-    console.print(
-        "identical event streams"
-        if result["identical"]
-        else f"first divergence at event {first['seq']} (step {first['step_index']}, call "
-        f"{first['call_index']}): {first['fields'] or 'different events'}",
-        highlight=False,
         markup=False,
     )
-    table = Table("#", "step", "A", "B", "", box=None)
+    first = result["first_difference"]
+    if result["identical"]:
+        verdict = "identical event streams"
+    elif first is None:
+        verdict = "same behaviour (they differ only in clock, model identity or tokens)"
+    else:
+        where = "the run" if first["step_index"] is None else f"step {first['step_index']}"
+        names = ""
+        if first.get("step_a") or first.get("step_b"):
+            names = f" (A: {first.get('step_a') or '-'}, B: {first.get('step_b') or '-'})"
+        call = "" if first["call_index"] is None else f", call {first['call_index']}"
+        what = ", ".join(first["fields"]) or _kinds(first)
+        verdict = f"first behavioural divergence at {where}{names}{call}: {what}"
+    console.print(verdict, highlight=False, markup=False)
+    table = Table("", "#A", "step A", "A", "#B", "step B", "B", box=None)
     for row in result["steps"]:
 
         def cell(side: dict[str, Any] | None) -> str:
-            return "-" if side is None else f"{side['status']} x{side['attempts']}"
+            return "" if side is None else f"{side['status']} x{side['attempts']}"
+
+        def index(value: int | None) -> str:
+            return "" if value is None else str(value)
 
         table.add_row(
-            str(row["index"]),
-            row["name"] or "",
+            row["mark"],
+            index(row["index_a"]),
+            escape(row["name_a"] or ""),
             cell(row["a"]),
+            index(row["index_b"]),
+            escape(row["name_b"] or ""),
             cell(row["b"]),
-            "" if row["same"] else "differs",
         )
     console.print(table)
+    counts = result["counts"]
+    console.print(
+        " ".join(f"{mark}{counts[mark]}" for mark in "=~!-+"), highlight=False, markup=False
+    )
+
+
+def _kinds(first: dict[str, Any]) -> str:
+    one, two = first.get("a"), first.get("b")
+    left = one["type"] if one else "nothing"
+    right = two["type"] if two else "nothing"
+    return f"A has {left}, B has {right}"
 
 
 @app.command("regress")

@@ -353,6 +353,7 @@ def continue_run(store: EventStore, run_id: str) -> Ending:
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
     state = fold(events)
+    _refuse_replays(state, "resume")
     if state.is_terminal:
         raise RunStateError(f"run {run_id!r} already {state.status}; nothing to resume")
     if state.status == "awaiting_approval":
@@ -377,6 +378,15 @@ def continue_run(store: EventStore, run_id: str) -> Ending:
     return _drive(store, recorder, scenario, context)
 
 
+def _refuse_replays(state: RunState, what: str) -> None:
+    """A replay only re-serves its recording: continuing it would go live unnoticed."""
+    if state.replay_of is not None:
+        raise RunStateError(
+            f"run {state.run_id!r} is a replay of {state.replay_of!r}: replays never go live, "
+            f"so it cannot {what}; {what} the original, or fork it with --fork-at-step"
+        )
+
+
 def approve(
     store: EventStore,
     run_id: str,
@@ -388,6 +398,7 @@ def approve(
 ) -> RunState:
     """Record a decision at the manual gate ``step`` waits at, then continue the run."""
     state = fold_run(store, run_id)
+    _refuse_replays(state, "approve")
     waiting = state.current_step
     if state.status != "awaiting_approval" or waiting is None:
         raise RunStateError(f"run {run_id!r} is {state.status}, not waiting for an approval")
@@ -515,6 +526,15 @@ def _execute(
         if step.spec.gate:
             served = ctx._served(step.index)
             decision = served.decisions.get(step.index) if served is not None else None
+            undecided = existing is None or existing.approval is None
+            if served is not None and decision is None and policy == "manual" and undecided:
+                # a replay never waits for a person: nobody decided here in the recording
+                raise Divergence(
+                    step.index,
+                    None,
+                    "no manual gate (no decision recorded)",
+                    f"the manual gate of step {step.name!r}",
+                )
             _pass_gate(recorder, step, policy, existing, decision)
         budget.step_tokens = existing.input_tokens + existing.output_tokens if existing else 0
         failed = existing.failed_attempts if existing is not None else 0

@@ -1,0 +1,314 @@
+"""``@model_call`` and ``@tool_call``: record a function's calls, or serve them in a replay."""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from ..canonical import fingerprint, jsonable
+from ..events import ModelCalled, ToolCalled
+from .context import (
+    RecordedRun,
+    current_run,
+    current_step_index,
+    recording_anywhere,
+    replaying_anywhere,
+)
+from .rehydrate import decoder, rebuild_error
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Recorder = Callable[[RecordedRun, Any, Any, "BaseException | None", float], None]
+
+inside_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "steplog_inside_call", default=False
+)
+"""Set while a decorated function runs: its own client calls are part of it, not recorded."""
+
+
+def model_call(
+    model: str,
+    *,
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function that calls a model: inside a run each call becomes ``ModelCalled``.
+
+    Works for plain functions, ``async def`` functions (recorded when awaited) and generator
+    functions (recorded when the stream ends; the response is the list of yielded items).
+    Token counts are read from the response's ``usage`` (``input_tokens``/``output_tokens`` or
+    ``prompt_tokens``/``completion_tokens``) when it has one. In a replay the recorded response
+    is returned as the function's annotated return type (pydantic model, dataclass, ...); for
+    other types give ``encode`` (value -> JSON, when recording) and ``decode`` (JSON -> value),
+    applied to each item of a generator.
+    """
+
+    def record(
+        run: RecordedRun, request: Any, response: Any, error: BaseException | None, started: float
+    ) -> None:
+        record_model(run, model, request, response, error, started)
+
+    return _instrument(record, "ModelCalled", model, encode, decode)
+
+
+def tool_call(
+    tool: str,
+    *,
+    encode: Callable[[Any], Any] | None = None,
+    decode: Callable[[Any], Any] | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a tool function: inside a run each call becomes ``ToolCalled``.
+
+    Plain, ``async def`` and generator functions are supported, and results are rehydrated
+    (or ``encode``/``decode``-d), as with :func:`model_call`.
+    """
+
+    def record(
+        run: RecordedRun, request: Any, result: Any, error: BaseException | None, started: float
+    ) -> None:
+        common: dict[str, Any] = {
+            "step_index": current_step_index(),
+            "fingerprint": fingerprint(tool, request),
+            "tool": tool,
+            "args": request,
+            "latency_ms": elapsed_ms(started),
+        }
+        if error is not None:
+            error_type, message = type(error).__name__, str(error)
+            run.recorder.record_call(
+                lambda index: ToolCalled(
+                    **common,
+                    call_index=index,
+                    status="error",
+                    error_type=error_type,
+                    result=message,
+                )
+            )
+        else:
+            value = jsonable(result)
+            run.recorder.record_call(
+                lambda index: ToolCalled(**common, call_index=index, result=value)
+            )
+
+    return _instrument(record, "ToolCalled", tool, encode, decode)
+
+
+def record_model(
+    run: RecordedRun,
+    model: str,
+    request: Any,
+    response: Any,
+    error: BaseException | None,
+    started: float,
+) -> None:
+    """Buffer one ``ModelCalled`` of ``run``."""
+    input_tokens, output_tokens = usage(response)
+    step_index = current_step_index()
+    body = jsonable(response)
+    failure = None if error is None else f"{type(error).__name__}: {error}"
+    run.recorder.record_call(
+        lambda index: ModelCalled(
+            step_index=step_index,
+            call_index=index,
+            fingerprint=fingerprint(model, request),
+            model=model,
+            request=request,
+            response=body,
+            error=failure,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            latency_ms=elapsed_ms(started),
+        )
+    )
+
+
+def serve(run: RecordedRun, kind: str, name: str, request: Any, scope: dict[str, Any]) -> Any:
+    """A replayed call: the recorded answer (or error), recorded again in its place."""
+    step_index = current_step_index()
+    playback = run.serving(step_index)
+    assert playback is not None
+    payload = playback.take(kind, step_index, name=name, request=request)
+    event = ModelCalled if kind == "ModelCalled" else ToolCalled
+    run.recorder.record_call(lambda _: event.model_validate(payload), payload["call_index"])
+    if kind == "ModelCalled" and payload.get("error"):
+        error_type, _, message = str(payload["error"]).partition(": ")
+        raise rebuild_error(error_type, message, scope)
+    if kind == "ToolCalled" and payload.get("status") == "error":
+        raise rebuild_error(
+            str(payload.get("error_type") or "ToolError"), str(payload.get("result")), scope
+        )
+    return payload.get("response") if kind == "ModelCalled" else payload.get("result")
+
+
+_WARNED: set[str] = set()
+
+
+def _outside_context(name: str) -> None:
+    """A decorated call with no run in its context while a run is in progress: refused in a
+    replay (it would go live), warned about (once per name) while recording."""
+    advice = "start threads through a ThreadPoolExecutor or contextvars.copy_context().run"
+    if replaying_anywhere():
+        raise RuntimeError(
+            f"steplog: {name} was called outside the run's context during a replay, so it "
+            f"can be neither served nor recorded; {advice}"
+        )
+    if recording_anywhere() and name not in _WARNED:
+        _WARNED.add(name)
+        warnings.warn(
+            f"steplog: {name} was called outside any run's context while a run is being "
+            f"recorded: this call is not recorded, and a replay will refuse it; {advice}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _instrument(
+    record: Recorder,
+    kind: str,
+    name: str,
+    encode: Callable[[Any], Any] | None,
+    decode: Callable[[Any], Any] | None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Wrap a function so that, inside a run, each call is passed to ``record`` -- or, in a
+    replay, answered from the recording as the function's return type."""
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        if inspect.isasyncgenfunction(function):
+            raise TypeError(
+                f"{function.__qualname__}: async generators are not supported; collect the "
+                "stream in an async function and decorate that"
+            )
+        decoders: list[Callable[[Any], Any]] = []
+
+        def rehydrate(value: Any) -> Any:
+            if not decoders:  # lazily: annotations may name classes defined later
+                decoders.append(decoder(function, decode))
+            return decoders[0](value)
+
+        scope = getattr(function, "__globals__", {})
+
+        def encoded(value: Any) -> Any:
+            return value if encode is None or value is None else encode(value)
+
+        def replaying(run: RecordedRun) -> bool:
+            return run.serving(current_step_index()) is not None
+
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                run = current_run()
+                if run is None:
+                    _outside_context(name)
+                    return await function(*args, **kwargs)
+                request = jsonable({"args": args, "kwargs": kwargs})
+                if replaying(run):
+                    return rehydrate(serve(run, kind, name, request, scope))
+                started = time.perf_counter()
+                token = inside_call.set(True)
+                try:
+                    response = await function(*args, **kwargs)
+                except BaseException as exc:
+                    record(run, request, None, exc, started)
+                    raise
+                finally:
+                    inside_call.reset(token)
+                record(run, request, encoded(response), None, started)
+                return response
+
+            return async_wrapper  # type: ignore[return-value]
+
+        if inspect.isgeneratorfunction(function):
+
+            @functools.wraps(function)
+            def generator_wrapper(*args: Any, **kwargs: Any) -> Any:
+                run = current_run()
+                if run is None:
+                    _outside_context(name)
+                    return (yield from function(*args, **kwargs))
+                request = jsonable({"args": args, "kwargs": kwargs})
+                if replaying(run):
+                    served = serve(run, kind, name, request, scope) or []
+                    if decode is not None:  # the user's decoder, item by item
+                        yield from (decode(item) for item in served)
+                    else:
+                        yield from rehydrate(served)
+                    return None
+                started = time.perf_counter()
+                items: list[Any] = []
+                try:
+                    for item in _quietly(function(*args, **kwargs)):
+                        items.append(encoded(item))
+                        yield item
+                except BaseException as exc:
+                    record(run, request, items, exc, started)
+                    raise
+                record(run, request, items, None, started)
+                return None
+
+            return generator_wrapper
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            run = current_run()
+            if run is None:
+                _outside_context(name)
+                return function(*args, **kwargs)
+            request = jsonable({"args": args, "kwargs": kwargs})
+            if replaying(run):
+                return rehydrate(serve(run, kind, name, request, scope))  # type: ignore[no-any-return]
+            started = time.perf_counter()
+            token = inside_call.set(True)
+            try:
+                response = function(*args, **kwargs)
+            except BaseException as exc:
+                record(run, request, None, exc, started)
+                raise
+            finally:
+                inside_call.reset(token)
+            record(run, request, encoded(response), None, started)
+            return response
+
+        return wrapper
+
+    return decorate
+
+
+def _quietly(items: Any) -> Any:
+    """Iterate a generator with client capture off while it computes each item."""
+    iterator = iter(items)
+    while True:
+        token = inside_call.set(True)
+        try:
+            item = next(iterator)
+        except StopIteration:
+            return
+        finally:
+            inside_call.reset(token)
+        yield item
+
+
+def usage(response: Any) -> tuple[int, int]:
+    """(input, output) tokens from a response's ``usage``, when it has one."""
+    found = (
+        response.get("usage") if isinstance(response, dict) else getattr(response, "usage", None)
+    )
+    if found is None:
+        return 0, 0
+    data = found if isinstance(found, dict) else jsonable(found)
+    if not isinstance(data, dict):
+        return 0, 0
+    first = data.get("input_tokens", data.get("prompt_tokens", 0))
+    second = data.get("output_tokens", data.get("completion_tokens", 0))
+    return (int(first or 0), int(second or 0))
+
+
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since ``started`` (a ``perf_counter`` reading)."""
+    return round((time.perf_counter() - started) * 1000, 3)

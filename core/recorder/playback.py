@@ -1,0 +1,162 @@
+"""Serving an SDK run's recording back, matched by identity rather than by global order.
+
+Real agents make calls concurrently (thread pools, ``asyncio.gather``), so the order in which
+calls complete -- the recorded order -- is not the order in which a replay asks for them. A call
+is therefore matched within its step by its identity: kind, name, request fingerprint and
+occurrence (the n-th identical call gets the n-th recorded answer). The first call the
+recording cannot answer raises :class:`Divergence`, remembered so that an agent swallowing the
+exception (``except Exception``, an HTTP client turning it into its own error) cannot hide it;
+recorded calls a step never asked for are reported when that step ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..canonical import fingerprint, jsonable
+from ..harness.playback import CALL_TYPES, Divergence, describe
+from ..store import StoredEvent
+
+
+def _name(payload: dict[str, Any]) -> str | None:
+    name = payload.get("model") or payload.get("tool")
+    return None if name is None else str(name)
+
+
+def _same_arguments(payload: dict[str, Any], request: Any) -> bool:
+    """For imported runs: a tool's recorded arguments against the keyword arguments asked for
+    (other calls and shapes are not comparable, and match by name and occurrence alone)."""
+    recorded = payload.get("args")
+    if not isinstance(recorded, dict) or not isinstance(request, dict):
+        return True
+    args, kwargs = request.get("args"), request.get("kwargs")
+    if args or not isinstance(kwargs, dict):
+        return True
+    return bool(jsonable(recorded) == jsonable(kwargs))
+
+
+class SdkPlayback:
+    """The recorded calls of an SDK run, served per step by identity."""
+
+    def __init__(
+        self,
+        events: list[StoredEvent],
+        *,
+        live_from_step: int | None = None,
+        match_requests: bool = True,
+    ):
+        self.live_from_step = live_from_step
+        self.match_requests = match_requests
+        """Off for imported runs: their requests were recorded in another shape."""
+        self._calls: dict[int | None, list[dict[str, Any]]] = {}
+        served_indexes = [-1]
+        for event in events:
+            if event.type not in CALL_TYPES:
+                continue
+            step = event.payload.get("step_index")
+            if not self.serving(step):
+                continue
+            payload = {**event.payload, "_type": event.type}
+            self._calls.setdefault(step, []).append(payload)
+            served_indexes.append(int(event.payload.get("call_index") or 0))
+        self.next_call_index = max(served_indexes) + 1
+        """Where live calls (a fork's) continue numbering."""
+        self._consumed: dict[int | None, int] = {}
+        self._lock = threading.Lock()
+        self.diverged: Divergence | None = None
+
+    def serving(self, step_index: int | None) -> bool:
+        """Whether calls of ``step_index`` come from the recording (else: live, in a fork)."""
+        if self.live_from_step is None or step_index is None:
+            return True
+        return step_index < self.live_from_step
+
+    def take(
+        self, kind: str, step_index: int | None, *, name: str | None = None, request: Any = None
+    ) -> dict[str, Any]:
+        """The recorded call of this identity not served yet, or :class:`Divergence`."""
+        asked = None
+        if request is not None and self.match_requests:
+            asked = fingerprint(name or "", request)
+        with self._lock:
+            pending = self._calls.get(step_index, [])
+            for position, payload in enumerate(pending):
+                if payload["_type"] != kind or (name is not None and _name(payload) != name):
+                    continue
+                recorded = payload.get("fingerprint")
+                if asked is not None and recorded and recorded != asked:
+                    continue
+                if not self.match_requests and not _same_arguments(payload, request):
+                    continue
+                del pending[position]
+                self._consumed[step_index] = max(
+                    self._consumed.get(step_index, -1), int(payload.get("call_index") or 0)
+                )
+                return {k: v for k, v in payload.items() if k != "_type"}
+            got = f"{kind}({name or ''}{', ' if name else ''}step {step_index}" + (
+                f", request {asked[:10]})" if asked else ")"
+            )
+            same_kind = [p for p in pending if p["_type"] == kind and _name(p) == name]
+            if same_kind or pending:
+                expected = (same_kind or pending)[0]
+                raise self._diverged(
+                    Divergence(
+                        step_index,
+                        expected.get("call_index"),
+                        describe(expected["_type"], expected),
+                        got,
+                    )
+                )
+            where = "the run" if step_index is None else f"step {step_index}"
+            raise self._diverged(
+                Divergence(
+                    step_index,
+                    self._consumed.get(step_index, -1) + 1
+                    if step_index in self._consumed
+                    else None,
+                    f"no further call in {where}",
+                    got,
+                )
+            )
+
+    def step_ended(self, step_index: int | None) -> None:
+        """Raise :class:`Divergence` when the recording has calls this step never asked for."""
+        with self._lock:
+            if self.diverged is not None:
+                return
+            pending = self._calls.get(step_index)
+            if not pending:
+                return
+            first = min(pending, key=lambda p: int(p.get("call_index") or 0))
+            where = "the run" if step_index is None else f"step {step_index}"
+            raise self._diverged(
+                Divergence(
+                    step_index,
+                    first.get("call_index"),
+                    describe(first["_type"], first),
+                    f"the end of {where}",
+                )
+            )
+
+    def run_ended(self) -> None:
+        """Raise :class:`Divergence` for the first recorded call of the run never asked for."""
+        steps = sorted(
+            (step for step, pending in self._calls.items() if pending),
+            key=lambda step: -1 if step is None else step,
+        )
+        if steps:
+            self.step_ended(steps[0])
+
+    def leftover(self) -> dict[str, Any] | None:
+        """The first recorded call nobody asked for, if any."""
+        with self._lock:
+            for pending in self._calls.values():
+                if pending:
+                    return pending[0]
+        return None
+
+    def _diverged(self, divergence: Divergence) -> Divergence:
+        if self.diverged is None:
+            self.diverged = divergence
+        return divergence

@@ -1,0 +1,144 @@
+"""Replaying and forking runs of users' own agents (recorded by the SDK, or imported).
+
+The agent's registered entry point is called again inside ``record_run`` with the recorded
+run's parameters (scenario, task, seed, input, config) and an :class:`SdkPlayback` that serves
+every model call, tool call, draw, clock read and LLM client request back, matched per step by
+identity. A fork serves the steps before K and runs the agent live from K on another model
+version (passed to an entry point that takes ``model_version``). A nondeterminism guard reports
+direct clock/randomness reads from agent code. Only registered agents run: nothing is imported
+from event data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from uuid6 import uuid7
+
+from .errors import SteplogError
+from .events import RunConfig
+from .harness.playback import Divergence
+from .harness.runner import RunStateError
+from .projections.run_state import RunState, fold
+from .recorder import SdkPlayback, record_run, registered_agent, registered_agents
+from .recorder.guard import NondeterminismGuard
+from .store import EventStore, StoredEvent
+
+if TYPE_CHECKING:
+    from .replay import ReplayResult
+
+
+def replay_agent(
+    store: EventStore,
+    events: list[StoredEvent],
+    original: RunState,
+    *,
+    new_run_id: str | None = None,
+    fork_at_step: int | None = None,
+    model_version: str | None = None,
+    agent_name: str | None = None,
+) -> ReplayResult:
+    """Replay (or fork at ``fork_at_step``) a run of a registered agent."""
+    from .diff import digest, first_difference
+    from .replay import ReplayResult
+
+    name = agent_name or original.agent
+    registered = registered_agent(name)
+    if registered is None:
+        known = ", ".join(registered_agents()) or "none"
+        raise RunStateError(
+            f"run {original.run_id!r} needs agent {name!r}, which is not registered in this "
+            f"process (registered: {known}): decorate its entry point with "
+            f"@steplog.register_agent({name!r}) and pass --import MODULE_OR_FILE"
+        )
+    version, agent = registered
+    if agent_name is None and version != original.agent_version:
+        raise RunStateError(
+            f"run {original.run_id!r} was recorded with {original.agent} version "
+            f"{original.agent_version}, but version {version} is registered"
+        )
+    fork = fork_at_step is not None
+    if fork:
+        steps = len(original.steps)
+        if not 0 <= (fork_at_step or 0) < max(steps, 1):
+            raise SteplogError(
+                f"--fork-at-step must be between 0 and {max(steps - 1, 0)} for run "
+                f"{original.run_id!r} ({steps} steps), not {fork_at_step}"
+            )
+    elif model_version is not None and model_version != original.model_version:
+        raise SteplogError("--model-version changes the model: use it with --fork-at-step K")
+    version_now = model_version or original.model_version
+    started = events[0].payload
+    playback = SdkPlayback(
+        events, live_from_step=fork_at_step, match_requests=original.source == "sdk"
+    )
+    run_id = new_run_id or str(uuid7())
+    arguments = dict(original.input)
+    if "model_version" in inspect.signature(agent).parameters:
+        arguments["model_version"] = version_now
+    divergence = agent_error = None
+    guard = NondeterminismGuard()
+    try:
+        with (
+            guard,
+            record_run(
+                original.scenario,
+                model_version=version_now,
+                agent=original.agent,
+                agent_version=original.agent_version,
+                task_instance_id=original.task_instance_id,
+                task_type=original.task_type,
+                seed=original.seed,
+                input=original.input,
+                config=RunConfig.model_validate(started.get("config") or {}),
+                run_id=run_id,
+                store=store,
+                replay_of=None if fork else original.run_id,
+                forked_from=original.run_id if fork else original.forked_from,
+                fork_step=fork_at_step if fork else original.fork_step,
+                playback=playback,
+            ) as run,
+        ):
+            output = agent(**arguments)
+            if inspect.isawaitable(output):
+                output = asyncio.run(_awaited(output))
+            run.output = output
+    except Divergence as stopped:
+        divergence = stopped.as_dict()
+    except Exception as crashed:  # the agent's own failure: recorded as RunFailed, reported
+        agent_error = f"{type(crashed).__name__}: {crashed}"
+    replayed = store.read_run(run_id)
+    identical = None
+    difference = None
+    status = fold(replayed).status
+    if not fork and original.source == "sdk":
+        identical = divergence is None and digest(replayed) == digest(events)
+        difference = None if identical else first_difference(events, replayed)
+    elif not fork:  # imported: another recorder wrote it; same calls served, same ending
+        identical = divergence is None and status == original.status
+        if not identical and divergence is None:
+            difference = {
+                "a": {"status": original.status},
+                "b": {"status": status},
+                "fields": ["status"],
+            }
+    return ReplayResult(
+        mode="fork" if fork else "exact",
+        original=original.run_id,
+        run_id=run_id,
+        status=status,
+        original_status=original.status,
+        identical=identical,
+        divergence=divergence,
+        first_difference=difference,
+        fork_step=fork_at_step,
+        model_version=version_now,
+        agent_error=agent_error,
+        nondeterminism=guard.warnings(),
+    )
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable

@@ -1,0 +1,142 @@
+"""`steplog diff`: aligned trajectories, the first behavioural divergence, diff(1) exit codes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from steplog import EventStore, model_call, now, record_run, step
+from steplog.cli import app
+from steplog.diff import align, diff_runs
+from steplog.projections.run_state import StepState
+
+runner = CliRunner()
+
+
+TOKENS = {"input": 5}
+
+
+@model_call("any-model")
+def answer(prompt: str) -> dict[str, Any]:
+    usage = {"input_tokens": TOKENS["input"], "output_tokens": 1}
+    return {"text": prompt.upper(), "usage": usage}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[tuple[EventStore, str]]:
+    url = f"sqlite:///{tmp_path}/diff.db"
+    store = EventStore.open(url)
+    yield store, url
+    store.close()
+
+
+def run(
+    store: EventStore,
+    steps: list[str],
+    *,
+    version: str = "v1",
+    seed: int = 1,
+    tokens: int = 5,
+    text: str = "",
+) -> str:
+    with record_run("trip", model_version=version, seed=seed, store=store) as recorded:
+        for name in steps:
+            with step(name) as s:
+                now()  # a clock reading: differs between any two runs
+                TOKENS["input"] = tokens
+                s.output = {"text": answer(name + text)["text"]}
+    return recorded.run_id
+
+
+def cli(url: str, a: str, b: str, *extra: str) -> Any:
+    return runner.invoke(app, ["diff", a, b, "--db", url, *extra])
+
+
+def test_runs_differing_only_in_model_identity_and_clock_behave_the_same(
+    db: tuple[EventStore, str],
+) -> None:
+    store, url = db
+    a = run(store, ["plan", "book"], version="v1", seed=1)
+    b = run(store, ["plan", "book"], version="v2", seed=2)
+    result = diff_runs(store, a, b)
+    assert result["identical"] is False  # other model, other clock readings
+    assert result["first_difference"] is None and result["behaviour_differs"] is False
+    assert [r["mark"] for r in result["steps"]] == ["=", "="]
+    shown = cli(url, a, b)
+    assert shown.exit_code == 0, shown.output
+    assert "same behaviour" in shown.stdout and "Traceback" not in shown.output
+
+
+def test_steps_are_aligned_by_name_and_both_names_shown(db: tuple[EventStore, str]) -> None:
+    store, url = db
+    a = run(store, ["plan", "search", "book", "confirm"])
+    b = run(store, ["plan", "book", "pay", "confirm"])
+    result = diff_runs(store, a, b)
+    rows = [(r["mark"], r["name_a"], r["name_b"]) for r in result["steps"]]
+    assert rows == [
+        ("=", "plan", "plan"),
+        ("-", "search", None),
+        ("=", "book", "book"),
+        ("+", None, "pay"),
+        ("=", "confirm", "confirm"),
+    ]
+    first = result["first_difference"]
+    assert (first["step_index"], first["step_a"], first["step_b"]) == (1, "search", "book")
+    shown = cli(url, a, b)
+    assert shown.exit_code == 1
+    assert "first behavioural divergence at step 1 (A: search, B: book)" in shown.stdout
+    assert "=3 ~0 !0 -1 +1" in shown.stdout
+
+
+def test_hidden_token_differences_are_marked_but_are_not_behaviour(
+    db: tuple[EventStore, str],
+) -> None:
+    store, url = db
+    a = run(store, ["plan", "book"], tokens=5)
+    b = run(store, ["plan", "book"], tokens=9)
+    result = diff_runs(store, a, b)
+    assert [r["mark"] for r in result["steps"]] == ["~", "~"]
+    assert result["behaviour_differs"] is False
+    assert cli(url, a, b, "--json").exit_code == 0
+
+
+def test_a_changed_output_is_the_first_behavioural_divergence(db: tuple[EventStore, str]) -> None:
+    store, url = db
+    a = run(store, ["plan", "book"])
+    b = run(store, ["plan", "book"], text="!")
+    shown = cli(url, a, b, "--json")
+    assert shown.exit_code == 1
+    first = json.loads(shown.stdout)["first_difference"]
+    assert (first["step_index"], first["call_index"], first["a"]["type"]) == (0, 1, "ModelCalled")
+    assert "request" in first["fields"]
+
+
+def test_unknown_runs_are_one_line_errors(db: tuple[EventStore, str]) -> None:
+    store, url = db
+    a = run(store, ["plan"])
+    shown = cli(url, a, "no-such-run")
+    assert shown.exit_code == 1
+    assert "no run 'no-such-run'" in shown.stderr and "Traceback" not in shown.output
+
+
+def test_alignment_against_an_independent_implementation() -> None:
+    """Longest-common-subsequence alignment computed by hand for small cases."""
+
+    def steps(*names: str) -> tuple[StepState, ...]:
+        return tuple(StepState(name=n, index=i, status="done") for i, n in enumerate(names))
+
+    cases: dict[tuple[tuple[str, ...], tuple[str, ...]], str | tuple[str, ...]] = {
+        (("a", "b", "c"), ("a", "c")): "=-=",
+        (("a", "c"), ("a", "b", "c")): "=+=",
+        (("x", "y"), ("y", "x")): ("-=+", "+=-"),  # two longest alignments: either
+        ((), ("a",)): "+",
+        (("a", "b"), ("c",)): "--+",
+    }
+    for (left, right), expected in cases.items():
+        marks = "".join(r["mark"] for r in align(steps(*left), steps(*right)))
+        assert marks in ((expected,) if isinstance(expected, str) else expected), marks
