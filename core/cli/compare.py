@@ -79,6 +79,8 @@ def compare_counts_cmd(
     table = None
     if paired_table is not None:
         parts = _ints("--paired-table", paired_table, ",", 4)
+        if sum(parts) == 0:
+            raise SteplogError(f"--paired-table {paired_table!r}: no pairs (all four counts are 0)")
         table = PairedTable(*parts)
     report = compare_counts(
         baseline=_fraction("--baseline", baseline) if baseline else None,
@@ -120,7 +122,9 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         _print_json(report)
         return
-    level = f"{report['confidence']:.0%}"
+    from ..compare import level_text
+
+    level = level_text(report["confidence"])
 
     def pct(value: float) -> str:
         return f"{value * 100:.1f}%"
@@ -141,18 +145,27 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         )
     console.print(table)
     d = report["difference"]
-    console.print(
-        f"independent: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} ({d['method']}), "
-        f"{d['test']} p={d['p_value']:.3g}",
-        highlight=False,
-    )
     p = report.get("paired")
+    if d and not p:  # paired runs are not independent samples: no independent test beside them
+        console.print(
+            f"independent: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} ({d['method']}), "
+            f"{d['test']} p={d['p_value']:.3g}",
+            highlight=False,
+        )
     if p:
         console.print(
             f"paired on {p['pairs']} items: both {p['both']}, candidate only "
             f"{p['candidate_only']}, baseline only {p['baseline_only']}, neither {p['neither']}: "
             f"{p['estimate'] * 100:+.1f} {pts(*p['ci'])} ({p['method']}), {p['test']} "
-            f"p={p['p_value']:.3g}",
+            f"p={p['p_value']:.3g}, mid-p={p['mid_p_value']:.3g}",
+            highlight=False,
+        )
+    decision = report.get("decision")
+    if decision:
+        extra = f" -- {decision['reason']}" if decision.get("reason") else ""
+        console.print(
+            f"decision rule: {decision['design']}; {decision['method']} with {decision['test']}"
+            f"{extra}",
             highlight=False,
         )
     for row in report.get("by_task_type") or []:

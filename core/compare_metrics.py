@@ -1,0 +1,150 @@
+"""The report's secondary parts: per task type, process metrics, survival, pass^k."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .compare_runs import Pairs, RunTable, counts, paired_table
+from .stats import clustered, multiplicity, proportions, survival
+from .stats.decision import decide_independent, decide_paired
+from .stats.results import Interval
+
+CLUSTER_METHOD = "cluster bootstrap (BCa) by task instance"
+
+
+def by_task_type(
+    baseline: RunTable,
+    candidate: RunTable,
+    pairs: Pairs | None,
+    *,
+    confidence: float,
+) -> list[dict[str, Any]]:
+    """Per task type: the difference and its p-value, adjusted for the number of types.
+
+    With ``pairs`` (the paired analysis is the primary one) a type's pairs are those whose
+    baseline run has the type; a type without pairs falls back to independent samples. Each
+    row's interval and test are one family (Tango, or Miettinen-Nurminen: see
+    :mod:`.stats.decision`); task instances are not clustered within a type.
+    """
+    types = sorted(baseline.types_present & candidate.types_present)
+    rows = []
+    for task_type in types:
+        b = baseline.of_type(task_type)
+        c = candidate.of_type(task_type)
+        typed = b[pairs.baseline] if pairs is not None else np.zeros(0, dtype=bool)
+        if pairs is not None and typed.any():
+            decision = decide_paired(
+                paired_table(
+                    baseline.completed[pairs.baseline[typed]],
+                    candidate.completed[pairs.candidate[typed]],
+                ),
+                confidence=confidence,
+            )
+        else:
+            decision = decide_independent(
+                counts(candidate, c), counts(baseline, b), confidence=confidence
+            )
+        report = decision.as_dict()
+        n = decision.n
+        rows.append(
+            {
+                "task_type": task_type,
+                "n": n,
+                "estimate": report["estimate"],
+                "ci": report["ci"],
+                "method": report["method"],
+                "p_value": report["p_value"],
+                "test": report["test"],
+            }
+        )
+    p_values = [row["p_value"] for row in rows]
+    for row, holm, bh in zip(
+        rows, multiplicity.holm(p_values), multiplicity.benjamini_hochberg(p_values), strict=True
+    ):
+        row["p_holm"] = holm
+        row["p_bh"] = bh
+    return rows
+
+
+def process_metrics(runs: RunTable, confidence: float) -> dict[str, Any]:
+    """First-step accuracy, mid-run error correction, retries, tokens and cost, with intervals."""
+    result: dict[str, Any] = {}
+    known = int(np.count_nonzero(runs.first_step_correct >= 0))
+    if known:
+        ok = int(np.count_nonzero(runs.first_step_correct == 1))
+        result["first_step_accuracy"] = proportions.proportion(
+            ok, known, confidence=confidence
+        ).as_dict()
+    errors = int(runs.mid_run_errors.sum())
+    if errors:
+        recovered = int(runs.mid_run_recovered.sum())
+        # per task instance: errors made, and errors recovered from (a run's recoveries count
+        # up to its errors); the tasks are those with an error
+        fixed = np.minimum(np.maximum(runs.mid_run_recovered, 0), runs.mid_run_errors)
+        fixed_sums, _ = runs.clusters.totals(fixed)
+        error_sums, _ = runs.clusters.totals(runs.mid_run_errors)
+        with_errors = error_sums > 0
+        interval: Interval
+        if 0 < recovered < errors and np.count_nonzero(with_errors) >= 2:
+            interval = clustered.ratio_interval(
+                fixed_sums[with_errors],
+                error_sums[with_errors],
+                method=CLUSTER_METHOD,
+                n=errors,
+                confidence=confidence,
+                bounded=True,
+            )
+        else:
+            interval = proportions.proportion(recovered, errors, confidence=confidence)
+        result["mid_run_correction_rate"] = {
+            **interval.as_dict(),
+            "recovered": recovered,
+            "errors": errors,
+        }
+    for name, values in (
+        ("mean_retries", runs.retries),
+        ("mean_tokens", runs.tokens),
+        ("mean_cost_usd", runs.cost_usd),
+    ):
+        result[name] = clustered.mean_interval(
+            runs.clusters, values, confidence=confidence
+        ).as_dict()
+    return result
+
+
+def survival_report(baseline: RunTable, candidate: RunTable, confidence: float) -> dict[str, Any]:
+    """Per-step survival per version, the constant-p view and the error-accumulation test."""
+    report: dict[str, Any] = {}
+    outcomes = {}
+    for name, runs in (("baseline", baseline), ("candidate", candidate)):
+        items = survival.StepOutcomes(np.maximum(runs.steps, 1), runs.failed)
+        outcomes[name] = items
+        curve = survival.kaplan_meier(items, confidence=confidence)
+        p = survival.step_success(items, confidence=confidence)
+        horizon = (int(runs.planned.max()) if len(runs) else 1) or int(items.steps.max())
+        hazards = [(point.failed, point.at_risk) for point in curve]
+        trend = survival.cochran_armitage([f for f, _ in hazards], [n for _, n in hazards])
+        report[name] = {
+            "curve": [point.as_dict() for point in curve],
+            "step_success": p.as_dict(),
+            "implied_completion": {
+                "steps": horizon,
+                **survival.implied_completion(p, horizon).as_dict(),
+            },
+            "hazard_trend": trend.as_dict(),
+        }
+    report["logrank"] = survival.logrank_test(outcomes["baseline"], outcomes["candidate"]).as_dict()
+    return report
+
+
+def pass_k_report(
+    baseline: RunTable, candidate: RunTable, *, confidence: float = 0.95
+) -> dict[str, Any]:
+    """pass^k for k = 1, 2, 4, 8 on one task set per version, with n tasks and intervals."""
+    result: dict[str, Any] = {}
+    for name, runs in (("baseline", baseline), ("candidate", candidate)):
+        successes, trials = runs.clusters.first_appearance_totals(runs.completed)
+        result[name] = clustered.pass_k_curve(successes, trials, confidence=confidence)
+    return result
