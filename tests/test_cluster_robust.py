@@ -28,7 +28,9 @@ def _dense_cr2(x: np.ndarray, y: np.ndarray, codes: np.ndarray) -> np.ndarray:
     for g in np.unique(codes):
         rows = codes == g
         xg = x[rows]
-        adjust = np.real(scipy.linalg.inv(scipy.linalg.sqrtm(np.eye(rows.sum()) - xg @ bread @ xg.T)))
+        adjust = np.real(
+            scipy.linalg.inv(scipy.linalg.sqrtm(np.eye(rows.sum()) - xg @ bread @ xg.T))
+        )
         u = xg.T @ adjust @ resid[rows]
         meat += np.outer(u, u)
     return bread @ meat @ bread

@@ -391,3 +391,79 @@ def test_comparable_lists_versions_with_finished_original_runs(awkward: str) -> 
         assert comparable(store) == [("customer-service", "sim-v1"), ("customer-service", "sim-v2")]
     finally:
         store.close()
+
+
+# --- the audit's smaller findings -------------------------------------------------------------
+
+
+def test_an_empty_paired_table_is_explained() -> None:
+    code, _out, err = invoke("compare-counts", "--paired-table", "0,0,0,0")
+    assert code != 0 and "no pairs" in err and "Traceback" not in err
+
+
+def test_paired_counts_get_no_independent_test_on_their_margins() -> None:
+    code, out, _ = invoke("compare-counts", "--paired-table", "30,12,3,5", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["difference"] is None and report["paired"]["pairs"] == 50
+    assert report["decision"]["test"] == "Tango score"
+    _code, text, _ = invoke("compare-counts", "--paired-table", "30,12,3,5")
+    assert "independent:" not in text and "Boschloo" not in text
+
+
+def test_a_non_default_confidence_is_labelled_and_used() -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    _code, out, _ = invoke(
+        "compare-counts", "--baseline", "38/50", "--candidate", "45/50", "--confidence", "0.999"
+    )
+    assert "(99.9% CI)" in out and "100%" not in out
+    _code, out, _ = invoke(
+        "compare-counts",
+        "--baseline",
+        "81/263",
+        "--candidate",
+        "45/50",
+        "--json",
+        "--confidence",
+        "0.99",
+    )
+    report = json.loads(out)
+    # the interval changes with the level: Wilson 99% for 81/263 (statsmodels, independent)
+    low, high = proportion_confint(81, 263, alpha=0.01, method="wilson")
+    assert report["baseline"]["ci"] == pytest.approx([low, high], abs=1e-9)
+    assert report["power"]["alpha"] == 0.01  # not 0.010000000000000009
+    _code, out, _ = invoke(
+        "compare-counts", "--baseline", "81/263", "--candidate", "45/50", "--json"
+    )
+    # Newcombe 1998a: Wilson 95% for 81/263 is 0.2553 to 0.3662
+    assert [round(v, 4) for v in json.loads(out)["baseline"]["ci"]] == [0.2553, 0.3662]
+    assert json.loads(out)["power"]["alpha"] == 0.05
+
+
+def test_power_invents_nothing() -> None:
+    _code, out, _ = invoke("compare-counts", "--paired-table", "20,0,0,0", "--json")
+    paired = json.loads(out)["power"]["paired"]
+    assert paired["pairs_needed"] is None and "no discordant pairs" in paired["note"]
+    _code, out, _ = invoke(
+        "compare-counts", "--baseline", "20/20", "--candidate", "20/20", "--json"
+    )
+    report = json.loads(out)
+    assert report["power"]["independent"]["planned_for"] == [1.0, 0.95]  # a drop, not 94%
+    ratio = report["difference"]["relative_risk"]
+    assert ratio["ci"][0] < 1 < ratio["ci"][1]  # not [1, 1]
+
+
+def test_a_misspelt_scenario_is_named(seeded: str) -> None:
+    code, _out, err = invoke(
+        "compare",
+        "--baseline",
+        "sim-v1",
+        "--candidate",
+        "sim-v2",
+        "--db",
+        seeded,
+        "--scenario",
+        "customer-servce",
+    )
+    assert code != 0 and "no scenario 'customer-servce'" in err and "customer-service" in err
+    assert "model version" not in err

@@ -125,7 +125,5 @@ def test_newcombe_paired_is_method_10() -> None:
 )
 def test_mn_score_test_matches_statsmodels(x1: int, n1: int, x2: int, n2: int) -> None:
     ours = proportions.mn_test(x1, n1, x2, n2)
-    theirs = sm_proportion.test_proportions_2indep(
-        x1, n1, x2, n2, method="score", correction=True
-    )
+    theirs = sm_proportion.test_proportions_2indep(x1, n1, x2, n2, method="score", correction=True)
     assert ours.p_value == pytest.approx(theirs.pvalue, abs=1e-12)
