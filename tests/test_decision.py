@@ -1,7 +1,8 @@
 """One decision rule per report: the verdict never contradicts its own test.
 
-Every paired table with n <= 40 and every independent table with n1 = n2 <= 12 and a few unequal sizes (all tables up to
-n1, n2 <= 40 with STEPLOG_HEAVY_DRILLS=1) go through the decision rule: "better"/"worse" only when
+Every paired table with n <= 40 and the independent tables with n1 = n2 <= 6 and 5 vs 12 (every
+table up to 40 vs 40 with STEPLOG_HEAVY_DRILLS=1) go through the decision rule:
+"better"/"worse" only when
 the rule's own test rejects, its own interval excludes 0 on that side and the exact check agrees.
 Published values: Fagerland, Lydersen & Laake (2014, "Statistical Analysis of Contingency
 Tables", ch. 8; their R package contingencytables) for the Cavo et al. (2012) paired table;
