@@ -44,6 +44,7 @@ from .stats.decision import (
 from .stats.decision import decide_paired as decide_paired_table
 from .stats.paired import PairedTable
 from .stats.proportions import DifferenceMethod, SingleMethod
+from .stats.strata import stratified
 from .store import EventStore
 
 __all__ = ["comparable", "compare", "compare_counts", "load_runs", "verdict"]
@@ -309,6 +310,13 @@ def verdict(report: dict[str, Any]) -> str:
     if d["design_effect"] is not None:
         n_text += f", design effect {d['design_effect']:.2f}"
     sentence = f"{d['head']}: {span}, {test}, {n_text}"
+    strata = report.get("strata")
+    if strata and not strata["homogeneous"]:
+        p = strata["breslow_day_tarone"]["p_value"]
+        sentence += (
+            f"; scenarios disagree (Breslow-Day-Tarone p {p:.3g}): read the per-scenario "
+            "verdicts, not this pooled one"
+        )
     if d["head"] in (NO_DIFFERENCE, BORDERLINE):
         paired_power = report["power"].get("paired") or {}
         needed = paired_power.get("pairs_needed") if d["unit"] == "pairs" else None
@@ -406,8 +414,51 @@ def compare(
         design_effect=decision.design_effect,
     )
     report["pass_k"] = pass_k_report(base_runs, cand_runs, confidence=confidence)
+    report.update(by_scenario(base_runs, cand_runs, paired_mode, confidence))
     report["verdict"] = verdict(report)
     return report
+
+
+def by_scenario(
+    baseline: RunTable, candidate: RunTable, paired_mode: PairedMode, confidence: float
+) -> dict[str, Any]:
+    """Per-scenario verdicts and the stratified (CMH) view, when runs span several scenarios.
+
+    Pooled figures stand only when the scenarios agree (Breslow-Day-Tarone p >= 0.05).
+    """
+    names = sorted(
+        {baseline.scenario_names[i] for i in np.unique(baseline.scenarios).tolist()}
+        & {candidate.scenario_names[i] for i in np.unique(candidate.scenarios).tolist()}
+        if baseline.scenarios is not None and candidate.scenarios is not None
+        else set()
+    )
+    if len(names) < 2:
+        return {"by_scenario": None, "strata": None}
+    rows, strata = [], []
+    for name in names:
+        base, cand = (
+            baseline.select(baseline.of_scenario(name)),
+            candidate.select(candidate.of_scenario(name)),
+        )
+        pairs = pair_up(base, cand)
+        use = paired_mode == "on" or (paired_mode == "auto" and len(pairs) >= MIN_PAIRS_AUTO)
+        decision, _ = decide(
+            base, cand, pairs if use and len(pairs) else None, confidence=confidence
+        )
+        rows.append(
+            {
+                "scenario": name,
+                "baseline_runs": len(base),
+                "candidate_runs": len(cand),
+                **decision.as_dict(),
+            }
+        )
+        strata.append((*counts(cand), *counts(base)))
+    try:
+        pooled: dict[str, Any] | None = stratified(strata, confidence=confidence).as_dict()
+    except ValueError:
+        pooled = None
+    return {"by_scenario": rows, "strata": pooled}
 
 
 def compare_counts(

@@ -7,7 +7,7 @@ seed) in both versions pair up.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any, TypeVar
 
@@ -53,6 +53,8 @@ class RunTable:
     retries: IntArray
     tokens: IntArray
     cost_usd: npt.NDArray[np.float64]
+    scenarios: IdArray | None = None  # index into scenario_names (shared by both tables)
+    scenario_names: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         """Number of runs."""
@@ -72,6 +74,38 @@ class RunTable:
     def types_present(self) -> set[str]:
         """The task types of these runs ("(none)" for runs without one)."""
         return {self.task_type_names[i] for i in np.unique(self.task_types).tolist()}
+
+    def of_scenario(self, scenario: str) -> BoolArray:
+        """Which runs are of ``scenario``."""
+        if self.scenarios is None or scenario not in self.scenario_names:
+            return np.zeros(len(self), dtype=bool)
+        return np.asarray(self.scenarios == self.scenario_names.index(scenario), dtype=bool)
+
+    def select(self, rows: BoolArray) -> RunTable:
+        """The runs in ``rows``, as a table of their own (clusters renumbered)."""
+        picked = {
+            name: getattr(self, name)[rows]
+            for name in (
+                "items",
+                "pairable",
+                "task_types",
+                "completed",
+                "steps",
+                "planned",
+                "first_step_correct",
+                "mid_run_errors",
+                "mid_run_recovered",
+                "retries",
+                "tokens",
+                "cost_usd",
+            )
+        }
+        return replace(
+            self,
+            clusters=Clusters.of_ids(self.clusters.codes[rows], self.clusters.keys),
+            scenarios=None if self.scenarios is None else self.scenarios[rows],
+            **picked,
+        )
 
     def of_type(self, task_type: str) -> BoolArray:
         """Which runs have ``task_type``."""
@@ -144,6 +178,7 @@ def load_runs(
     flags = column(0, np.int64)
     clusters, items, pairable = _keys(map(itemgetter(1, 2, 3, 4), rows), n)
     types, type_names = _ids(list(map(itemgetter(5), rows)), lambda t: t or NO_TASK_TYPE)
+    scenarios, scenario_names = _ids(list(map(itemgetter(1), rows)), lambda s: s)
     numbers = [column(index, np.int64) for index in range(6, 12)]
     cost = column(12, np.float64)
     of_candidate = (flags & 8) > 0
@@ -167,6 +202,8 @@ def load_runs(
                 retries=retries,
                 tokens=tokens,
                 cost_usd=cost[rows_of],
+                scenarios=scenarios[rows_of],
+                scenario_names=scenario_names,
             )
         )
     return tables[0], tables[1]

@@ -208,4 +208,29 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
                 highlight=False,
             )
         console.print(f"logrank p={surv['logrank']['p_value']:.3g}", highlight=False)
+    for row in report.get("by_scenario") or []:
+        console.print(
+            f"  scenario {row['scenario']}: {row['head']}, {row['estimate'] * 100:+.1f} "
+            f"{pts(*row['ci'])}, {row['test']} p={row['p_value']:.3g}, "
+            f"n={row['baseline_runs']}+{row['candidate_runs']} runs",
+            highlight=False,
+        )
+    strata = report.get("strata")
+    if strata:
+        odds, bd = strata["mh_odds_ratio"], strata["breslow_day_tarone"]
+        bd_text = "n/a" if bd["p_value"] is None else f"{bd['p_value']:.3g}"
+        console.print(
+            f"pooled over {strata['strata']} scenarios: Mantel-Haenszel odds ratio "
+            f"{odds['estimate']:.2f} [{odds['ci'][0]:.2f}, {odds['ci'][1]:.2f}], CMH "
+            f"p={strata['cmh']['p_value']:.3g}; homogeneity (Breslow-Day-Tarone) p={bd_text}",
+            highlight=False,
+        )
+    for side in ("baseline", "candidate"):
+        curve = (report.get("pass_k") or {}).get(side)
+        if curve and curve["values"]:
+            cells = ", ".join(
+                f"pass^{k} {v['estimate']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
+                for k, v in curve["values"].items()
+            )
+            console.print(f"{side} on {curve['tasks']} tasks: {cells}", highlight=False)
     console.print(f"[bold]{report['verdict']}[/]", highlight=False)
