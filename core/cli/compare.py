@@ -228,9 +228,9 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     for side in ("baseline", "candidate"):
         curve = (report.get("pass_k") or {}).get(side)
         if curve and curve["values"]:
-            cells = ", ".join(
+            passes = ", ".join(
                 f"pass^{k} {v['estimate']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
                 for k, v in curve["values"].items()
             )
-            console.print(f"{side} on {curve['tasks']} tasks: {cells}", highlight=False)
+            console.print(f"{side} on {curve['tasks']} tasks: {passes}", highlight=False)
     console.print(f"[bold]{report['verdict']}[/]", highlight=False)
