@@ -44,6 +44,7 @@ from .stats.decision import (
 from .stats.decision import decide_paired as decide_paired_table
 from .stats.paired import PairedTable
 from .stats.proportions import DifferenceMethod, SingleMethod
+from .stats.sequential import ConfidenceSequence, confidence_sequence
 from .stats.strata import stratified
 from .store import EventStore
 
@@ -342,8 +343,13 @@ def compare(
     confidence: float = 0.95,
     ci_method: SingleMethod = "wilson",
     difference_method: DifferenceMethod = "newcombe",
+    sequential: bool = False,
 ) -> dict[str, Any]:
-    """The full comparison of two model versions (the JSON of ``steplog compare``)."""
+    """The full comparison of two model versions (the JSON of ``steplog compare``).
+
+    ``sequential``: the verdict comes from an anytime-valid confidence sequence over the pairs
+    in the order they finished (:mod:`.stats.sequential`), safe to re-run after every pair.
+    """
     if not 0.5 <= confidence < 1:
         raise SteplogError(f"--confidence must be in [0.5, 1), not {confidence}")
     if baseline == candidate:
@@ -416,7 +422,31 @@ def compare(
     report["pass_k"] = pass_k_report(base_runs, cand_runs, confidence=confidence)
     report.update(by_scenario(base_runs, cand_runs, paired_mode, confidence))
     report["verdict"] = verdict(report)
+    report["sequential"] = None
+    if sequential:
+        if not len(pairs):
+            raise SteplogError(
+                "--sequential needs paired runs: no item (scenario, task instance, seed) was "
+                "run by both versions"
+            )
+        diffs = cand_runs.completed[pairs.candidate].astype(float) - base_runs.completed[
+            pairs.baseline
+        ].astype(float)
+        cs = confidence_sequence(diffs, confidence=confidence)
+        report["sequential"] = cs.as_dict()
+        report["fixed_sample_verdict"] = report["verdict"]
+        report["verdict"] = sequential_verdict(cs)
     return report
+
+
+def sequential_verdict(cs: ConfidenceSequence) -> str:
+    """The sentence for ``--sequential``: decided once the confidence sequence excludes 0."""
+    level = level_text(cs.confidence)
+    span = f"{cs.estimate * 100:+.1f} pts, {level} CS [{cs.low * 100:+.1f}, {cs.high * 100:+.1f}]"
+    tail = f"after {cs.pairs} pairs (anytime-valid; e-value {cs.e_value:.3g} against no difference)"
+    if cs.decided:
+        return f"{cs.decided}: {span} {tail}"
+    return f"undecided, keep running: {span} {tail}"
 
 
 def by_scenario(

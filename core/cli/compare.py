@@ -37,6 +37,14 @@ def compare_cmd(
     difference_method: Annotated[
         str, typer.Option(help="newcombe or miettinen-nurminen.")
     ] = "newcombe",
+    sequential: Annotated[
+        bool,
+        typer.Option(
+            "--sequential",
+            help="Verdict from an anytime-valid confidence sequence over the pairs (safe to "
+            "re-run after every pair).",
+        ),
+    ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -55,6 +63,7 @@ def compare_cmd(
             difference_method=_choice(
                 "--difference-method", difference_method, ("newcombe", "miettinen-nurminen")
             ),
+            sequential=sequential,
         )
     _print_report(report, as_json)
 
@@ -233,4 +242,6 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
                 for k, v in curve["values"].items()
             )
             console.print(f"{side} on {curve['tasks']} tasks: {passes}", highlight=False)
+    if report.get("sequential"):
+        console.print(f"fixed-sample view: {report['fixed_sample_verdict']}", highlight=False)
     console.print(f"[bold]{report['verdict']}[/]", highlight=False)
