@@ -78,3 +78,33 @@ def test_compare_sequential_cli(tmp_path: object) -> None:
     fixed = report["decision"]
     # the anytime-valid sequence is never narrower than the fixed-sample interval
     assert cs["cs"][1] - cs["cs"][0] >= fixed["ci"][1] - fixed["ci"][0]
+
+
+def test_run_until_decided(tmp_path: object) -> None:
+    from typer.testing import CliRunner
+
+    from steplog.cli import app
+    from steplog.store import EventStore
+
+    url = f"sqlite:///{tmp_path}/until.db"
+    runner = CliRunner()
+    args = ["run", "customer-service", "--compare", "sim-v1,sim-v2", "--db", url, "--seed", "3"]
+    result = runner.invoke(app, [*args, "--until-decided", "--max-pairs", "12", "--json"])
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    pairs = report["sequential"]["pairs"]
+    assert 1 <= pairs <= 12 and len(report["pairs"]) == pairs
+    if report["stopped_because"] == "max pairs reached":
+        assert pairs == 12 and report["sequential"]["decided"] is None
+    else:
+        assert report["sequential"]["decided"] is not None
+    store = EventStore.open(url)
+    try:  # both runs of every pair were recorded on the same task instance and seed
+        from steplog.compare import compare
+
+        again = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="on")
+        assert again["pairing"]["matched_items"] == pairs
+    finally:
+        store.close()
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code != 0 and "--until-decided" in result.stderr
