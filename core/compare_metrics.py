@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .compare_runs import Pairs, RunTable, counts, paired_table
-from .stats import clustered, multiplicity, proportions, survival
+from .stats import clustered, hazard, multiplicity, proportions, survival
 from .stats.decision import decide_independent, decide_paired
 from .stats.results import Interval
 
@@ -115,28 +116,93 @@ def process_metrics(runs: RunTable, confidence: float) -> dict[str, Any]:
 
 
 def survival_report(baseline: RunTable, candidate: RunTable, confidence: float) -> dict[str, Any]:
-    """Per-step survival per version, the constant-p view and the error-accumulation test."""
+    """Per-step survival per version; per scenario, the constant-p view with that scenario's
+    own length; the hazard trend from a discrete-time model with scenario intercepts,
+    cluster-robust by task instance; logrank stratified by scenario when there are several.
+
+    The pooled ``step_success``/``implied_completion`` are kept only for a single scenario:
+    p^N over scenarios of different lengths describes none of them.
+    """
     report: dict[str, Any] = {}
     outcomes = {}
     for name, runs in (("baseline", baseline), ("candidate", candidate)):
         items = survival.StepOutcomes(np.maximum(runs.steps, 1), runs.failed)
         outcomes[name] = items
         curve = survival.kaplan_meier(items, confidence=confidence)
-        p = survival.step_success(items, confidence=confidence)
-        horizon = (int(runs.planned.max()) if len(runs) else 1) or int(items.steps.max())
-        hazards = [(point.failed, point.at_risk) for point in curve]
-        trend = survival.cochran_armitage([f for f, _ in hazards], [n for _, n in hazards])
+        per_scenario = _per_scenario_steps(runs, confidence)
+        trend = hazard.discrete_hazard_trend(
+            items.steps,
+            items.failed,
+            _scenario_ids(runs),
+            runs.clusters.codes,
+            confidence=confidence,
+        )
+        single = per_scenario[0] if len(per_scenario) == 1 else None
         report[name] = {
             "curve": [point.as_dict() for point in curve],
-            "step_success": p.as_dict(),
-            "implied_completion": {
-                "steps": horizon,
-                **survival.implied_completion(p, horizon).as_dict(),
-            },
-            "hazard_trend": trend.as_dict(),
+            "step_success": single["step_success"] if single else None,
+            "implied_completion": single["implied_completion"] if single else None,
+            "by_scenario": per_scenario,
+            "hazard_trend": trend.as_dict() if trend else None,
         }
-    report["logrank"] = survival.logrank_test(outcomes["baseline"], outcomes["candidate"]).as_dict()
+    names = (
+        sorted(
+            {baseline.scenario_names[i] for i in np.unique(_scenario_ids(baseline)).tolist()}
+            | {candidate.scenario_names[i] for i in np.unique(_scenario_ids(candidate)).tolist()}
+        )
+        if baseline.scenario_names
+        else []
+    )
+    if len(names) > 1:
+        strata = []
+        for scenario in names:
+            b, c = baseline.of_scenario(scenario), candidate.of_scenario(scenario)
+            strata.append(
+                (
+                    outcomes["baseline"].steps[b],
+                    outcomes["baseline"].failed[b],
+                    outcomes["candidate"].steps[c],
+                    outcomes["candidate"].failed[c],
+                )
+            )
+        report["logrank"] = hazard.stratified_logrank(strata).as_dict()
+    else:
+        report["logrank"] = survival.logrank_test(
+            outcomes["baseline"], outcomes["candidate"]
+        ).as_dict()
     return report
+
+
+def _scenario_ids(runs: RunTable) -> npt.NDArray[np.intp]:
+    if runs.scenarios is None:
+        return np.zeros(len(runs), dtype=np.intp)
+    return runs.scenarios
+
+
+def _per_scenario_steps(runs: RunTable, confidence: float) -> list[dict[str, Any]]:
+    """Per scenario: per-step success p, p^N with the scenario's own N, observed completion."""
+    rows = []
+    ids = _scenario_ids(runs)
+    for scenario_id in np.unique(ids).tolist():
+        picked = ids == scenario_id
+        items = survival.StepOutcomes(np.maximum(runs.steps[picked], 1), runs.failed[picked])
+        p = survival.step_success(items, confidence=confidence)
+        planned = runs.planned[picked]
+        horizon = (int(planned.max()) if len(planned) else 0) or int(items.steps.max())
+        completed = int(np.count_nonzero(runs.completed[picked]))
+        rows.append(
+            {
+                "scenario": runs.scenario_names[scenario_id] if runs.scenario_names else None,
+                "runs": int(picked.sum()),
+                "step_success": p.as_dict(),
+                "implied_completion": {
+                    "steps": horizon,
+                    **survival.implied_completion(p, horizon).as_dict(),
+                },
+                "observed_completion": completed / int(picked.sum()),
+            }
+        )
+    return rows
 
 
 def pass_k_report(

@@ -208,15 +208,24 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     if surv:
         for side in ("baseline", "candidate"):
             s = surv[side]
-            q, implied = s["step_success"], s["implied_completion"]
+            for row in s["by_scenario"]:
+                q, implied = row["step_success"], row["implied_completion"]
+                console.print(
+                    f"{side} {row['scenario']}: per-step success {q['estimate']:.3f} "
+                    f"[{q['ci'][0]:.3f}, {q['ci'][1]:.3f}] -> p^{implied['steps']} = "
+                    f"{implied['estimate']:.2f} (observed {row['observed_completion']:.2f})",
+                    highlight=False,
+                )
             trend = s["hazard_trend"]
-            console.print(
-                f"{side}: per-step success {q['estimate']:.3f} [{q['ci'][0]:.3f}, "
-                f"{q['ci'][1]:.3f}] -> p^{implied['steps']} = {implied['estimate']:.2f}; "
-                f"hazard trend z={trend['statistic']:.2f} p={trend['p_value']:.3g}",
-                highlight=False,
-            )
-        console.print(f"logrank p={surv['logrank']['p_value']:.3g}", highlight=False)
+            if trend:
+                console.print(
+                    f"{side} hazard trend per step: log-odds {trend['slope_per_step']:+.3f} "
+                    f"[{trend['ci'][0]:+.3f}, {trend['ci'][1]:+.3f}], t={trend['statistic']:.2f} "
+                    f"p={trend['p_value']:.3g} ({trend['df']} df)",
+                    highlight=False,
+                )
+        logrank = surv["logrank"]
+        console.print(f"{logrank['test']} p={logrank['p_value']:.3g}", highlight=False)
     for row in report.get("by_scenario") or []:
         console.print(
             f"  scenario {row['scenario']}: {row['head']}, {row['estimate'] * 100:+.1f} "

@@ -1,0 +1,180 @@
+"""Long-horizon figures that respect scenarios and task instances.
+
+* :func:`discrete_hazard_trend` -- a discrete-time hazard model (Allison 1982; Singer & Willett
+  2003): logit P(fail at step s | reached s) = alpha_scenario + beta * s, fitted on person-step
+  rows, with a cluster-robust (CR1, G/(G-1)) sandwich by task instance and t on G-1 df. beta > 0
+  is a hazard that rises with the step index (error accumulation), scenario lengths and base
+  rates being held apart by their own intercepts.
+* :func:`stratified_logrank` -- the logrank test summed over strata (scenarios): sum(O - E) over
+  sqrt(sum V), so scenarios of different lengths are not compared with each other.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
+from .results import TestResult
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class HazardTrend:
+    """The per-step log-odds slope of the hazard with its cluster-robust test and interval."""
+
+    slope: float
+    low: float
+    high: float
+    statistic: float
+    p_value: float
+    df: int
+    runs: int
+    clusters: int
+    confidence: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (``statistic``/``p_value``/``test`` as every test has)."""
+        return {
+            "statistic": self.statistic,
+            "p_value": self.p_value,
+            "test": "discrete-time logit hazard, scenario intercepts, CR1 by task, t on G-1",
+            "slope_per_step": self.slope,
+            "ci": [self.low, self.high],
+            "df": self.df,
+            "runs": self.runs,
+            "clusters": self.clusters,
+        }
+
+
+def person_steps(
+    steps: IntArray, failed: BoolArray
+) -> tuple[npt.NDArray[np.intp], FloatArray, FloatArray]:
+    """Person-step rows: the run of each row, its step index (1-based) and whether it failed
+    there (a failed run fails at its last step; others survive every step they entered)."""
+    steps = np.maximum(np.asarray(steps, dtype=np.int64), 1)
+    run = np.repeat(np.arange(len(steps)), steps).astype(np.intp)
+    ends = np.cumsum(steps)
+    index = np.arange(len(run)) - np.repeat(ends - steps, steps) + 1
+    event = np.zeros(len(run))
+    event[ends[np.asarray(failed, dtype=bool)] - 1] = 1.0
+    return run, index.astype(float), event
+
+
+def discrete_hazard_trend(
+    steps: IntArray,
+    failed: BoolArray,
+    strata: npt.NDArray[np.intp],
+    clusters: npt.NDArray[np.intp],
+    *,
+    confidence: float = 0.95,
+) -> HazardTrend | None:
+    """Fit the model; None when there is nothing to estimate (no failures, or one cluster)."""
+    run, step, event = person_steps(steps, failed)
+    stratum = np.asarray(strata)[run]
+    # strata with no failure (or only failures) carry no information about the slope
+    informative = np.zeros(len(run), dtype=bool)
+    for s in np.unique(stratum):
+        rows = stratum == s
+        if 0 < event[rows].sum() < rows.sum():
+            informative |= rows
+    if not informative.any():
+        return None
+    run, step, event, stratum = (
+        run[informative],
+        step[informative],
+        event[informative],
+        stratum[informative],
+    )
+    codes = np.unique(np.asarray(clusters)[run], return_inverse=True)[1].reshape(-1)
+    groups = int(codes.max()) + 1
+    if groups < 2:
+        return None
+    levels = np.unique(stratum, return_inverse=True)[1].reshape(-1)
+    x = np.zeros((len(run), levels.max() + 2))
+    x[np.arange(len(run)), levels] = 1.0
+    x[:, -1] = step - step.mean()
+    beta = _logit(x, event)
+    mu = 1 / (1 + np.exp(-(x @ beta)))
+    hessian = (x * (mu * (1 - mu))[:, None]).T @ x
+    scores = np.zeros((groups, x.shape[1]))
+    np.add.at(scores, codes, x * (event - mu)[:, None])
+    bread = np.linalg.pinv(hessian)
+    cov = bread @ (scores.T @ scores) @ bread * groups / (groups - 1)
+    se = math.sqrt(max(float(cov[-1, -1]), 0.0))
+    slope = float(beta[-1])
+    df = groups - 1
+    if se == 0:
+        return HazardTrend(slope, slope, slope, 0.0, 1.0, df, len(steps), groups, confidence)
+    statistic = slope / se
+    quantile = float(student_t.ppf(1 - (1 - confidence) / 2, df))
+    return HazardTrend(
+        slope,
+        slope - quantile * se,
+        slope + quantile * se,
+        statistic,
+        float(2 * student_t.sf(abs(statistic), df)),
+        df,
+        len(steps),
+        groups,
+        confidence,
+    )
+
+
+def _logit(x: FloatArray, y: FloatArray, iterations: int = 50) -> FloatArray:
+    """Logistic regression by Newton-Raphson (intercepts start at the observed log-odds)."""
+    beta = np.zeros(x.shape[1])
+    for _ in range(iterations):
+        eta = np.clip(x @ beta, -30, 30)
+        mu = 1 / (1 + np.exp(-eta))
+        gradient = x.T @ (y - mu)
+        hessian = (x * (mu * (1 - mu))[:, None]).T @ x
+        step = np.linalg.lstsq(hessian, gradient, rcond=None)[0]
+        beta = beta + step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    return beta
+
+
+def _logrank_parts(
+    time_a: IntArray, event_a: BoolArray, time_b: IntArray, event_b: BoolArray
+) -> tuple[float, float]:
+    """(O - E, V) for group a over the distinct failure times of both groups."""
+    times = np.unique(np.concatenate([time_a[event_a], time_b[event_b]]))
+    observed_minus_expected = 0.0
+    variance = 0.0
+    for t in times:
+        n_a = float(np.count_nonzero(time_a >= t))
+        n_b = float(np.count_nonzero(time_b >= t))
+        d_a = float(np.count_nonzero((time_a == t) & event_a))
+        d = d_a + float(np.count_nonzero((time_b == t) & event_b))
+        n = n_a + n_b
+        if n < 2:
+            continue
+        observed_minus_expected += d_a - d * n_a / n
+        variance += d * (n_a / n) * (1 - n_a / n) * (n - d) / (n - 1)
+    return observed_minus_expected, variance
+
+
+def stratified_logrank(
+    strata: list[tuple[IntArray, BoolArray, IntArray, BoolArray]],
+) -> TestResult:
+    """Logrank summed over strata: each is (steps, failed) of group a, then of group b."""
+    total, variance = 0.0, 0.0
+    for time_a, event_a, time_b, event_b in strata:
+        if len(time_a) and len(time_b):
+            o_e, v = _logrank_parts(time_a, event_a, time_b, event_b)
+            total += o_e
+            variance += v
+    if variance <= 0:
+        return TestResult(0.0, 1.0, "stratified logrank")
+    z = total / math.sqrt(variance)
+    return TestResult(z, float(2 * norm.sf(abs(z))), f"stratified logrank ({len(strata)} strata)")
