@@ -33,7 +33,7 @@ from .compare_metrics import (
 from .compare_runs import Pairs, RunTable, comparable, counts, load_runs, pair_up, paired_table
 from .errors import SteplogError
 from .projections.queries import refresh
-from .stats import cluster_robust, clustered, paired, power, proportions
+from .stats import bayes, cluster_robust, clustered, margins, paired, power, proportions
 from .stats.decision import (
     BORDERLINE,
     NO_DIFFERENCE,
@@ -53,7 +53,14 @@ __all__ = ["comparable", "compare", "compare_counts", "load_runs", "verdict"]
 PairedMode = Literal["auto", "on", "off"]
 TARGET_DIFFERENCE = 0.05
 MIN_PAIRS_AUTO = 10
+DEFAULT_ROPE = 0.01
+"""Without --margin, the Bayesian summary's region of practical equivalence is +-1 pt."""
 POWER = 0.8
+
+
+def _check_margin(margin: float | None) -> None:
+    if margin is not None and not 0 < margin < 1:
+        raise SteplogError(f"--margin must be a difference in (0, 1), e.g. 0.05, not {margin}")
 
 
 def level_text(confidence: float) -> str:
@@ -163,8 +170,8 @@ def decide(
     *,
     confidence: float,
 ) -> tuple[Decision, cluster_robust.RobustEstimate | None]:
-    """The verdict's analysis (see the module docstring), and the CR2 estimate of the pairs
-    when tasks repeat within them."""
+    """The verdict's analysis (see the module docstring), and the CR2 estimate it rests on
+    when tasks repeat (None otherwise)."""
     base_codes, cand_codes = _shared_codes(baseline, candidate)
     tasks = len(np.unique(np.concatenate([base_codes, cand_codes])))
     fallback = ""
@@ -217,7 +224,38 @@ def decide(
     except ValueError as error:
         decision = decide_independent(counts(candidate), counts(baseline), confidence=confidence)
         return _with_tasks(decision, tasks, f"CR2 not possible ({error}); runs independent"), None
-    return _with_tasks(decide_clustered(robust, design=design, unit="runs"), tasks), None
+    return _with_tasks(decide_clustered(robust, design=design, unit="runs"), tasks), robust
+
+
+def beside_the_verdict(
+    decision: Decision,
+    robust: cluster_robust.RobustEstimate | None,
+    table: PairedTable | None,
+    candidate: tuple[int, int],
+    baseline: tuple[int, int],
+    *,
+    margin: float | None,
+    confidence: float,
+) -> dict[str, Any]:
+    """Non-inferiority/equivalence at ``margin`` and the Bayesian summary, each from the
+    verdict's own design (clustered, paired or independent)."""
+    rope = margin if margin is not None else DEFAULT_ROPE
+    result: dict[str, Any] = {"margin": None}
+    if robust is not None and decision.design != "paired":
+        if margin is not None:
+            result["margin"] = margins.clustered_margin(robust, margin)
+        result["bayes"] = bayes.clustered_posterior(robust, rope=rope)
+    elif table is not None and decision.design == "paired":
+        if margin is not None:
+            result["margin"] = margins.paired_margin(table, margin, confidence=confidence)
+        result["bayes"] = bayes.paired_posterior(table, rope=rope)
+    else:
+        if margin is not None:
+            result["margin"] = margins.independent_margin(
+                candidate, baseline, margin, confidence=confidence
+            )
+        result["bayes"] = bayes.independent_posterior(candidate, baseline, rope=rope)
+    return result
 
 
 def _with_tasks(decision: Decision, tasks: int, reason: str = "") -> Decision:
@@ -298,7 +336,8 @@ def verdict(report: dict[str, Any]) -> str:
     span = f"{d['estimate'] * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}] ({level} CI)"
     test = f"{d['test']} p {d['p_value']:.3g}"
     if d["check_test"]:
-        check = f"{d['check_test']} p {d['check_p_value']:.3g}"
+        name = d["check_test"]
+        check = f"{name}{'' if name.endswith('-p') else ' p'} {d['check_p_value']:.3g}"
         test += f" but {check}" if d["head"] == BORDERLINE else f" ({check})"
     if d["unit"] == "pairs":
         n_text = f"n={d['n']} pairs"
@@ -311,6 +350,20 @@ def verdict(report: dict[str, Any]) -> str:
     if d["design_effect"] is not None:
         n_text += f", design effect {d['design_effect']:.2f}"
     sentence = f"{d['head']}: {span}, {test}, {n_text}"
+    margin = report.get("margin")
+    if margin:
+        pts = f"{margin['margin'] * 100:g} pts"
+        if margin["equivalent"]:
+            sentence += (
+                f"; equivalent within +-{pts} ({margin['test']} p {margin['p_equivalence']:.3g})"
+            )
+        elif margin["noninferior"]:
+            sentence += (
+                f"; non-inferior at a {pts} margin ({margin['test']} p "
+                f"{margin['p_noninferiority']:.3g})"
+            )
+        else:
+            sentence += f"; non-inferiority at {pts} not shown (p {margin['p_noninferiority']:.3g})"
     strata = report.get("strata")
     if strata and not strata["homogeneous"]:
         p = strata["breslow_day_tarone"]["p_value"]
@@ -344,6 +397,7 @@ def compare(
     ci_method: SingleMethod = "wilson",
     difference_method: DifferenceMethod = "newcombe",
     sequential: bool = False,
+    margin: float | None = None,
 ) -> dict[str, Any]:
     """The full comparison of two model versions (the JSON of ``steplog compare``).
 
@@ -354,6 +408,7 @@ def compare(
         raise SteplogError(f"--confidence must be in [0.5, 1), not {confidence}")
     if baseline == candidate:
         raise SteplogError("baseline and candidate are the same model version")
+    _check_margin(margin)
     refresh(store)
     base_runs, cand_runs = load_runs(store, baseline, candidate, scenario)
     where = f" in scenario {scenario!r}" if scenario else ""
@@ -398,7 +453,11 @@ def compare(
                 "candidate": len(cand_runs) - len(pairs),
             },
         },
-        "paired": paired_report(table, confidence, robust) if table is not None else None,
+        "paired": paired_report(
+            table, confidence, robust if decision.design.startswith("paired") else None
+        )
+        if table is not None
+        else None,
         "decision": decision.as_dict(),
     }
     report["task_types_in_one_version_only"] = sorted(
@@ -421,6 +480,17 @@ def compare(
     )
     report["pass_k"] = pass_k_report(base_runs, cand_runs, confidence=confidence)
     report.update(by_scenario(base_runs, cand_runs, paired_mode, confidence))
+    report.update(
+        beside_the_verdict(
+            decision,
+            robust,
+            table,
+            counts(cand_runs),
+            counts(base_runs),
+            margin=margin,
+            confidence=confidence,
+        )
+    )
     report["verdict"] = verdict(report)
     report["sequential"] = None
     if sequential:
@@ -499,6 +569,7 @@ def compare_counts(
     confidence: float = 0.95,
     ci_method: SingleMethod = "wilson",
     difference_method: DifferenceMethod = "newcombe",
+    margin: float | None = None,
 ) -> dict[str, Any]:
     """The same report's core from counts alone (``steplog compare-counts``).
 
@@ -507,6 +578,7 @@ def compare_counts(
     """
     if not 0.5 <= confidence < 1:
         raise SteplogError(f"--confidence must be in [0.5, 1), not {confidence}")
+    _check_margin(margin)
     if paired_table is not None:
         t = paired_table
         baseline = (t.both + t.baseline_only, t.n)
@@ -542,6 +614,15 @@ def compare_counts(
         "decision": decision.as_dict(),
         "metrics": None,
         "survival": None,
+        **beside_the_verdict(
+            decision,
+            None,
+            paired_table,
+            candidate,
+            baseline,
+            margin=margin,
+            confidence=confidence,
+        ),
     }
     report["power"] = power_report(
         report["baseline"], report["candidate"], paired_result, alpha=alpha_of(confidence)

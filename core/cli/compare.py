@@ -19,6 +19,13 @@ from ._shared import (
 
 # --- statistics ----------------------------------------------------------------------------
 
+MarginOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Non-inferiority/equivalence margin as a difference (0.05 = 5 pts); also the "
+        "Bayesian summary's ROPE (default 0.01)."
+    ),
+]
 ConfidenceOption = Annotated[
     float, typer.Option(min=0.5, max=0.999, help="Confidence level of every interval.")
 ]
@@ -45,6 +52,7 @@ def compare_cmd(
             "re-run after every pair).",
         ),
     ] = False,
+    margin: MarginOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -64,6 +72,7 @@ def compare_cmd(
                 "--difference-method", difference_method, ("newcombe", "miettinen-nurminen")
             ),
             sequential=sequential,
+            margin=margin,
         )
     _print_report(report, as_json)
 
@@ -79,6 +88,7 @@ def compare_counts_cmd(
         typer.Option(help="Pairs: both,candidate_only,baseline_only,neither (e.g. 30,12,3,5)."),
     ] = None,
     confidence: ConfidenceOption = 0.95,
+    margin: MarginOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The comparison from counts alone, for results from elsewhere."""
@@ -96,6 +106,7 @@ def compare_counts_cmd(
         candidate=_fraction("--candidate", candidate) if candidate else None,
         paired_table=table,
         confidence=confidence,
+        margin=margin,
     )
     _print_report(report, as_json)
 
@@ -251,6 +262,13 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
                 for k, v in curve["values"].items()
             )
             console.print(f"{side} on {curve['tasks']} tasks: {passes}", highlight=False)
+    bayes = report.get("bayes")
+    if bayes:
+        console.print(
+            f"Bayesian ({bayes['model']}): P(candidate better) {bayes['p_candidate_better']:.3f}, "
+            f"P(|difference| < {bayes['rope'] * 100:g} pts) {bayes['p_within_rope']:.3f}",
+            highlight=False,
+        )
     if report.get("sequential"):
         console.print(f"fixed-sample view: {report['fixed_sample_verdict']}", highlight=False)
     console.print(f"[bold]{report['verdict']}[/]", highlight=False)

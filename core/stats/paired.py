@@ -15,6 +15,7 @@ completed, neither. The difference is candidate minus baseline:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -84,8 +85,8 @@ def mcnemar_asymptotic(table: PairedTable) -> TestResult:
     return TestResult(statistic, float(chi2.sf(statistic, 1)), "McNemar asymptotic")
 
 
-def tango(table: PairedTable, *, confidence: float = 0.95) -> Interval:
-    """Tango's (1998) asymptotic score interval for the paired difference."""
+def tango_score(table: PairedTable) -> Callable[[float], float]:
+    """Tango's (1998) score statistic as a function of the hypothesised difference."""
     n, b, c = table.n, table.candidate_only, table.baseline_only
 
     def score(delta: float) -> float:
@@ -99,7 +100,13 @@ def tango(table: PairedTable, *, confidence: float = 0.95) -> Interval:
             return math.copysign(math.inf, numerator)
         return numerator / math.sqrt(variance)
 
-    low, high = score_interval(score, table.difference, confidence)
+    return score
+
+
+def tango(table: PairedTable, *, confidence: float = 0.95) -> Interval:
+    """Tango's (1998) asymptotic score interval for the paired difference."""
+    n = table.n
+    low, high = score_interval(tango_score(table), table.difference, confidence)
     return Interval(table.difference, low, high, "Tango score", n, confidence)
 
 

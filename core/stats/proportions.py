@@ -94,17 +94,26 @@ def _restricted_mle(p1: float, p2: float, n1: int, n2: int, delta: float) -> tup
     return q1, min(max(q1 - delta, 0.0), 1.0)
 
 
-def _mn_score(x1: int, n1: int, x2: int, n2: int) -> Callable[[float], float]:
+def fm_score(x1: int, n1: int, x2: int, n2: int) -> Callable[[float], float]:
+    """Farrington & Manning's (1990) score statistic as a function of the difference (the
+    Miettinen-Nurminen statistic without its N / (N - 1) variance factor)."""
+    return _mn_score(x1, n1, x2, n2, factor=False)
+
+
+def _mn_score(
+    x1: int, n1: int, x2: int, n2: int, *, factor: bool = True
+) -> Callable[[float], float]:
     """Miettinen & Nurminen's (1985) score statistic as a function of the difference."""
     p1, p2 = x1 / n1, x2 / n2
     n = n1 + n2
+    inflation = n / (n - 1) if factor else 1.0
 
     def score(delta: float) -> float:
         numerator = p1 - p2 - delta
         if abs(numerator) < 1e-15:
             return 0.0
         q1, q2 = _restricted_mle(p1, p2, n1, n2, delta)
-        variance = (q1 * (1 - q1) / n1 + q2 * (1 - q2) / n2) * n / (n - 1)
+        variance = (q1 * (1 - q1) / n1 + q2 * (1 - q2) / n2) * inflation
         if variance <= 0:
             return math.copysign(math.inf, numerator)
         return numerator / math.sqrt(variance)
