@@ -91,7 +91,7 @@ def test_noninferiority_is_the_interval_above_minus_margin() -> None:
     robust = clustered_mean(diffs, np.repeat(np.arange(20), 6))
     result = margins.clustered_margin(robust, 0.3)
     assert result["noninferior"] == (robust.low > -0.3)
-    assert result["equivalent"] == (-0.3 < robust.low and robust.high < 0.3)
+    assert result["equivalent"] == (robust.low > -0.3 and robust.high < 0.3)
 
 
 def _closed_form(x1: int, n1: int, x2: int, n2: int) -> float:
