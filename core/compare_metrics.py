@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .compare_runs import Pairs, RunTable, counts, paired_table
+from .compare_decide import decide
+from .compare_runs import Pairs, RunTable, pair_up
 from .stats import clustered, hazard, multiplicity, proportions, survival
-from .stats.decision import decide_independent, decide_paired
 from .stats.results import Interval
 
 CLUSTER_METHOD = "cluster bootstrap (BCa) by task instance"
@@ -22,37 +22,32 @@ def by_task_type(
     *,
     confidence: float,
 ) -> list[dict[str, Any]]:
-    """Per task type: the difference and its p-value, adjusted for the number of types.
+    """Per task type: the verdict's own decision rule on that type's runs (paired, CR2 by task
+    instance when tasks repeat, or independent), p-values adjusted for the number of types.
 
-    With ``pairs`` (the paired analysis is the primary one) a type's pairs are those whose
-    baseline run has the type; a type without pairs falls back to independent samples. Each
-    row's interval and test are one family (Tango, or Miettinen-Nurminen: see
-    :mod:`.stats.decision`); task instances are not clustered within a type.
+    With ``pairs`` (the paired analysis is the primary one) a type's runs are paired within
+    the type; a type without pairs falls back to its runs as independent samples.
     """
     types = sorted(baseline.types_present & candidate.types_present)
     rows = []
     for task_type in types:
-        b = baseline.of_type(task_type)
-        c = candidate.of_type(task_type)
-        typed = b[pairs.baseline] if pairs is not None else np.zeros(0, dtype=bool)
-        if pairs is not None and typed.any():
-            decision = decide_paired(
-                paired_table(
-                    baseline.completed[pairs.baseline[typed]],
-                    candidate.completed[pairs.candidate[typed]],
-                ),
-                confidence=confidence,
-            )
-        else:
-            decision = decide_independent(
-                counts(candidate, c), counts(baseline, b), confidence=confidence
-            )
+        b = baseline.select(baseline.of_type(task_type))
+        c = candidate.select(candidate.of_type(task_type))
+        typed_pairs = pair_up(b, c) if pairs is not None else None
+        decision, _ = decide(
+            b,
+            c,
+            typed_pairs if typed_pairs is not None and len(typed_pairs) else None,
+            confidence=confidence,
+        )
         report = decision.as_dict()
-        n = decision.n
         rows.append(
             {
                 "task_type": task_type,
-                "n": n,
+                "n": decision.n,
+                "unit": decision.unit,
+                "task_instances": decision.task_instances,
+                "design": decision.design,
                 "estimate": report["estimate"],
                 "ci": report["ci"],
                 "method": report["method"],
