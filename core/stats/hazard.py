@@ -77,43 +77,61 @@ def discrete_hazard_trend(
     *,
     confidence: float = 0.95,
 ) -> HazardTrend | None:
-    """Fit the model; None when there is nothing to estimate (no failures, or one cluster)."""
-    run, step, event = person_steps(steps, failed)
-    stratum = np.asarray(strata)[run]
-    # strata with no failure (or only failures) carry no information about the slope
-    informative = np.zeros(len(run), dtype=bool)
-    for s in np.unique(stratum):
-        rows = stratum == s
-        if 0 < event[rows].sum() < rows.sum():
-            informative |= rows
+    """Fit the model; None when there is nothing to estimate (no failures, or one cluster).
+
+    Fitted on (stratum, step) cells -- events and runs at risk -- which have the person-step
+    likelihood; each run's score is its failure's row minus the cumulative expected rows up to
+    its last step, so the cluster sandwich never expands runs into person-step rows.
+    """
+    steps = np.maximum(np.asarray(steps, dtype=np.int64), 1)
+    failed = np.asarray(failed, dtype=bool)
+    stratum = np.unique(np.asarray(strata), return_inverse=True)[1].reshape(-1)
+    width = int(steps.max()) + 1
+    cell = stratum * width + steps  # (stratum, last step) of each run
+    cells = (int(stratum.max()) + 1) * width
+    ending = np.bincount(cell, minlength=cells).reshape(-1, width)
+    at_risk = ending[:, ::-1].cumsum(axis=1)[:, ::-1]  # runs with last step >= k
+    events = np.bincount(cell[failed], minlength=cells).reshape(-1, width).astype(float)
+    at_risk[:, 0] = 0  # steps are 1-based
+    # strata with no failure (or nothing but failures) carry no information about the slope
+    informative = (events.sum(axis=1) > 0) & (events.sum(axis=1) < at_risk.sum(axis=1))
     if not informative.any():
         return None
-    run, step, event, stratum = (
-        run[informative],
-        step[informative],
-        event[informative],
-        stratum[informative],
-    )
-    codes = np.unique(np.asarray(clusters)[run], return_inverse=True)[1].reshape(-1)
-    groups = int(codes.max()) + 1
+    keep_run = informative[stratum]
+    codes = np.unique(np.asarray(clusters)[keep_run], return_inverse=True)[1].reshape(-1)
+    groups = int(codes.max()) + 1 if len(codes) else 0
     if groups < 2:
         return None
-    levels = np.unique(stratum, return_inverse=True)[1].reshape(-1)
-    x = np.zeros((len(run), levels.max() + 2))
-    x[np.arange(len(run)), levels] = 1.0
-    x[:, -1] = step - step.mean()
-    beta = _logit(x, event)
+    levels = np.cumsum(informative) - 1  # column of each informative stratum
+    k_strata = int(informative.sum())
+    s_idx, k_idx = np.nonzero((at_risk > 0) & informative[:, None])
+    total_steps = float((at_risk * np.arange(width)).sum() / at_risk.sum())
+    x = np.zeros((len(s_idx), k_strata + 1))
+    x[np.arange(len(s_idx)), levels[s_idx]] = 1.0
+    x[:, -1] = k_idx - total_steps
+    n_cell, e_cell = at_risk[s_idx, k_idx].astype(float), events[s_idx, k_idx]
+    beta = _logit(x, e_cell, n_cell)
     mu = 1 / (1 + np.exp(-(x @ beta)))
-    hessian = (x * (mu * (1 - mu))[:, None]).T @ x
-    scores = np.zeros((groups, x.shape[1]))
-    np.add.at(scores, codes, x * (event - mu)[:, None])
+    hessian = (x * (n_cell * mu * (1 - mu))[:, None]).T @ x
+    # per run: x at its last step if it failed, minus the cumulative x * mu over its steps
+    design = np.zeros((len(informative), width, k_strata + 1))
+    design[s_idx, k_idx] = x
+    expected = np.zeros((len(informative), width, k_strata + 1))
+    expected[s_idx, k_idx] = x * mu[:, None]
+    cumulative = expected.cumsum(axis=1)
+    runs_s, runs_k = stratum[keep_run], steps[keep_run]
+    run_scores = -cumulative[runs_s, runs_k]
+    run_scores[failed[keep_run]] += design[runs_s, runs_k][failed[keep_run]]
+    scores = np.zeros((groups, k_strata + 1))
+    np.add.at(scores, codes, run_scores)
     bread = np.linalg.pinv(hessian)
     cov = bread @ (scores.T @ scores) @ bread * groups / (groups - 1)
     se = math.sqrt(max(float(cov[-1, -1]), 0.0))
     slope = float(beta[-1])
     df = groups - 1
+    runs = int(keep_run.sum())
     if se == 0:
-        return HazardTrend(slope, slope, slope, 0.0, 1.0, df, len(steps), groups, confidence)
+        return HazardTrend(slope, slope, slope, 0.0, 1.0, df, runs, groups, confidence)
     statistic = slope / se
     quantile = float(student_t.ppf(1 - (1 - confidence) / 2, df))
     return HazardTrend(
@@ -123,20 +141,22 @@ def discrete_hazard_trend(
         statistic,
         float(2 * student_t.sf(abs(statistic), df)),
         df,
-        len(steps),
+        runs,
         groups,
         confidence,
     )
 
 
-def _logit(x: FloatArray, y: FloatArray, iterations: int = 50) -> FloatArray:
-    """Logistic regression by Newton-Raphson (intercepts start at the observed log-odds)."""
+def _logit(
+    x: FloatArray, events: FloatArray, trials: FloatArray, iterations: int = 50
+) -> FloatArray:
+    """Binomial logistic regression by Newton-Raphson on grouped rows."""
     beta = np.zeros(x.shape[1])
     for _ in range(iterations):
         eta = np.clip(x @ beta, -30, 30)
         mu = 1 / (1 + np.exp(-eta))
-        gradient = x.T @ (y - mu)
-        hessian = (x * (mu * (1 - mu))[:, None]).T @ x
+        gradient = x.T @ (events - trials * mu)
+        hessian = (x * (trials * mu * (1 - mu))[:, None]).T @ x
         step = np.linalg.lstsq(hessian, gradient, rcond=None)[0]
         beta = beta + step
         if np.max(np.abs(step)) < 1e-10:
