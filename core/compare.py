@@ -240,17 +240,22 @@ def verdict(report: dict[str, Any]) -> str:
     margin = report.get("margin")
     if margin:
         pts = f"{margin['margin'] * 100:g} pts"
+        half = f"{round((1 - d['confidence']) / 2, 10):g}"
         if margin["equivalent"]:
             sentence += (
-                f"; equivalent within +-{pts} ({margin['test']} p {margin['p_equivalence']:.3g})"
+                f"; equivalent within +-{pts} ({margin['test']}, one-sided p "
+                f"{margin['p_equivalence']:.3g} < {half})"
             )
         elif margin["noninferior"]:
             sentence += (
-                f"; non-inferior at a {pts} margin ({margin['test']} p "
-                f"{margin['p_noninferiority']:.3g})"
+                f"; non-inferior at a {pts} margin ({margin['test']}, one-sided p "
+                f"{margin['p_noninferiority']:.3g} < {half})"
             )
         else:
-            sentence += f"; non-inferiority at {pts} not shown (p {margin['p_noninferiority']:.3g})"
+            sentence += (
+                f"; non-inferiority at {pts} not shown (one-sided p "
+                f"{margin['p_noninferiority']:.3g} >= {half})"
+            )
     strata = report.get("strata")
     if strata and not strata["homogeneous"]:
         p = strata["breslow_day_tarone"]["p_value"]
