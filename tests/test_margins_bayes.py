@@ -48,8 +48,14 @@ def test_farrington_manning_at_the_margin(
 ) -> None:
     ours = proportions.fm_score(x1, n1, x2, n2)(-margin)
     assert ours == pytest.approx(_fm_by_optimisation(x1, n1, x2, n2, -margin), rel=1e-6)
+    # the report uses the same statistic with MN's N / (N - 1) factor: one family with MN's CI
+    n = n1 + n2
+    mn = proportions.mn_score(x1, n1, x2, n2)(-margin)
+    assert mn == pytest.approx(ours * math.sqrt((n - 1) / n), rel=1e-12)
     result = margins.independent_margin((x1, n1), (x2, n2), margin, confidence=0.95)
-    assert result["p_noninferiority"] == pytest.approx(norm.sf(ours), rel=1e-9)
+    assert result["p_noninferiority"] == pytest.approx(norm.sf(mn), rel=1e-9)
+    interval = proportions.difference(x1, n1, x2, n2, method="miettinen-nurminen")
+    assert result["noninferior"] == (interval.low > -margin)
 
 
 def _tango_by_optimisation(table: PairedTable, delta: float) -> float:

@@ -1,7 +1,9 @@
 """Non-inferiority and equivalence with a stated margin, from the verdict's own family.
 
 * paired: Tango's (1998) score statistic at the margin (his NI test);
-* independent: Farrington & Manning's (1990) score test (restricted MLEs under the margin);
+* independent: Farrington & Manning's (1990) score test (restricted MLEs under the margin) with
+  Miettinen & Nurminen's N / (N - 1) variance factor -- the statistic the verdict's MN interval
+  inverts, so the margin's answer and that interval cannot disagree;
 * tasks repeating: the CR2 t statistic at the margin.
 
 Non-inferior when the one-sided p at -margin is below alpha/2, which is exactly "the two-sided
@@ -47,11 +49,11 @@ def paired_margin(table: PairedTable, margin: float, *, confidence: float) -> di
 def independent_margin(
     candidate: tuple[int, int], baseline: tuple[int, int], margin: float, *, confidence: float
 ) -> dict[str, Any]:
-    """Farrington-Manning score tests at -margin and +margin."""
+    """Miettinen-Nurminen (Farrington-Manning) score tests at -margin and +margin."""
     (x1, n1), (x2, n2) = candidate, baseline
-    score = proportions.fm_score(x1, n1, x2, n2)
+    score = proportions.mn_score(x1, n1, x2, n2)
     p_low, p_high = _one_sided(score(-margin), score(margin))
-    return _result(p_low, p_high, margin, 1 - confidence, "Farrington-Manning score")
+    return _result(p_low, p_high, margin, 1 - confidence, "Miettinen-Nurminen score at the margin")
 
 
 def clustered_margin(robust: RobustEstimate, margin: float) -> dict[str, Any]:

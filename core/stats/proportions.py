@@ -94,6 +94,12 @@ def _restricted_mle(p1: float, p2: float, n1: int, n2: int, delta: float) -> tup
     return q1, min(max(q1 - delta, 0.0), 1.0)
 
 
+def mn_score(x1: int, n1: int, x2: int, n2: int) -> Callable[[float], float]:
+    """Miettinen & Nurminen's (1985) score statistic as a function of the difference: the
+    one the MN interval inverts."""
+    return _mn_score(x1, n1, x2, n2)
+
+
 def fm_score(x1: int, n1: int, x2: int, n2: int) -> Callable[[float], float]:
     """Farrington & Manning's (1990) score statistic as a function of the difference (the
     Miettinen-Nurminen statistic without its N / (N - 1) variance factor)."""
