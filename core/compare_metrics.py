@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from .compare_decide import decide
 from .compare_runs import Pairs, RunTable, pair_up
-from .stats import clustered, hazard, multiplicity, proportions, survival
+from .stats import clustered, competing, hazard, multiplicity, proportions, survival
 from .stats.results import Interval
 
 CLUSTER_METHOD = "cluster bootstrap (BCa) by task instance"
@@ -133,12 +133,15 @@ def survival_report(baseline: RunTable, candidate: RunTable, confidence: float) 
             confidence=confidence,
         )
         single = per_scenario[0] if len(per_scenario) == 1 else None
+        aborted = runs.aborted if runs.aborted is not None else np.zeros(len(runs), dtype=bool)
+        cause = np.where(runs.failed, np.where(aborted, 2, 1), 0)
         report[name] = {
             "curve": [point.as_dict() for point in curve],
             "step_success": single["step_success"] if single else None,
             "implied_completion": single["implied_completion"] if single else None,
             "by_scenario": per_scenario,
             "hazard_trend": trend.as_dict() if trend else None,
+            "cumulative_incidence": competing.cumulative_incidence(items.steps, cause),
         }
     names = (
         sorted(

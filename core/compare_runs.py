@@ -54,6 +54,7 @@ class RunTable:
     tokens: IntArray
     cost_usd: npt.NDArray[np.float64]
     scenarios: IdArray | None = None  # index into scenario_names (shared by both tables)
+    aborted: BoolArray | None = None  # ended aborted (e.g. a budget ran out), not failed
     scenario_names: tuple[str, ...] = ()
 
     def __len__(self) -> int:
@@ -104,6 +105,7 @@ class RunTable:
             self,
             clusters=Clusters.of_ids(self.clusters.codes[rows], self.clusters.keys),
             scenarios=None if self.scenarios is None else self.scenarios[rows],
+            aborted=None if self.aborted is None else self.aborted[rows],
             **picked,
         )
 
@@ -131,11 +133,13 @@ def load_runs(
     first = runs_t.c.first_step_correct
     is_candidate = case((runs_t.c.model_version == candidate, 1), else_=0)
     completed = case((runs_t.c.status == "completed", 1), else_=0)
+    aborted = case((runs_t.c.status == "aborted", 1), else_=0)
     first_known = case((first.is_(None), 0), (first, 2), else_=1)
     query = select(
-        # the driver's cost is per value, so three small flags travel as one number:
-        # 8 * candidate + 4 * completed + first step (0 unknown, 1 wrong, 2 correct)
-        8 * is_candidate + 4 * completed + first_known,
+        # the driver's cost is per value, so four small flags travel as one number:
+        # 16 * aborted + 8 * candidate + 4 * completed + first step (0 unknown, 1 wrong,
+        # 2 correct)
+        16 * aborted + 8 * is_candidate + 4 * completed + first_known,
         runs_t.c.scenario,
         instance,
         # the run is its own cluster when its task instance is unknown
@@ -197,6 +201,7 @@ def load_runs(
                 steps=steps,
                 planned=planned,
                 first_step_correct=(flags[rows_of] & 3) - 1,
+                aborted=(flags[rows_of] & 16) > 0,
                 mid_run_errors=errors,
                 mid_run_recovered=recovered,
                 retries=retries,

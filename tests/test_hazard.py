@@ -79,3 +79,28 @@ def test_stratified_logrank_matches_statsmodels_survdiff() -> None:
         CensoredData(uncensored=steps[b & failed], right=steps[b & ~failed]),
     )
     assert one.statistic == pytest.approx(theirs.statistic, rel=1e-9)
+
+
+def test_aalen_johansen_matches_statsmodels() -> None:
+    from statsmodels.duration.survfunc import CumIncidenceRight
+
+    from steplog.stats.competing import cumulative_incidence
+
+    rng = np.random.default_rng(0)
+    steps = rng.integers(1, 10, 200)
+    cause = rng.choice([0, 1, 2], p=[0.5, 0.3, 0.2], size=200)
+    ours = cumulative_incidence(steps, cause)
+    theirs = CumIncidenceRight(steps, cause)
+    by_step = {p["step"]: p for p in ours}
+    for i, t in enumerate(theirs.times):
+        assert by_step[int(t)]["failed"] == pytest.approx(theirs.cinc[0][i], abs=1e-12)
+        assert by_step[int(t)]["aborted"] == pytest.approx(theirs.cinc[1][i], abs=1e-12)
+    # aborts are a competing risk, not censoring: 1 - KM of failures alone is larger
+    km_failure = 1 - np.prod([1 - p_fail for p_fail in _failure_hazards(steps, cause)])
+    assert km_failure > ours[-1]["failed"]
+
+
+def _failure_hazards(steps: np.ndarray, cause: np.ndarray) -> list[float]:
+    return [
+        np.sum((steps == t) & (cause == 1)) / np.sum(steps >= t) for t in range(1, steps.max() + 1)
+    ]

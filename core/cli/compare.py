@@ -227,6 +227,14 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
                     f"{implied['estimate']:.2f} (observed {row['observed_completion']:.2f})",
                     highlight=False,
                 )
+            incidence = s.get("cumulative_incidence") or []
+            if incidence:
+                end = incidence[-1]
+                console.print(
+                    f"{side} by step {end['step']} (Aalen-Johansen): failed {end['failed']:.2f}, "
+                    f"aborted {end['aborted']:.2f}",
+                    highlight=False,
+                )
             trend = s["hazard_trend"]
             if trend:
                 console.print(
