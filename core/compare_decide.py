@@ -33,7 +33,7 @@ def uses_pairs(paired_mode: PairedMode, pairs: Pairs) -> bool:
     return paired_mode == "on" or (paired_mode == "auto" and len(pairs) >= MIN_PAIRS_AUTO)
 
 
-def _shared_codes(baseline: RunTable, candidate: RunTable) -> tuple[np.ndarray, np.ndarray]:
+def shared_codes(baseline: RunTable, candidate: RunTable) -> tuple[np.ndarray, np.ndarray]:
     """Cluster codes of both tables' runs on one numbering (a task both ran is one cluster)."""
     ids: dict[str, int] = {}
     out = []
@@ -52,7 +52,7 @@ def decide(
 ) -> tuple[Decision, cluster_robust.RobustEstimate | None]:
     """The verdict's analysis (see the module docstring), and the CR2 estimate it rests on
     when tasks repeat (None otherwise)."""
-    base_codes, cand_codes = _shared_codes(baseline, candidate)
+    base_codes, cand_codes = shared_codes(baseline, candidate)
     tasks = len(np.unique(np.concatenate([base_codes, cand_codes])))
     fallback = ""
     if pairs is not None and len(pairs):

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .compare_decide import decide
+from .compare_decide import decide, shared_codes
 from .compare_runs import Pairs, RunTable, pair_up
 from .stats import clustered, competing, hazard, multiplicity, proportions, survival
 from .stats.results import Interval
@@ -163,10 +163,20 @@ def survival_report(baseline: RunTable, candidate: RunTable, confidence: float) 
                     outcomes["candidate"].failed[c],
                 )
             )
-        report["logrank"] = hazard.stratified_logrank(strata).as_dict()
+        unclustered = hazard.stratified_logrank(strata).as_dict()
     else:
-        report["logrank"] = survival.logrank_test(
-            outcomes["baseline"], outcomes["candidate"]
+        unclustered = survival.logrank_test(outcomes["baseline"], outcomes["candidate"]).as_dict()
+    base_codes, cand_codes = shared_codes(baseline, candidate)
+    clusters = np.concatenate([base_codes, cand_codes])
+    report["logrank_unclustered"] = unclustered
+    report["logrank"] = unclustered
+    if len(np.unique(clusters)) < len(clusters):  # tasks repeat: the task is the unit
+        report["logrank"] = hazard.clustered_logrank(
+            np.concatenate([outcomes["baseline"].steps, outcomes["candidate"].steps]),
+            np.concatenate([outcomes["baseline"].failed, outcomes["candidate"].failed]),
+            np.r_[np.zeros(len(baseline), bool), np.ones(len(candidate), bool)],
+            np.concatenate([_scenario_ids(baseline), _scenario_ids(candidate)]),
+            clusters,
         ).as_dict()
     return report
 
