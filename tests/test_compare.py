@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -380,7 +381,22 @@ def test_columns_give_the_per_run_definitions(awkward: str) -> None:
     assert not any(b["task_instance_id"] is None for b, _ in pairs)
     outcomes_b = [survival.StepOutcome(max(r["steps"], 1), not r["completed"]) for r in base]
     outcomes_c = [survival.StepOutcome(max(r["steps"], 1), not r["completed"]) for r in cand]
-    assert report["survival"]["logrank"] == survival.logrank_test(outcomes_b, outcomes_c).as_dict()
+    unclustered = survival.logrank_test(outcomes_b, outcomes_c).as_dict()
+    assert report["survival"]["logrank_unclustered"] == unclustered
+    # tasks repeat here: the reported logrank is clustered by task instance (shared by versions)
+    from steplog.stats.hazard import clustered_logrank
+
+    runs = base + cand
+    keys = {key: i for i, key in enumerate(dict.fromkeys(r["cluster"] for r in runs))}
+    clustered = clustered_logrank(
+        np.array([max(r["steps"], 1) for r in runs]),
+        np.array([not r["completed"] for r in runs]),
+        np.array([i >= len(base) for i in range(len(runs))]),
+        np.zeros(len(runs), dtype=np.intp),
+        np.array([keys[r["cluster"]] for r in runs]),
+    )
+    assert report["survival"]["logrank"]["statistic"] == pytest.approx(clustered.statistic)
+    assert report["survival"]["logrank"]["p_value"] == pytest.approx(clustered.p_value)
 
 
 def test_comparable_lists_versions_with_finished_original_runs(awkward: str) -> None:
