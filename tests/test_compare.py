@@ -483,3 +483,24 @@ def test_a_misspelt_scenario_is_named(seeded: str) -> None:
     )
     assert code != 0 and "no scenario 'customer-servce'" in err and "customer-service" in err
     assert "model version" not in err
+
+
+def test_power_is_inflated_by_the_design_effect() -> None:
+    from steplog.compare import power_report
+    from steplog.stats import power
+
+    side = {"runs": 200, "completion_rate": 0.6}
+    paired = {"pairs": 200, "candidate_only": 30, "baseline_only": 20}
+    plain = power_report(side, side, paired)
+    clustered = power_report(side, side, paired, design_effect=2.5)
+    independent, inflated = plain["independent"], clustered["independent"]
+    assert inflated["runs_needed_per_version"] == pytest.approx(
+        2.5 * independent["runs_needed_per_version"]
+    )
+    assert independent["runs_needed_per_version"] == pytest.approx(power.runs_per_group(0.6, 0.65))
+    assert inflated["detectable_difference"] == pytest.approx(
+        power.detectable_difference(200 / 2.5, 0.6)
+    )
+    assert clustered["paired"]["pairs_needed"] == pytest.approx(
+        2.5 * plain["paired"]["pairs_needed"]
+    )
