@@ -1,8 +1,8 @@
 """Is the candidate model version really better than the baseline? The comparison report.
 
 Built from the run summaries (finished runs only). One decision rule per report
-(:mod:`.stats.decision`): the verdict's interval and test come from one family, with the task
-instance as the unit when tasks repeat --
+(:mod:`.stats.decision`, chosen in :mod:`.compare_decide`): the verdict's interval and test
+come from one family, with the task instance as the unit when tasks repeat --
 
 * paired runs, each task once: Tango's score interval and score test (mid-p as exact check);
 * paired runs, tasks repeating: the mean paired difference with a CR2 cluster-robust t;
@@ -12,8 +12,11 @@ instance as the unit when tasks repeat --
   the CR2 difference when tasks repeat.
 
 Completion rates get intervals (Wilson, a task-level bootstrap from 20 task instances, CR2 t
-below). Per task type, p-values are adjusted (Holm, Benjamini-Hochberg). Process metrics,
-per-step survival and power complete the picture; a one-sentence verdict ends it.
+below). Per task type and per scenario the same rule applies (task-type p-values adjusted by
+Holm and Benjamini-Hochberg; scenarios pooled by Mantel-Haenszel, flagged when Breslow-Day-Tarone
+finds them heterogeneous). Process metrics, per-step survival, pass^k, power, a margin
+(non-inferiority/equivalence), a Bayesian summary and, on request, an anytime-valid confidence
+sequence complete the picture; a one-sentence verdict ends it.
 """
 
 from __future__ import annotations
