@@ -128,3 +128,24 @@ def test_mn_score_test_matches_statsmodels(x1: int, n1: int, x2: int, n2: int) -
     ours = proportions.mn_test(x1, n1, x2, n2)
     theirs = sm_proportion.test_proportions_2indep(x1, n1, x2, n2, method="score", correction=True)
     assert ours.p_value == pytest.approx(theirs.pvalue, abs=1e-12)
+
+
+def test_the_report_sentence_is_the_decision() -> None:
+    # the verdict sentence carries the decision's head and its own test's p-value, nothing else
+    from steplog.compare import compare_counts
+
+    for n in range(1, 6):
+        for b in range(n + 1):
+            for c in range(n + 1 - b):
+                report = compare_counts(paired_table=PairedTable(n - b - c, b, c, 0))
+                decision = report["decision"]
+                assert report["verdict"].startswith(decision["head"] + ":")
+                assert f"{decision['test']} p {decision['p_value']:.3g}" in report["verdict"]
+                _consistent(decide_paired(PairedTable(n - b - c, b, c, 0)))
+    for n in range(1, 4):
+        for x1 in range(n + 1):
+            for x2 in range(n + 1):
+                report = compare_counts(baseline=(x2, n), candidate=(x1, n))
+                decision = report["decision"]
+                assert report["verdict"].startswith(decision["head"] + ":")
+                assert f"{decision['test']} p {decision['p_value']:.3g}" in report["verdict"]

@@ -20,7 +20,7 @@ from scipy.stats import beta, norm
 from .cluster_robust import RobustEstimate
 from .paired import PairedTable
 
-DRAWS = 200_000
+DRAWS = 100_000
 SEED = 20240101
 
 
