@@ -10,6 +10,7 @@ import numpy.typing as npt
 from .compare_decide import decide, shared_codes
 from .compare_runs import Pairs, RunTable, pair_up
 from .stats import clustered, competing, hazard, multiplicity, proportions, survival
+from .stats.clustered import Clusters
 from .stats.results import Interval
 
 CLUSTER_METHOD = "cluster bootstrap (BCa) by task instance"
@@ -70,9 +71,19 @@ def process_metrics(runs: RunTable, confidence: float) -> dict[str, Any]:
     known = int(np.count_nonzero(runs.first_step_correct >= 0))
     if known:
         ok = int(np.count_nonzero(runs.first_step_correct == 1))
-        result["first_step_accuracy"] = proportions.proportion(
-            ok, known, confidence=confidence
-        ).as_dict()
+        rows = runs.first_step_correct >= 0
+        tasks = Clusters.of_ids(runs.clusters.codes[rows], runs.clusters.keys)
+        if len(tasks) < known and len(tasks) >= 2 and 0 < ok < known:  # tasks repeat
+            accuracy = clustered.cluster_bootstrap(
+                tasks,
+                runs.first_step_correct[rows] == 1,
+                method=CLUSTER_METHOD,
+                confidence=confidence,
+                bounded=True,
+            )
+        else:
+            accuracy = proportions.proportion(ok, known, confidence=confidence)
+        result["first_step_accuracy"] = accuracy.as_dict()
     errors = int(runs.mid_run_errors.sum())
     if errors:
         recovered = int(runs.mid_run_recovered.sum())
