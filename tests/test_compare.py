@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -84,7 +86,10 @@ def test_report_has_the_documented_shape(seeded: str) -> None:
     assert all(a["survival"] >= b["survival"] for a, b in itertools.pairwise(curve))
     assert "logrank" in report["survival"]
     assert report["power"]["paired"]["pairs"] == 60
-    assert report["verdict"].endswith("n=60 pairs") or "pairs would detect" in report["verdict"]
+    assert re.search(r"n=60 pairs in \d+ task instances", report["verdict"])
+    decision = report["decision"]
+    assert decision["unit"] == "pairs" and decision["n"] == 60
+    assert decision["task_instances"] == report["candidate"]["task_instances"]
 
 
 def test_pairing_modes(seeded: str) -> None:
@@ -321,7 +326,9 @@ def test_columns_give_the_per_run_definitions(awkward: str) -> None:
         done = sum(r["completed"] for r in runs)
         assert report[side]["runs"] == len(runs) and report[side]["completed"] == done
         assert report[side]["task_instances"] == len(set(keys))
-        ci = clustered.cluster_bootstrap(keys, [float(r["completed"]) for r in runs], method=method)
+        ci = clustered.cluster_bootstrap(
+            keys, [float(r["completed"]) for r in runs], method=method, bounded=True
+        )
         assert report[side]["ci"] == [ci.low, ci.high]
         metrics = report["metrics"][side]
         for name, column in (
@@ -341,7 +348,9 @@ def test_columns_give_the_per_run_definitions(awkward: str) -> None:
         fixed = [
             float(i < r["mid_run_recovered"]) for r in runs for i in range(r["mid_run_errors"])
         ]
-        expected = clustered.cluster_bootstrap([r["cluster"] for r in errors], fixed, method=method)
+        expected = clustered.cluster_bootstrap(
+            [r["cluster"] for r in errors], fixed, method=method, bounded=True
+        )
         assert metrics["mid_run_correction_rate"]["ci"] == [expected.low, expected.high]
         outcomes = [survival.StepOutcome(max(r["steps"], 1), not r["completed"]) for r in runs]
         curve = [p.as_dict() for p in survival.kaplan_meier(outcomes)]
@@ -351,9 +360,7 @@ def test_columns_give_the_per_run_definitions(awkward: str) -> None:
             per_task.setdefault(r["cluster"], []).append(r["completed"])
         successes = [sum(v) for v in per_task.values()]
         trials = [len(v) for v in per_task.values()]
-        assert report["pass_k"][side] == {
-            str(k): clustered.pass_hat_k(successes, trials, k) for k in (1, 2, 4, 8)
-        }
+        assert report["pass_k"][side] == clustered.pass_k_curve(successes, trials)
     pairs = _plain_pairs(base, cand)
     assert report["pairing"]["matched_items"] == len(pairs) and report["paired"] is not None
     assert report["paired"]["both"] == sum(b["completed"] and c["completed"] for b, c in pairs)
@@ -374,7 +381,22 @@ def test_columns_give_the_per_run_definitions(awkward: str) -> None:
     assert not any(b["task_instance_id"] is None for b, _ in pairs)
     outcomes_b = [survival.StepOutcome(max(r["steps"], 1), not r["completed"]) for r in base]
     outcomes_c = [survival.StepOutcome(max(r["steps"], 1), not r["completed"]) for r in cand]
-    assert report["survival"]["logrank"] == survival.logrank_test(outcomes_b, outcomes_c).as_dict()
+    unclustered = survival.logrank_test(outcomes_b, outcomes_c).as_dict()
+    assert report["survival"]["logrank_unclustered"] == unclustered
+    # tasks repeat here: the reported logrank is clustered by task instance (shared by versions)
+    from steplog.stats.hazard import clustered_logrank
+
+    runs = base + cand
+    keys = {key: i for i, key in enumerate(dict.fromkeys(r["cluster"] for r in runs))}
+    clustered = clustered_logrank(
+        np.array([max(r["steps"], 1) for r in runs]),
+        np.array([not r["completed"] for r in runs]),
+        np.array([i >= len(base) for i in range(len(runs))]),
+        np.zeros(len(runs), dtype=np.intp),
+        np.array([keys[r["cluster"]] for r in runs]),
+    )
+    assert report["survival"]["logrank"]["statistic"] == pytest.approx(clustered.statistic)
+    assert report["survival"]["logrank"]["p_value"] == pytest.approx(clustered.p_value)
 
 
 def test_comparable_lists_versions_with_finished_original_runs(awkward: str) -> None:
@@ -385,3 +407,100 @@ def test_comparable_lists_versions_with_finished_original_runs(awkward: str) -> 
         assert comparable(store) == [("customer-service", "sim-v1"), ("customer-service", "sim-v2")]
     finally:
         store.close()
+
+
+# --- the audit's smaller findings -------------------------------------------------------------
+
+
+def test_an_empty_paired_table_is_explained() -> None:
+    code, _out, err = invoke("compare-counts", "--paired-table", "0,0,0,0")
+    assert code != 0 and "no pairs" in err and "Traceback" not in err
+
+
+def test_paired_counts_get_no_independent_test_on_their_margins() -> None:
+    code, out, _ = invoke("compare-counts", "--paired-table", "30,12,3,5", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["difference"] is None and report["paired"]["pairs"] == 50
+    assert report["decision"]["test"] == "Tango score"
+    _code, text, _ = invoke("compare-counts", "--paired-table", "30,12,3,5")
+    assert "independent:" not in text and "Boschloo" not in text
+
+
+def test_a_non_default_confidence_is_labelled_and_used() -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    _code, out, _ = invoke(
+        "compare-counts", "--baseline", "38/50", "--candidate", "45/50", "--confidence", "0.999"
+    )
+    assert "(99.9% CI)" in out and "100%" not in out
+    _code, out, _ = invoke(
+        "compare-counts",
+        "--baseline",
+        "81/263",
+        "--candidate",
+        "45/50",
+        "--json",
+        "--confidence",
+        "0.99",
+    )
+    report = json.loads(out)
+    # the interval changes with the level: Wilson 99% for 81/263 (statsmodels, independent)
+    low, high = proportion_confint(81, 263, alpha=0.01, method="wilson")
+    assert report["baseline"]["ci"] == pytest.approx([low, high], abs=1e-9)
+    assert report["power"]["alpha"] == 0.01  # not 0.010000000000000009
+    _code, out, _ = invoke(
+        "compare-counts", "--baseline", "81/263", "--candidate", "45/50", "--json"
+    )
+    # Newcombe 1998a: Wilson 95% for 81/263 is 0.2553 to 0.3662
+    assert [round(v, 4) for v in json.loads(out)["baseline"]["ci"]] == [0.2553, 0.3662]
+    assert json.loads(out)["power"]["alpha"] == 0.05
+
+
+def test_power_invents_nothing() -> None:
+    _code, out, _ = invoke("compare-counts", "--paired-table", "20,0,0,0", "--json")
+    paired = json.loads(out)["power"]["paired"]
+    assert paired["pairs_needed"] is None and "no discordant pairs" in paired["note"]
+    _code, out, _ = invoke(
+        "compare-counts", "--baseline", "20/20", "--candidate", "20/20", "--json"
+    )
+    report = json.loads(out)
+    assert report["power"]["independent"]["planned_for"] == [1.0, 0.95]  # a drop, not 94%
+    ratio = report["difference"]["relative_risk"]
+    assert ratio["ci"][0] < 1 < ratio["ci"][1]  # not [1, 1]
+
+
+def test_a_misspelt_scenario_is_named(seeded: str) -> None:
+    code, _out, err = invoke(
+        "compare",
+        "--baseline",
+        "sim-v1",
+        "--candidate",
+        "sim-v2",
+        "--db",
+        seeded,
+        "--scenario",
+        "customer-servce",
+    )
+    assert code != 0 and "no scenario 'customer-servce'" in err and "customer-service" in err
+    assert "model version" not in err
+
+
+def test_power_is_inflated_by_the_design_effect() -> None:
+    from steplog.compare import power_report
+    from steplog.stats import power
+
+    side = {"runs": 200, "completion_rate": 0.6}
+    paired = {"pairs": 200, "candidate_only": 30, "baseline_only": 20}
+    plain = power_report(side, side, paired)
+    clustered = power_report(side, side, paired, design_effect=2.5)
+    independent, inflated = plain["independent"], clustered["independent"]
+    assert inflated["runs_needed_per_version"] == pytest.approx(
+        2.5 * independent["runs_needed_per_version"]
+    )
+    assert independent["runs_needed_per_version"] == pytest.approx(power.runs_per_group(0.6, 0.65))
+    assert inflated["detectable_difference"] == pytest.approx(
+        power.detectable_difference(200 / 2.5, 0.6)
+    )
+    assert clustered["paired"]["pairs_needed"] == pytest.approx(
+        2.5 * plain["paired"]["pairs_needed"]
+    )

@@ -17,6 +17,13 @@ from ._shared import (
 
 # --- statistics ----------------------------------------------------------------------------
 
+MarginOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Non-inferiority/equivalence margin as a difference (0.05 = 5 pts); also the "
+        "Bayesian summary's ROPE (default 0.01)."
+    ),
+]
 ConfidenceOption = Annotated[
     float, typer.Option(min=0.5, max=0.999, help="Confidence level of every interval.")
 ]
@@ -35,6 +42,15 @@ def compare_cmd(
     difference_method: Annotated[
         str, typer.Option(help="newcombe or miettinen-nurminen.")
     ] = "newcombe",
+    sequential: Annotated[
+        bool,
+        typer.Option(
+            "--sequential",
+            help="Verdict from an anytime-valid confidence sequence over the pairs (safe to "
+            "re-run after every pair).",
+        ),
+    ] = False,
+    margin: MarginOption = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -53,6 +69,8 @@ def compare_cmd(
             difference_method=_choice(
                 "--difference-method", difference_method, ("newcombe", "miettinen-nurminen")
             ),
+            sequential=sequential,
+            margin=margin,
         )
     _print_report(report, as_json)
 
@@ -68,6 +86,7 @@ def compare_counts_cmd(
         typer.Option(help="Pairs: both,candidate_only,baseline_only,neither (e.g. 30,12,3,5)."),
     ] = None,
     confidence: ConfidenceOption = 0.95,
+    margin: MarginOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The comparison from counts alone, for results from elsewhere."""
@@ -77,12 +96,15 @@ def compare_counts_cmd(
     table = None
     if paired_table is not None:
         parts = _ints("--paired-table", paired_table, ",", 4)
+        if sum(parts) == 0:
+            raise SteplogError(f"--paired-table {paired_table!r}: no pairs (all four counts are 0)")
         table = PairedTable(*parts)
     report = compare_counts(
         baseline=_fraction("--baseline", baseline) if baseline else None,
         candidate=_fraction("--candidate", candidate) if candidate else None,
         paired_table=table,
         confidence=confidence,
+        margin=margin,
     )
     _print_report(report, as_json)
 
@@ -118,7 +140,9 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         _print_json(report)
         return
-    level = f"{report['confidence']:.0%}"
+    from ..compare import level_text
+
+    level = level_text(report["confidence"])
 
     def pct(value: float) -> str:
         return f"{value * 100:.1f}%"
@@ -139,18 +163,27 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         )
     console.print(table)
     d = report["difference"]
-    console.print(
-        f"independent: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} ({d['method']}), "
-        f"{d['test']} p={d['p_value']:.3g}",
-        highlight=False,
-    )
     p = report.get("paired")
+    if d and not p:  # paired runs are not independent samples: no independent test beside them
+        console.print(
+            f"independent: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} ({d['method']}), "
+            f"{d['test']} p={d['p_value']:.3g}",
+            highlight=False,
+        )
     if p:
         console.print(
             f"paired on {p['pairs']} items: both {p['both']}, candidate only "
             f"{p['candidate_only']}, baseline only {p['baseline_only']}, neither {p['neither']}: "
             f"{p['estimate'] * 100:+.1f} {pts(*p['ci'])} ({p['method']}), {p['test']} "
-            f"p={p['p_value']:.3g}",
+            f"p={p['p_value']:.3g}, mid-p={p['mid_p_value']:.3g}",
+            highlight=False,
+        )
+    decision = report.get("decision")
+    if decision:
+        extra = f" -- {decision['reason']}" if decision.get("reason") else ""
+        console.print(
+            f"decision rule: {decision['design']}; {decision['method']} with {decision['test']}"
+            f"{extra}",
             highlight=False,
         )
     for row in report.get("by_task_type") or []:
@@ -184,13 +217,64 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     if surv:
         for side in ("baseline", "candidate"):
             s = surv[side]
-            q, implied = s["step_success"], s["implied_completion"]
+            for row in s["by_scenario"]:
+                q, implied = row["step_success"], row["implied_completion"]
+                console.print(
+                    f"{side} {row['scenario']}: per-step success {q['estimate']:.3f} "
+                    f"[{q['ci'][0]:.3f}, {q['ci'][1]:.3f}] -> p^{implied['steps']} = "
+                    f"{implied['estimate']:.2f} (observed {row['observed_completion']:.2f})",
+                    highlight=False,
+                )
+            incidence = s.get("cumulative_incidence") or []
+            if incidence:
+                end = incidence[-1]
+                console.print(
+                    f"{side} by step {end['step']} (Aalen-Johansen): failed {end['failed']:.2f}, "
+                    f"aborted {end['aborted']:.2f}",
+                    highlight=False,
+                )
             trend = s["hazard_trend"]
-            console.print(
-                f"{side}: per-step success {q['estimate']:.3f} [{q['ci'][0]:.3f}, "
-                f"{q['ci'][1]:.3f}] -> p^{implied['steps']} = {implied['estimate']:.2f}; "
-                f"hazard trend z={trend['statistic']:.2f} p={trend['p_value']:.3g}",
-                highlight=False,
+            if trend:
+                console.print(
+                    f"{side} hazard trend per step: log-odds {trend['slope_per_step']:+.3f} "
+                    f"[{trend['ci'][0]:+.3f}, {trend['ci'][1]:+.3f}], t={trend['statistic']:.2f} "
+                    f"p={trend['p_value']:.3g} ({trend['df']} df)",
+                    highlight=False,
+                )
+        logrank = surv["logrank"]
+        console.print(f"{logrank['test']} p={logrank['p_value']:.3g}", highlight=False)
+    for row in report.get("by_scenario") or []:
+        console.print(
+            f"  scenario {row['scenario']}: {row['head']}, {row['estimate'] * 100:+.1f} "
+            f"{pts(*row['ci'])}, {row['test']} p={row['p_value']:.3g}, "
+            f"n={row['baseline_runs']}+{row['candidate_runs']} runs",
+            highlight=False,
+        )
+    strata = report.get("strata")
+    if strata:
+        odds, bd = strata["mh_odds_ratio"], strata["breslow_day_tarone"]
+        bd_text = "n/a" if bd["p_value"] is None else f"{bd['p_value']:.3g}"
+        console.print(
+            f"pooled over {strata['strata']} scenarios: Mantel-Haenszel odds ratio "
+            f"{odds['estimate']:.2f} [{odds['ci'][0]:.2f}, {odds['ci'][1]:.2f}], CMH "
+            f"p={strata['cmh']['p_value']:.3g}; homogeneity (Breslow-Day-Tarone) p={bd_text}",
+            highlight=False,
+        )
+    for side in ("baseline", "candidate"):
+        curve = (report.get("pass_k") or {}).get(side)
+        if curve and curve["values"]:
+            passes = ", ".join(
+                f"pass^{k} {v['estimate']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
+                for k, v in curve["values"].items()
             )
-        console.print(f"logrank p={surv['logrank']['p_value']:.3g}", highlight=False)
+            console.print(f"{side} on {curve['tasks']} tasks: {passes}", highlight=False)
+    bayes = report.get("bayes")
+    if bayes:
+        console.print(
+            f"Bayesian ({bayes['model']}): P(candidate better) {bayes['p_candidate_better']:.3f}, "
+            f"P(|difference| < {bayes['rope'] * 100:g} pts) {bayes['p_within_rope']:.3f}",
+            highlight=False,
+        )
+    if report.get("sequential"):
+        console.print(f"fixed-sample view: {report['fixed_sample_verdict']}", highlight=False)
     console.print(f"[bold]{report['verdict']}[/]", highlight=False)

@@ -108,7 +108,9 @@ def _execute_with_progress(
 @app.command("run")
 def run_cmd(
     scenario: Annotated[str, typer.Argument(help="A registered scenario (steplog scenarios).")],
-    model_version: Annotated[str, typer.Option("--model-version", "-m", help="Model version.")],
+    model_version: Annotated[
+        str | None, typer.Option("--model-version", "-m", help="Model version.")
+    ] = None,
     runs: Annotated[int, typer.Option(min=1, max=1_000_000, help="How many runs.")] = 1,
     seed: Annotated[
         int | None,
@@ -120,10 +122,43 @@ def run_cmd(
     run_id: Annotated[
         str | None, typer.Option(help="Run id (with --runs 1); default: a new UUIDv7.")
     ] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(
+            "--compare",
+            help="BASE,CAND: run both versions in pairs (with --until-decided) instead of -m.",
+        ),
+    ] = None,
+    until_decided: Annotated[
+        bool,
+        typer.Option(
+            "--until-decided",
+            help="With --compare: stop once an anytime-valid confidence sequence decides.",
+        ),
+    ] = False,
+    max_pairs: Annotated[
+        int, typer.Option(min=1, max=100_000, help="With --until-decided: at most this many pairs.")
+    ] = 500,
+    margin: Annotated[
+        float | None,
+        typer.Option(
+            help="With --until-decided: also stop once the difference is within +-margin."
+        ),
+    ] = None,
+    confidence: Annotated[
+        float, typer.Option(min=0.5, max=0.999, help="With --until-decided: confidence level.")
+    ] = 0.95,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a scenario under a model version, recording every step."""
+    if compare is not None or until_decided:
+        _run_compare(
+            scenario, compare, until_decided, max_pairs, margin, confidence, seed, db, as_json
+        )
+        return
+    if model_version is None:
+        raise SteplogError("give --model-version (-m), or --compare BASE,CAND --until-decided")
     if run_id is not None and runs != 1:
         raise SteplogError("--run-id names a single run; use it with --runs 1")
     from ..harness.batch import plan_runs
@@ -190,6 +225,64 @@ def _report_interrupted(url: str, plans: list[Any], finished: set[str], workers:
         )
     err_console.print(message, highlight=False, soft_wrap=True)
     raise typer.Exit(130)
+
+
+def _run_compare(
+    scenario: str,
+    compare: str | None,
+    until_decided: bool,
+    max_pairs: int,
+    margin: float | None,
+    confidence: float,
+    seed: int | None,
+    db: str | None,
+    as_json: bool,
+) -> None:
+    """``run --compare BASE,CAND --until-decided``: paired runs until the sequence decides."""
+    from ..compare_sequential import run_until_decided
+    from ..database import resolve_url
+    from ..store import EventStore
+
+    versions = [v.strip() for v in (compare or "").split(",")]
+    if not until_decided or len(versions) != 2 or not all(versions):
+        raise SteplogError("use --compare BASE,CAND together with --until-decided")
+    url = resolve_url(db)
+    EventStore.open(url).close()
+
+    def show(pairs: int, difference: float) -> None:
+        if not as_json and pairs % 10 == 0:
+            err_console.print(f"{pairs} pairs...", highlight=False)
+
+    result = run_until_decided(
+        url,
+        scenario,
+        versions[0],
+        versions[1],
+        max_pairs=max_pairs,
+        confidence=confidence,
+        margin=margin,
+        seed=seed,
+        on_pair=show,
+    )
+    if as_json:
+        _print_json(result)
+        return
+    cs = result["sequential"]
+    from ..compare import sequential_verdict
+    from ..stats.sequential import ConfidenceSequence
+
+    sentence = sequential_verdict(
+        ConfidenceSequence(
+            cs["estimate"],
+            cs["cs"][0],
+            cs["cs"][1],
+            cs["pairs"],
+            cs["e_value_no_difference"],
+            cs["confidence"],
+        )
+    )
+    console.print(f"stopped: {result['stopped_because']}", highlight=False)
+    console.print(f"[bold]{sentence}[/]", highlight=False)
 
 
 def _print_outcomes(outcomes: list[Any]) -> None:

@@ -5,14 +5,17 @@ completed, neither. The difference is candidate minus baseline:
 ``(candidate_only - baseline_only) / pairs``.
 
 * Tests: McNemar exact (conditional binomial), mid-p (Fagerland et al. 2013's recommendation)
-  and asymptotic.
-* Interval: Tango's score interval (Tango 1998; default) and Newcombe's hybrid for paired data
-  (Newcombe 1998c, method 10).
+  and asymptotic; :func:`tango_test` is Tango's score statistic at a zero difference, which is
+  McNemar's asymptotic z, so it and Tango's interval make one family (the interval excludes 0
+  exactly when the test rejects).
+* Interval: Tango's score interval (Tango 1998; default) and Newcombe's square-and-add interval
+  for paired data (Newcombe 1998b, method 10, with its continuity-corrected phi).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -82,8 +85,8 @@ def mcnemar_asymptotic(table: PairedTable) -> TestResult:
     return TestResult(statistic, float(chi2.sf(statistic, 1)), "McNemar asymptotic")
 
 
-def tango(table: PairedTable, *, confidence: float = 0.95) -> Interval:
-    """Tango's (1998) asymptotic score interval for the paired difference."""
+def tango_score(table: PairedTable) -> Callable[[float], float]:
+    """Tango's (1998) score statistic as a function of the hypothesised difference."""
     n, b, c = table.n, table.candidate_only, table.baseline_only
 
     def score(delta: float) -> float:
@@ -97,23 +100,50 @@ def tango(table: PairedTable, *, confidence: float = 0.95) -> Interval:
             return math.copysign(math.inf, numerator)
         return numerator / math.sqrt(variance)
 
-    low, high = score_interval(score, table.difference, confidence)
+    return score
+
+
+def tango(table: PairedTable, *, confidence: float = 0.95) -> Interval:
+    """Tango's (1998) asymptotic score interval for the paired difference."""
+    n = table.n
+    low, high = score_interval(tango_score(table), table.difference, confidence)
     return Interval(table.difference, low, high, "Tango score", n, confidence)
 
 
+def tango_test(table: PairedTable) -> TestResult:
+    """Tango's score test of a zero paired difference: the statistic his interval inverts,
+    evaluated at 0, which is McNemar's z = (b - c) / sqrt(b + c) (two-sided)."""
+    b, c = table.candidate_only, table.baseline_only
+    if b + c == 0:
+        return TestResult(0.0, 1.0, "Tango score")
+    z = (b - c) / math.sqrt(b + c)
+    return TestResult(z, float(chi2.sf(z * z, 1)), "Tango score")
+
+
 def newcombe_paired(table: PairedTable, *, confidence: float = 0.95) -> Interval:
-    """Newcombe's (1998c, method 10) hybrid score interval for paired proportions."""
+    """Newcombe's (1998b, method 10) square-and-add interval for paired proportions.
+
+    Wilson intervals for both margins, combined with the continuity-corrected correlation
+    phi* of the paper: (AD - BC - N/2) / sqrt(EFGH) when AD - BC > N/2, 0 when
+    0 <= AD - BC <= N/2, (AD - BC) / sqrt(EFGH) when negative, and 0 if any margin is empty.
+    """
     n = table.n
     a, b, c, d = table.both, table.candidate_only, table.baseline_only, table.neither
     candidate = proportion(a + b, n, confidence=confidence)
     baseline = proportion(a + c, n, confidence=confidence)
     p1, p2 = candidate.estimate, baseline.estimate
     denominator = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = (a * d - b * c) / math.sqrt(denominator) if denominator else 0.0
+    cross = a * d - b * c
+    if not denominator or 0 <= cross <= n / 2:
+        phi = 0.0
+    elif cross > n / 2:
+        phi = (cross - n / 2) / math.sqrt(denominator)
+    else:
+        phi = cross / math.sqrt(denominator)
     dl1, du1 = p1 - candidate.low, candidate.high - p1
     dl2, du2 = p2 - baseline.low, baseline.high - p2
     low = (p1 - p2) - math.sqrt(max(dl1**2 - 2 * phi * dl1 * du2 + du2**2, 0.0))
     high = (p1 - p2) + math.sqrt(max(du1**2 - 2 * phi * du1 * dl2 + dl2**2, 0.0))
     return Interval(
-        p1 - p2, max(low, -1.0), min(high, 1.0), "Newcombe paired hybrid", n, confidence
+        p1 - p2, max(low, -1.0), min(high, 1.0), "Newcombe paired square-and-add", n, confidence
     )

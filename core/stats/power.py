@@ -2,7 +2,9 @@
 
 Independent groups use the normal approximation with the pooled variance under H0 and the
 separate variances under H1 (Fleiss, Levin & Paik 2003; R's ``power.prop.test``). Paired designs
-use Connor's (1987) formula for McNemar's test, driven by the discordance rate.
+use Connor's (1987) formula for McNemar's test, driven by the discordance rate. When runs
+repeat a task instance, the effective sample is n / design effect (Kish 1965): runs needed are
+multiplied by it and detectable differences are computed at n / deff.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ def _z(alpha: float, power: float) -> tuple[float, float]:
 
 def runs_per_group(p1: float, p2: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
     """Runs per version to detect ``p1`` vs ``p2`` with a two-sided test."""
-    if p1 == p2 or not (0 < p1 < 1 and 0 < p2 < 1):
-        raise ValueError(f"need two different rates strictly between 0 and 1, got {p1}, {p2}")
+    if p1 == p2 or not (0 <= p1 <= 1 and 0 <= p2 <= 1):
+        raise ValueError(f"need two different rates between 0 and 1, got {p1}, {p2}")
     z_a, z_b = _z(alpha, power)
     pooled = (p1 + p2) / 2
     top = z_a * math.sqrt(2 * pooled * (1 - pooled)) + z_b * math.sqrt(
@@ -44,9 +46,13 @@ def power_per_group(n: float, p1: float, p2: float, *, alpha: float = 0.05) -> f
 
 
 def detectable_difference(n: float, p: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest improvement over rate ``p`` that ``n`` runs per version detect."""
-    if n <= 1 or not (0 < p < 1):
-        raise ValueError(f"need n > 1 and 0 < p < 1, got n={n}, p={p}")
+    """The smallest improvement over rate ``p`` that ``n`` runs per version detect (1 - p when
+    even a perfect candidate would not be detected). At ``p == 1`` nothing can improve: the
+    smallest detectable drop is returned instead (the power formula is symmetric in p, 1 - p)."""
+    if n <= 1 or not (0 <= p <= 1):
+        raise ValueError(f"need n > 1 and 0 <= p <= 1, got n={n}, p={p}")
+    if p == 1:
+        return detectable_difference(n, 0.0, alpha=alpha, power=power)
     if power_per_group(n, p, 1 - 1e-9, alpha=alpha) < power:
         return 1 - p
     return float(

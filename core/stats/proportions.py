@@ -3,7 +3,9 @@
 * Single proportion: Wilson score (default), Clopper-Pearson and Jeffreys (scipy).
 * Difference: Newcombe's hybrid score interval (Newcombe 1998, method 10; default) and the
   Miettinen-Nurminen score interval (1985), with restricted MLEs by Farrington & Manning (1990).
-* Test: Boschloo's exact unconditional test (scipy). Ratio: relative risk (scipy, Katz log).
+* Tests: the Miettinen-Nurminen score test (the statistic their interval inverts, at a zero
+  difference: it and the MN interval make one family) and Boschloo's exact unconditional test
+  (scipy). Ratio: relative risk (scipy, Katz log).
 """
 
 from __future__ import annotations
@@ -92,23 +94,54 @@ def _restricted_mle(p1: float, p2: float, n1: int, n2: int, delta: float) -> tup
     return q1, min(max(q1 - delta, 0.0), 1.0)
 
 
-def _miettinen_nurminen(
-    x1: int, n1: int, x2: int, n2: int, confidence: float
-) -> tuple[float, float]:
+def mn_score(x1: int, n1: int, x2: int, n2: int) -> Callable[[float], float]:
+    """Miettinen & Nurminen's (1985) score statistic as a function of the difference: the
+    one the MN interval inverts."""
+    return _mn_score(x1, n1, x2, n2)
+
+
+def fm_score(x1: int, n1: int, x2: int, n2: int) -> Callable[[float], float]:
+    """Farrington & Manning's (1990) score statistic as a function of the difference (the
+    Miettinen-Nurminen statistic without its N / (N - 1) variance factor)."""
+    return _mn_score(x1, n1, x2, n2, factor=False)
+
+
+def _mn_score(
+    x1: int, n1: int, x2: int, n2: int, *, factor: bool = True
+) -> Callable[[float], float]:
+    """Miettinen & Nurminen's (1985) score statistic as a function of the difference."""
     p1, p2 = x1 / n1, x2 / n2
     n = n1 + n2
+    inflation = n / (n - 1) if factor else 1.0
 
     def score(delta: float) -> float:
         numerator = p1 - p2 - delta
         if abs(numerator) < 1e-15:
             return 0.0
         q1, q2 = _restricted_mle(p1, p2, n1, n2, delta)
-        variance = (q1 * (1 - q1) / n1 + q2 * (1 - q2) / n2) * n / (n - 1)
+        variance = (q1 * (1 - q1) / n1 + q2 * (1 - q2) / n2) * inflation
         if variance <= 0:
             return math.copysign(math.inf, numerator)
         return numerator / math.sqrt(variance)
 
-    return score_interval(score, p1 - p2, confidence)
+    return score
+
+
+def _miettinen_nurminen(
+    x1: int, n1: int, x2: int, n2: int, confidence: float
+) -> tuple[float, float]:
+    return score_interval(_mn_score(x1, n1, x2, n2), x1 / n1 - x2 / n2, confidence)
+
+
+def mn_test(x1: int, n1: int, x2: int, n2: int) -> TestResult:
+    """Miettinen-Nurminen score test that ``x1/n1 - x2/n2`` is 0 (two-sided): the pooled
+    two-proportion z with the (N - 1)/N variance factor."""
+    _check(x1, n1)
+    _check(x2, n2)
+    z = _mn_score(x1, n1, x2, n2)(0.0)
+    if math.isinf(z):
+        return TestResult(z, 0.0, "Miettinen-Nurminen score")
+    return TestResult(z, float(2 * norm.sf(abs(z))), "Miettinen-Nurminen score")
 
 
 def score_interval(
@@ -147,9 +180,26 @@ def boschloo(x1: int, n1: int, x2: int, n2: int) -> TestResult:
 
 
 def relative_risk(x1: int, n1: int, x2: int, n2: int, *, confidence: float = 0.95) -> Interval:
-    """``(x1/n1) / (x2/n2)`` with the Katz log interval (scipy); inf when ``x2 == 0``."""
+    """``(x1/n1) / (x2/n2)`` with the Katz log interval (scipy); inf when ``x2 == 0``.
+
+    When both versions succeed every time the Katz variance is 0 and the interval would be
+    [1, 1]: then 0.5 is added to every cell (Haldane-Anscombe; Pettigrew et al. 1986) and the
+    method says so.
+    """
     _check(x1, n1)
     _check(x2, n2)
+    if x1 == n1 and x2 == n2:
+        log_rr = math.log((x1 + 0.5) / (n1 + 1)) - math.log((x2 + 0.5) / (n2 + 1))
+        se = math.sqrt(1 / (x1 + 0.5) - 1 / (n1 + 1) + 1 / (x2 + 0.5) - 1 / (n2 + 1))
+        z = float(norm.ppf(1 - (1 - confidence) / 2))
+        return Interval(
+            1.0,
+            math.exp(log_rr - z * se),
+            math.exp(log_rr + z * se),
+            "Katz log, 0.5 added to each cell",
+            n1 + n2,
+            confidence,
+        )
     result = scipy_relative_risk(x1, n1, x2, n2)
     if x1 == 0 or x2 == 0:
         return Interval(float(result.relative_risk), 0.0, math.inf, "Katz log", n1 + n2, confidence)

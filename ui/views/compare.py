@@ -134,12 +134,10 @@ def render() -> None:
         },
     )
     power = report["power"]
-    needed = (
-        power.get("paired", {}).get("pairs_needed")
-        or power["independent"]["runs_needed_per_version"]
-    )
+    paired_needed = (power.get("paired") or {}).get("pairs_needed")
+    needed = paired_needed or power["independent"]["runs_needed_per_version"]
     st.caption(
-        f"~{needed:,.0f} {'pairs' if report['paired'] else 'runs per version'} would "
+        f"~{needed:,.0f} {'pairs' if paired_needed else 'runs per version'} would "
         f"detect a 5-point difference at 80% power; logrank p = "
         f"{report['survival']['logrank']['p_value']:.3g}"
     )
