@@ -66,6 +66,9 @@ def _cached(
 
 def guard(render: Callable[[], None]) -> None:
     """Run a page; show steplog's errors (bad input, database down) as messages."""
+    goto = st.session_state.pop("_goto", None)
+    if goto is not None:  # a row picked in a table: open its page in this tab
+        st.switch_page(goto[0], query_params=goto[1])
     try:
         render()
     except SteplogError as exc:
@@ -95,3 +98,77 @@ _MARKDOWN = re.compile(r"[\\`*_{}\[\]()#+\-.!|<>~:$]")
 def run_link(run_id: str, label: str | None = None) -> str:
     """A markdown link to the run page (the id URL-quoted, the label escaped)."""
     return f"[{md(label or f'Open run {run_id}')}](run?run={quote(run_id, safe='')})"
+
+
+# Pages, as paths relative to app.py (what st.page_link and st.switch_page resolve).
+OVERVIEW = "views/overview.py"
+LIBRARY = "views/failures.py"
+RUN = "views/run.py"
+COMPARE = "views/compare.py"
+REPLAY = "views/replay.py"
+
+
+def link(page: str, label: str, **params: str | None) -> None:
+    """A link to another page of the app with its state in the URL (same tab, same session)."""
+    query = {key: value for key, value in params.items() if value not in (None, "")}
+    st.page_link(page, label=label, query_params=query or None)
+
+
+def param(key: str) -> str | None:
+    """A page state value from the URL (``None`` when absent or empty)."""
+    value = st.query_params.get(key)
+    return value or None
+
+
+def set_param(key: str, value: str | None) -> None:
+    """Put page state into the URL (a new history entry); ``None`` removes it."""
+    if value in (None, ""):
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get(key) != value:
+        st.query_params[key] = value
+
+
+def text(value: object) -> None:
+    """Long user text, shown verbatim, wrapped to the window (never rendered as Markdown)."""
+    st.code(str(value), language=None, wrap_lines=True)
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    """A figure rounded for reading: ``digits`` significant digits, '-' when undefined."""
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def go(page: str, **params: str | None) -> None:
+    """Open ``page`` with ``params`` on the next run (safe to call from a widget callback)."""
+    st.session_state["_goto"] = (page, {k: v for k, v in params.items() if v})
+
+
+def pickable(
+    frame: Any, key: str, on_pick: Callable[[dict[str, Any]], None], **options: Any
+) -> None:
+    """A table whose rows can be clicked; ``on_pick(row)`` runs when the selection changes.
+
+    Only a change is acted on, so a selection left over from before a back/forward does not
+    undo the navigation.
+    """
+
+    def changed() -> None:
+        state = st.session_state.get(key)
+        rows = state.selection.rows if state is not None else []
+        if rows:
+            on_pick(frame.iloc[rows[0]].to_dict())
+
+    st.dataframe(
+        frame,
+        key=key,
+        on_select=changed,
+        selection_mode="single-row",
+        hide_index=True,
+        width="stretch",
+        **options,
+    )
