@@ -28,7 +28,12 @@ KIND_ICONS = {
     "other": ":material/info:",
 }
 AVATARS = {"system": ":material/settings:", "tool": ":material/build:"}
-STATUS_ICONS = {"completed": "✅", "failed": "❌", "aborted": "⛔", "running": "⏳"}
+STATUS_ICONS = {
+    "completed": ":material/check_circle:",
+    "failed": ":red[:material/cancel:]",
+    "aborted": ":orange[:material/block:]",
+    "running": ":material/pending:",
+}
 CALL_KINDS = ("model", "tool", "random", "clock")
 MAX_TEXT = 20_000
 
@@ -88,29 +93,27 @@ def entry_title(entry: Entry) -> str:
     return f"{where}{call} · {entry.title}"
 
 
-def render_entry(entry: Entry, *, raw: bool, key: str) -> None:
+def render_entry(entry: Entry, *, raw: bool, key: str, expand: bool = True) -> None:
     """One event: its error highlighted, a call as a conversation, and its JSON on demand."""
     icon = KIND_ICONS.get(entry.kind, "")
     label = f"{icon} {md(entry_title(entry))}"
+    if entry.kind not in ("model", "tool"):
+        if entry.error:
+            st.error(md(f"{entry_title(entry)}: {entry.error}"), icon=":material/error:")
+        else:
+            st.markdown(label)
+        if raw:
+            st.code(_raw(entry.payload), language="json", wrap_lines=True)
+        return
     if entry.error:
         st.error(md(entry.error), icon=":material/error:")
-    if entry.kind == "model":
-        with st.expander(label, expanded=entry.error is not None):
-            _model(entry)
+    expanded = expand and entry.error is not None
+    # content is built only when open: a closed call costs the browser nothing
+    with st.expander(label, expanded=expanded, key=f"x-{key}", on_change="rerun") as box:
+        if box.open:
+            (_model if entry.kind == "model" else _tool)(entry)
             if raw:
                 st.code(_raw(entry.payload), language="json", wrap_lines=True)
-        return
-    if entry.kind == "tool":
-        with st.expander(label, expanded=entry.error is not None):
-            _tool(entry)
-            if raw:
-                st.code(_raw(entry.payload), language="json", wrap_lines=True)
-        return
-    st.markdown(label)
-    if entry.kind == "failure" and entry.payload.get("message"):
-        st.code(_clip(str(entry.payload["message"])), language=None, wrap_lines=True)
-    if raw:
-        st.code(_raw(entry.payload), language="json", wrap_lines=True)
 
 
 def _visible(entry: Entry, kinds: set[str], errors_only: bool) -> bool:
@@ -132,7 +135,12 @@ def render_step(step: Step, *, kinds: set[str], errors_only: bool, raw: bool) ->
         f"{STATUS_ICONS.get(step.status, '')} #{step.index} {md(step.name)} · {step.status}"
         f" · {len(step.attempts)} attempt{'s' if len(step.attempts) != 1 else ''}{errors}"
     )
-    with st.expander(title, expanded=bool(step.errors)):
+    box = st.expander(
+        title, expanded=bool(step.errors), key=f"step-{step.index}", on_change="rerun"
+    )
+    with box:
+        if not box.open:  # built when opened: 30 closed steps cost the browser nothing
+            return
         for attempt, entries in shown:
             if len(step.attempts) > 1 or attempt.errors:
                 st.markdown(f"**attempt {attempt.number}**")
@@ -146,10 +154,10 @@ def render(found: Trajectory, *, kinds: set[str], errors_only: bool, raw: bool) 
     """Errors first, then the timeline."""
     errors = found.errors
     if errors:
-        st.markdown(f"#### {len(errors)} error{'s' if len(errors) != 1 else ''}, first first")
-        for position, entry in enumerate(errors):
-            with st.container(border=True):
-                render_entry(entry, raw=raw, key=f"error-{position}")
+        st.markdown(f"#### {len(errors)} error{'s' if len(errors) != 1 else ''}, in order")
+        with st.container(border=True):
+            for position, entry in enumerate(errors):
+                render_entry(entry, raw=raw, key=f"error-{position}", expand=False)
     st.markdown("#### Timeline")
     if not found.steps:
         st.caption("no step recorded")

@@ -94,11 +94,11 @@ def render() -> None:
     frame = pd.DataFrame(
         [
             {
-                "signature": v.signature[:12],
+                "signature": v.signature[:10],
+                "runs": _count(v, _or_none(version)),
                 "error": v.error_type,
                 "step": v.step,
                 "message": v.message,
-                "runs": _count(v, _or_none(version)),
                 "by version": ", ".join(f"{k}: {n}" for k, n in v.counts_by_version.items()),
                 "status": v.status,
                 "labels": ", ".join(sorted({i["label"] for i in v.labels})),
@@ -108,13 +108,15 @@ def render() -> None:
             for v in views
         ]
     )
-    full = {v.signature[:12]: v.signature for v in views}
+    full = {v.signature[:10]: v.signature for v in views}
     pickable(
         frame,
         "signatures",
         lambda row: set_param("sig", full[row["signature"]]),
         column_config={
-            "message": st.column_config.TextColumn(width="large"),
+            "signature": st.column_config.TextColumn(width="small"),
+            "runs": st.column_config.NumberColumn(width="small"),
+            "message": st.column_config.TextColumn(width="medium"),
             "last seen": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
         },
     )

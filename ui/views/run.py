@@ -87,7 +87,8 @@ def render() -> None:
         ),
         hide_index=True,
         width="stretch",
-        column_config={"last error": st.column_config.TextColumn(width="large")},
+        height=min(36 + 35 * len(state.steps), 290),
+        column_config={"last error": st.column_config.TextColumn(width="medium")},
     )
     st.caption(
         f"as of step {at}: run mode {state.run_mode}; retries {state.retries}; tokens "
