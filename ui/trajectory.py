@@ -140,23 +140,30 @@ def trajectory(events: Sequence[StoredEvent]) -> Trajectory:
     """Group a run's events into steps and attempts."""
     steps: dict[int, Step] = {}
     current: dict[int, int] = {}  # step index -> attempt in progress
+    early: dict[int, list[Entry]] = {}  # calls made for a step before it started (its clock)
     run_events: list[Entry] = []
     for event in events:
         p = event.payload
         index = p.get("step_index")
+        if event.type == "RunStarted":
+            continue
         if event.type == "StepStarted":
             step = steps.setdefault(index, Step(index, p.get("step", f"step {index}")))
             number = int(p.get("attempt") or len(step.attempts) + 1)
             current[index] = number
-            step.attempt(number)
+            step.attempt(number).entries.extend(early.pop(index, []))
             continue
-        if event.type in ("RunStarted", "RunCompleted") or index is None or index not in steps:
-            if event.type != "RunStarted":
-                run_events.append(_entry(event))
-            if index is None or index not in steps:
-                continue
-        step = steps[index]
         entry = _entry(event)
+        if index is None or event.type == "RunCompleted":
+            run_events.append(entry)
+            continue
+        if index not in steps:
+            if event.type in KINDS:
+                early.setdefault(index, []).append(entry)
+            else:
+                run_events.append(entry)
+            continue
+        step = steps[index]
         number = p.get("attempt") or current.get(index, 1)
         step.attempt(int(number)).entries.append(entry)
         if event.type == "StepCompleted":
@@ -165,4 +172,6 @@ def trajectory(events: Sequence[StoredEvent]) -> Trajectory:
             step.status = "failed"
         elif event.type == "RunAborted":
             step.status = "aborted"
+    run_events.extend(entry for pending in early.values() for entry in pending)
+    run_events.sort(key=lambda entry: entry.event.seq)
     return Trajectory(sorted(steps.values(), key=lambda s: s.index), run_events)
