@@ -104,7 +104,10 @@ def test_inspect_new_messages_with_a_tool_error() -> None:
 
 def test_anything_else_is_one_message_with_the_json_as_text() -> None:
     (found,) = messages({"instance": "i-1", "inputs": {"x": 1}}, "user")
-    assert found.role == "user" and json.loads(found.text) == {"instance": "i-1", "inputs": {"x": 1}}
+    assert found.role == "user" and json.loads(found.text) == {
+        "instance": "i-1",
+        "inputs": {"x": 1},
+    }
     (plain,) = messages("hello", "assistant")
     assert (plain.role, plain.text) == ("assistant", "hello")
     assert messages(None, "user") == []

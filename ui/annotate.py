@@ -10,7 +10,7 @@ import streamlit as st
 from steplog.annotations import add_to_regression_set, label
 from steplog.errors import SteplogError
 from steplog.projections.queries import FailureView, regression_set, regression_sets
-from steplog.ui.common import RUN, cached, md, store
+from steplog.ui.common import RUN, cached, go, md, pickable, store
 
 
 def _done(message: str) -> None:
@@ -100,7 +100,7 @@ def set_form(run_id: str) -> None:
 
 
 def set_members(name: str) -> None:
-    """A regression set's members, each a link to its run."""
+    """A regression set's members; click one to open its run."""
     members = cached(regression_set, name)
     if not members:
         st.caption("empty")
@@ -111,11 +111,4 @@ def set_members(name: str) -> None:
         for c in ("run_id", "model_version", "scenario", "failed_step", "error_type", "added_at")
         if c in frame
     ]
-    frame = frame[columns].copy()
-    frame["open"] = [f"{RUN.rsplit('/', 1)[-1][:-3]}?run={r}" for r in frame["run_id"]]
-    st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        column_config={"open": st.column_config.LinkColumn("open", display_text="open run")},
-    )
+    pickable(frame[columns], f"members-{name}", lambda row: go(RUN, run=str(row["run_id"])))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from steplog.database import resolve_url
 from steplog.errors import SteplogError
@@ -69,6 +71,9 @@ def guard(render: Callable[[], None]) -> None:
     goto = st.session_state.pop("_goto", None)
     if goto is not None:  # a row picked in a table: open its page in this tab
         st.switch_page(goto[0], query_params=goto[1])
+    page = render.__code__.co_filename  # which view is running
+    st.session_state["_page"] = page
+    came_back(page)
     try:
         render()
     except SteplogError as exc:
@@ -144,8 +149,39 @@ def number(value: float | None, digits: int = 3) -> str:
 
 
 def go(page: str, **params: str | None) -> None:
-    """Open ``page`` with ``params`` on the next run (safe to call from a widget callback)."""
-    st.session_state["_goto"] = (page, {k: v for k, v in params.items() if v})
+    """Open ``page`` with ``params`` on the next run (safe to call from a widget callback).
+
+    ``st.switch_page`` first writes the new parameters into this page's URL (one history
+    entry), then opens the page (another). The state of this page is kept so that Back,
+    landing on that in-between entry, shows this page as it was (:func:`came_back`).
+    """
+    wanted = {k: v for k, v in params.items() if v}
+    here = {k: st.query_params.get_all(k)[-1] for k in st.query_params}
+    st.session_state["_left"] = (st.session_state.get("_page"), wanted, here)
+    st.session_state["_goto"] = (page, wanted)
+
+
+def came_back(page: str) -> None:
+    """Back from a page opened by :func:`go` landed here with no state: restore this page's.
+
+    ``st.switch_page`` leaves an in-between history entry whose parameters the frontend then
+    drops, so Back arrives with an empty URL. Put back what this page showed (while the
+    frontend handles a history navigation it replaces the entry, so Forward still works).
+    """
+    left = st.session_state.get("_left")
+    if left is None or left[0] != page or any(True for _ in st.query_params):
+        return
+    _, _, here = st.session_state.pop("_left")
+    for key, value in here.items():
+        with suppress(StreamlitAPIException):  # bound to a widget: its state carries it
+            st.query_params[key] = value
+        st.session_state[key] = _typed(value)
+    st.rerun()  # the URL-bound widgets read the restored URL on the next run
+
+
+def _typed(value: str) -> Any:
+    """A URL value as the widget that owns it holds it (page numbers are integers)."""
+    return int(value) if value.isdigit() else value
 
 
 def pickable(

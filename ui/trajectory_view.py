@@ -155,7 +155,7 @@ def render(found: Trajectory, *, kinds: set[str], errors_only: bool, raw: bool) 
     errors = found.errors
     if errors:
         st.markdown(f"#### {len(errors)} error{'s' if len(errors) != 1 else ''}, in order")
-        with st.container(border=True):
+        with st.container(border=True, key="errors-first"):
             for position, entry in enumerate(errors):
                 render_entry(entry, raw=raw, key=f"error-{position}", expand=False)
     st.markdown("#### Timeline")
