@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from contextlib import suppress
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -162,16 +163,22 @@ def go(page: str, **params: str | None) -> None:
 
 
 def came_back(page: str) -> None:
-    """Back from a page opened by :func:`go` landed here with no state: restore this page's.
+    """Back from a page opened by :func:`go` landed here: restore what this page showed.
 
-    ``st.switch_page`` leaves an in-between history entry whose parameters the frontend then
-    drops, so Back arrives with an empty URL. Put back what this page showed (while the
-    frontend handles a history navigation it replaces the entry, so Forward still works).
+    ``st.switch_page`` leaves an in-between history entry: this page with the other page's
+    parameters (or none). Put back this page's own (while the frontend handles a history
+    navigation it replaces the entry, so Forward still works).
     """
     left = st.session_state.get("_left")
-    if left is None or left[0] != page or any(True for _ in st.query_params):
+    if left is None or left[0] != page:
         return
-    _, _, here = st.session_state.pop("_left")
+    current = {key: st.query_params.get(key) for key in st.query_params}
+    if current and current != left[1]:  # arrived some other way: a link, a typed URL
+        return
+    _, wanted, here = st.session_state.pop("_left")
+    for key in wanted:
+        if key not in here:
+            del st.query_params[key]
     for key, value in here.items():
         with suppress(StreamlitAPIException):  # bound to a widget: its state carries it
             st.query_params[key] = value
@@ -208,3 +215,25 @@ def pickable(
         width="stretch",
         **options,
     )
+
+
+def url_text(label: str, key: str, **options: Any) -> str:
+    """A text input whose value is the URL parameter ``key`` (a change is a history entry).
+
+    Not a URL-bound widget: a bound key is dropped from the URL when a page link leaves the
+    page, and two pages (Run detail, Replay) both take ``run`` from their links.
+    """
+    current = st.query_params.get(key, "")
+    page = Path(st.session_state.get("_page", "")).stem  # widget state is per page
+    widget, seen = f"_{page}_{key}_input", f"_{page}_{key}_seen"
+    if widget not in st.session_state or st.session_state.get(seen) != current:
+        # a new page (its widgets start empty), or the URL changed: link, Back, Forward
+        st.session_state[widget] = current
+        st.session_state[seen] = current
+
+    def changed() -> None:
+        value = str(st.session_state[widget]).strip()
+        st.session_state[seen] = value
+        set_param(key, value)
+
+    return str(st.text_input(label, key=widget, on_change=changed, **options)).strip()

@@ -15,7 +15,7 @@ from steplog.errors import SteplogError
 from steplog.projections.queries import metrics, regression_sets, run_summary
 from steplog.replay import diff_runs, regress, replay
 from steplog.ui.annotate import set_members
-from steplog.ui.common import RUN, cached, go, guard, link, md, pickable, store
+from steplog.ui.common import RUN, cached, go, guard, link, md, pickable, store, url_text
 
 MODES = ["exact replay", "fork at step"]
 
@@ -98,7 +98,7 @@ def _defaults(run_id: str) -> tuple[int, list[str], int]:
 
 def render() -> None:
     st.title("Replay")
-    run_id = st.text_input("run id", key="run", bind="query-params").strip()
+    run_id = url_text("run id", "run", placeholder="paste a run id")
     mode = st.radio("mode", MODES, horizontal=True, key="mode", bind="query-params")
     step = None
     version = None

@@ -18,7 +18,7 @@ from steplog.projections.queries import (
 from steplog.projections.run_state import as_of, fold
 from steplog.ui import trajectory_view
 from steplog.ui.annotate import flash, label_form, labels_table, set_form, set_members
-from steplog.ui.common import LIBRARY, REPLAY, RUN, cached, guard, link, md, store, text
+from steplog.ui.common import LIBRARY, REPLAY, RUN, cached, guard, link, md, store, text, url_text
 from steplog.ui.trajectory import cut_at_step, trajectory
 
 KINDS = ["model", "tool", "random", "clock"]
@@ -49,9 +49,7 @@ def _header(final, summary) -> None:  # type: ignore[no-untyped-def]
 
 def render() -> None:
     st.title("Run detail")
-    run_id = st.text_input(
-        "run id", key="run", bind="query-params", placeholder="paste a run id"
-    ).strip()
+    run_id = url_text("run id", "run", placeholder="paste a run id")
     if not run_id:
         st.info("Enter a run id, or open one from the failure library.")
         return
