@@ -21,7 +21,7 @@ KINDS = {
     "ClockRead": "clock",
 }
 FAILURES = ("StepAttemptFailed", "ValidationFailed", "StepFailed", "BudgetExceeded", "RunFailed")
-RUN_END = ("RunCompleted", "RunFailed", "RunAborted")
+ANNOTATIONS = ("FailureLabeled", "SampleAddedToRegressionSet")  # shown under Annotations
 
 
 @dataclass(slots=True)
@@ -145,7 +145,7 @@ def trajectory(events: Sequence[StoredEvent]) -> Trajectory:
     for event in events:
         p = event.payload
         index = p.get("step_index")
-        if event.type == "RunStarted":
+        if event.type == "RunStarted" or event.type in ANNOTATIONS:
             continue
         if event.type == "StepStarted":
             step = steps.setdefault(index, Step(index, p.get("step", f"step {index}")))
