@@ -12,12 +12,14 @@ from steplog.harness.scenario import get_scenario
 from steplog.projections.queries import list_failures, list_runs, refresh
 from steplog.store import EventStore
 
-PAGES = Path(__file__).resolve().parent.parent / "ui" / "views"
+APP = Path(__file__).resolve().parent.parent / "ui" / "app.py"
 TIMEOUT = 60
 
 
 def page(name: str, **query: str) -> AppTest:
-    app = AppTest.from_file(str(PAGES / f"{name}.py"), default_timeout=TIMEOUT)
+    """One page of the multipage app (links between pages resolve), state in the URL."""
+    app = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    app.switch_page(f"views/{name}.py")
     for key, value in query.items():
         app.query_params[key] = value
     return app.run()
@@ -86,14 +88,63 @@ def test_failure_filters_change_the_rows(seeded: EventStore) -> None:
     assert app.warning and "No failure signature" in app.warning[0].value
 
 
-def test_run_page_time_travel_and_labelling_writes_an_event(seeded: EventStore) -> None:
-    failed = list_runs(seeded, status="failed", limit=1)[0]["run_id"]
+def _failed_with_retries(store: EventStore) -> str:
+    for run in list_runs(store, status="failed", limit=100):
+        if run["retries"]:
+            return str(run["run_id"])
+    return str(list_runs(store, status="failed", limit=1)[0]["run_id"])
+
+
+def test_run_page_time_travel_drives_the_trajectory(seeded: EventStore) -> None:
+    failed = _failed_with_retries(seeded)
     app = page("run", run=failed)
     assert not app.exception, app.exception
     steps_at_end = len(app.dataframe[0].value)
-    if app.slider:
-        app.slider(key="at_step").set_value(0).run()
-        assert len(app.dataframe[0].value) == 1 < steps_at_end or steps_at_end == 1
+    timeline_at_end = [e.label for e in app.expander if e.label.split(" ")[1].startswith("#")]
+    assert len(timeline_at_end) == steps_at_end > 1
+    app.slider(key="step").set_value(0).run()
+    assert len(app.dataframe[0].value) == 1
+    timeline = [e.label for e in app.expander if e.label.split(" ")[1].startswith("#")]
+    assert len(timeline) == 1 and "#0" in timeline[0]
+    linked = page("run", run=failed, step="0")  # a link to step 0 opens at step 0
+    assert len(linked.dataframe[0].value) == 1
+
+
+def test_run_page_shows_errors_first_with_the_failed_call(seeded: EventStore) -> None:
+    failed = _failed_with_retries(seeded)
+    app = page("run", run=failed)
+    errors = [e.value for e in app.error]
+    assert errors and errors[0].startswith("failed at step")
+    attempt_failures = [e.payload for e in seeded.read_run(failed) if e.type == "StepAttemptFailed"]
+    assert attempt_failures, "the seeded run retried"
+    shown = " ".join(errors)
+    assert attempt_failures[0]["error_type"].replace("_", "\\_") in shown
+    # errors only: every step shown holds an error
+    app.toggle(key="errors").set_value(True).run()
+    steps = [e.label for e in app.expander if e.label.split(" ")[1].startswith("#")]
+    assert steps and all("error" in label for label in steps)
+    linked = page("run", run=failed, errors="true")
+    assert linked.toggle(key="errors").value is True
+
+
+def test_run_page_filters_calls_and_shows_raw_json_on_demand(seeded: EventStore) -> None:
+    failed = _failed_with_retries(seeded)
+    app = page("run", run=failed)
+    assert not any('"call_index"' in c.value for c in app.code)  # no raw JSON by default
+    calls = [e.label for e in app.expander if "· call" in e.label]
+    assert any("model" in label for label in calls) and any("tool" in label for label in calls)
+    app.multiselect(key="calls").set_value(["tool"]).run()
+    calls = [e.label for e in app.expander if "· call" in e.label]
+    timeline_calls = [label for label in calls if "model" in label]
+    errors = [e for e in seeded.read_run(failed) if e.type == "ModelCalled" and e.payload["error"]]
+    assert len(timeline_calls) <= len(errors) * 2  # only failed model calls remain (errors first)
+    app.toggle(key="raw").set_value(True).run()
+    assert any('"call_index"' in c.value for c in app.code)
+
+
+def test_labels_are_shown_saved_once_and_sets_list_members(seeded: EventStore) -> None:
+    failed = list_runs(seeded, status="failed", limit=3)[-1]["run_id"]
+    app = page("run", run=failed)
     before = seeded.version(failed)
     app.text_input(key="label_text").input("ui-label")
     app.text_input(key="label_note").input("<b>not html</b>")
@@ -104,6 +155,33 @@ def test_run_page_time_travel_and_labelling_writes_an_event(seeded: EventStore) 
     assert events[-1].type == "FailureLabeled"
     assert events[-1].payload["label"] == "ui-label"
     assert events[-1].payload["note"] == "<b>not html</b>"
+    labels = [d.value for d in app.dataframe if "label" in d.value.columns]
+    assert labels and labels[0]["label"].tolist() == ["ui-label"]
+    assert labels[0]["note"].tolist() == ["<b>not html</b>"] and labels[0]["by"].tolist() == ["ui"]
+    app.button[0].click().run()  # the same label again adds nothing
+    assert len(seeded.read_run(failed)) == before + 1
+    assert any("already labelled" in i.value for i in app.info)
+    # an empty label does not hide the regression-set form
+    app.text_input(key="label_text").input("")
+    app.button[0].click().run()
+    app.text_input(key="set_name").input("ui-set")
+    app.button[1].click().run()
+    assert not app.exception, app.exception
+    assert seeded.read_run(failed)[-1].type == "SampleAddedToRegressionSet"
+    members = [d.value for d in app.dataframe if "run_id" in d.value.columns]
+    assert members and failed in members[0]["run_id"].tolist()
+
+
+def test_library_deep_link_opens_the_signature_with_its_samples(seeded: EventStore) -> None:
+    view = list_failures(seeded, limit=1)[0]
+    version = next(iter(view.counts_by_version))
+    app = page("failures", sig=view.signature, version=version)
+    assert not app.exception, app.exception
+    assert any(view.error_type.replace("_", "\\_") in h.value for h in app.subheader)
+    samples = app.dataframe[1].value
+    assert len(samples) == min(view.counts_by_version[version], 50)
+    assert set(samples["model_version"]) == {version}  # the version filter applies to samples
+    assert any("signatures match" in c.value for c in app.caption)
 
 
 def test_run_page_unknown_run_is_a_message(seeded: EventStore) -> None:
@@ -127,26 +205,67 @@ def test_replay_page_reports_errors_as_messages(seeded: EventStore) -> None:
     assert app.error and "no run 'ghost'" in app.error[0].value
 
 
-def test_compare_page_shows_the_verdict(seeded: EventStore) -> None:
+def _verdict_box(app: AppTest) -> tuple[str, str]:
+    for kind in ("success", "error", "info"):
+        for element in getattr(app, kind):
+            if element.value.startswith(("candidate better", "candidate worse", "no clear")):
+                return kind, element.value
+    raise AssertionError("no verdict shown")
+
+
+def test_compare_page_shows_the_verdict_coloured_by_direction(seeded: EventStore) -> None:
     import json
 
-    app = page("compare")
-    assert app.success and app.success[0].value.startswith(
-        ("candidate better", "candidate worse", "no clear difference")
-    )
+    app = page("compare", baseline="sim-v1", candidate="sim-v2")
+    assert not app.exception, app.exception
+    kind, verdict = _verdict_box(app)
+    expected = {"candidate better": "success", "candidate worse": "error"}
+    assert kind == expected.get(verdict.split(":")[0], "info")
     assert app.selectbox(key="baseline").options == ["sim-v1", "sim-v2"]
+    # scenario by scenario, not pooled, by default
     assert app.selectbox(key="scenario").options == [
-        "(all)",
         "customer-service",
         "invoice-extraction",
+        "(all, pooled)",
     ]
+    assert app.selectbox(key="scenario").value == "customer-service"
+    per_scenario = app.dataframe[0].value
+    assert per_scenario["scenario"].tolist() == ["customer-service", "invoice-extraction"]
     charts = [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
-    fields = [
-        {layer["encoding"]["x"]["field"] for layer in spec.get("layer", [spec])} for spec in charts
-    ]
-    assert fields == [{"low", "rate"}, {"low", "estimate"}, {"step"}]  # rates, forest, survival
-    app.selectbox(key="scenario").select("customer-service").run()
+    survival = charts[-1]
+    assert survival["layer"][1]["encoding"]["x"]["axis"]["format"] == "d"  # integer steps
+    assert survival["layer"][1]["encoding"]["color"]["scale"]["domain"] == ["sim-v1", "sim-v2"]
+    assert all("tooltip" in layer["encoding"] for spec in charts for layer in spec["layer"][-1:])
+    texts = " ".join(str(d.value.to_dict()) for d in app.dataframe)
+    assert "per-step p" in texts and "p^N" in texts and "pass^1" in texts
+    app.selectbox(key="scenario").select("(all, pooled)").run()
     assert not app.exception, app.exception
+
+
+@pytest.mark.parametrize("scenario", ["customer-service", "invoice-extraction"])
+def test_compare_paired_table_matches_compare_json_cell_by_cell(
+    seeded: EventStore, scenario: str
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from steplog.cli import app as cli
+
+    args = ["compare", "--baseline", "sim-v1", "--candidate", "sim-v2", "--scenario", scenario]
+    result = CliRunner().invoke(cli, [*args, "--db", seeded.url, "--json"])
+    assert result.exit_code == 0, result.output
+    expected = json.loads(result.stdout)["paired"]
+    app = page("compare", baseline="sim-v1", candidate="sim-v2", scenario=scenario)
+    tables = [d.value for d in app.dataframe if "baseline completed" in d.value.columns]
+    assert len(tables) == 1
+    table = tables[0]
+    assert table.loc["candidate completed", "baseline completed"] == expected["both"]
+    assert table.loc["candidate completed", "baseline failed"] == expected["candidate_only"]
+    assert table.loc["candidate failed", "baseline completed"] == expected["baseline_only"]
+    assert table.loc["candidate failed", "baseline failed"] == expected["neither"]
+    # the margins agree with the completion counts the rates table shows (all runs are pairs)
+    assert table.loc["candidate completed"].sum() <= expected["pairs"]
 
 
 def test_payload_markdown_and_html_are_shown_as_text(

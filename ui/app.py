@@ -9,13 +9,14 @@ import streamlit as st
 PAGES = Path(__file__).parent / "views"
 
 st.set_page_config(page_title="steplog", page_icon=":mag:", layout="wide")
-navigation = st.navigation(
+navigation = st.navigation(  # on top: the whole width for tables, 800 px windows included
     [
         st.Page(PAGES / "overview.py", title="Overview", default=True),
         st.Page(PAGES / "failures.py", title="Failure library"),
         st.Page(PAGES / "run.py", title="Run detail", url_path="run"),
         st.Page(PAGES / "compare.py", title="Compare versions"),
         st.Page(PAGES / "replay.py", title="Replay", url_path="replay"),
-    ]
+    ],
+    position="top",
 )
 navigation.run()

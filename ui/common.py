@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import suppress
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from steplog.database import resolve_url
 from steplog.errors import SteplogError
@@ -66,6 +69,12 @@ def _cached(
 
 def guard(render: Callable[[], None]) -> None:
     """Run a page; show steplog's errors (bad input, database down) as messages."""
+    goto = st.session_state.pop("_goto", None)
+    if goto is not None:  # a row picked in a table: open its page in this tab
+        st.switch_page(goto[0], query_params=goto[1])
+    page = render.__code__.co_filename  # which view is running
+    st.session_state["_page"] = page
+    came_back(page)
     try:
         render()
     except SteplogError as exc:
@@ -95,3 +104,136 @@ _MARKDOWN = re.compile(r"[\\`*_{}\[\]()#+\-.!|<>~:$]")
 def run_link(run_id: str, label: str | None = None) -> str:
     """A markdown link to the run page (the id URL-quoted, the label escaped)."""
     return f"[{md(label or f'Open run {run_id}')}](run?run={quote(run_id, safe='')})"
+
+
+# Pages, as paths relative to app.py (what st.page_link and st.switch_page resolve).
+OVERVIEW = "views/overview.py"
+LIBRARY = "views/failures.py"
+RUN = "views/run.py"
+COMPARE = "views/compare.py"
+REPLAY = "views/replay.py"
+
+
+def link(page: str, label: str, **params: str | None) -> None:
+    """A link to another page of the app with its state in the URL (same tab, same session)."""
+    query = {key: value for key, value in params.items() if value not in (None, "")}
+    st.page_link(page, label=label, query_params=query or None)
+
+
+def param(key: str) -> str | None:
+    """A page state value from the URL (``None`` when absent or empty)."""
+    value = st.query_params.get(key)
+    return value or None
+
+
+def set_param(key: str, value: str | None) -> None:
+    """Put page state into the URL (a new history entry); ``None`` removes it."""
+    if value in (None, ""):
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get(key) != value:
+        st.query_params[key] = value
+
+
+def text(value: object) -> None:
+    """Long user text, shown verbatim, wrapped to the window (never rendered as Markdown)."""
+    st.code(str(value), language=None, wrap_lines=True)
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    """A figure rounded for reading: ``digits`` significant digits, '-' when undefined."""
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def go(page: str, **params: str | None) -> None:
+    """Open ``page`` with ``params`` on the next run (safe to call from a widget callback).
+
+    ``st.switch_page`` first writes the new parameters into this page's URL (one history
+    entry), then opens the page (another). The state of this page is kept so that Back,
+    landing on that in-between entry, shows this page as it was (:func:`came_back`).
+    """
+    wanted = {k: v for k, v in params.items() if v}
+    here = {k: st.query_params.get_all(k)[-1] for k in st.query_params}
+    st.session_state["_left"] = (st.session_state.get("_page"), wanted, here)
+    st.session_state["_goto"] = (page, wanted)
+
+
+def came_back(page: str) -> None:
+    """Back from a page opened by :func:`go` landed here: restore what this page showed.
+
+    ``st.switch_page`` leaves an in-between history entry: this page with the other page's
+    parameters (or none). Put back this page's own (while the frontend handles a history
+    navigation it replaces the entry, so Forward still works).
+    """
+    left = st.session_state.get("_left")
+    if left is None or left[0] != page:
+        return
+    current = {key: st.query_params.get(key) for key in st.query_params}
+    if current and current != left[1]:  # arrived some other way: a link, a typed URL
+        return
+    _, wanted, here = st.session_state.pop("_left")
+    for key in wanted:
+        if key not in here:
+            del st.query_params[key]
+    for key, value in here.items():
+        with suppress(StreamlitAPIException):  # bound to a widget: its state carries it
+            st.query_params[key] = value
+        st.session_state[key] = _typed(value)
+    st.rerun()  # the URL-bound widgets read the restored URL on the next run
+
+
+def _typed(value: str) -> Any:
+    """A URL value as the widget that owns it holds it (page numbers are integers)."""
+    return int(value) if value.isdigit() else value
+
+
+def pickable(
+    frame: Any, key: str, on_pick: Callable[[dict[str, Any]], None], **options: Any
+) -> None:
+    """A table whose rows can be clicked; ``on_pick(row)`` runs when the selection changes.
+
+    Only a change is acted on, so a selection left over from before a back/forward does not
+    undo the navigation.
+    """
+
+    def changed() -> None:
+        state = st.session_state.get(key)
+        rows = state.selection.rows if state is not None else []
+        if rows:
+            on_pick(frame.iloc[rows[0]].to_dict())
+
+    st.dataframe(
+        frame,
+        key=key,
+        on_select=changed,
+        selection_mode="single-row",
+        hide_index=True,
+        width="stretch",
+        **options,
+    )
+
+
+def url_text(label: str, key: str, **options: Any) -> str:
+    """A text input whose value is the URL parameter ``key`` (a change is a history entry).
+
+    Not a URL-bound widget: a bound key is dropped from the URL when a page link leaves the
+    page, and two pages (Run detail, Replay) both take ``run`` from their links.
+    """
+    current = st.query_params.get(key, "")
+    page = Path(st.session_state.get("_page", "")).stem  # widget state is per page
+    widget, seen = f"_{page}_{key}_input", f"_{page}_{key}_seen"
+    if widget not in st.session_state or st.session_state.get(seen) != current:
+        # a new page (its widgets start empty), or the URL changed: link, Back, Forward
+        st.session_state[widget] = current
+        st.session_state[seen] = current
+
+    def changed() -> None:
+        value = str(st.session_state[widget]).strip()
+        st.session_state[seen] = value
+        set_param(key, value)
+
+    return str(st.text_input(label, key=widget, on_change=changed, **options)).strip()

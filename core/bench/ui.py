@@ -80,10 +80,11 @@ def run_ui_benchmark(
         failed = conn.execute(
             "SELECT run_id FROM run_summaries WHERE status = 'failed' LIMIT 1"
         ).fetchone()[0]
-    views = Path(__file__).resolve().parent.parent.parent / "ui" / "views"
+    entry = Path(__file__).resolve().parent.parent.parent / "ui" / "app.py"
     timings = []
     for page in PAGES:
-        app = AppTest.from_file(str(views / f"{page}.py"), default_timeout=120)
+        app = AppTest.from_file(str(entry), default_timeout=120)
+        app.switch_page(f"views/{page}.py")  # in the multipage app, so links between pages resolve
         if page == "run":
             app.query_params["run"] = failed
         app.run()  # untimed: the harness's one-off setup and the page's imports

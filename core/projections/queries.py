@@ -128,24 +128,20 @@ SortKey = Literal["count", "last_seen", "first_seen"]
 STATUSES = ("new", "triaged", "fixed", "regressed")
 
 
-def list_failures(
-    store: EventStore,
+def _failure_filters(
+    query: Select[Any],
     *,
-    scenario: str | None = None,
-    model_version: str | None = None,
-    status: str | None = None,
-    step: str | None = None,
-    error_type: str | None = None,
-    label: str | None = None,
-    search: str | None = None,
-    sort: SortKey = "count",
-    limit: int = 50,
-    offset: int = 0,
-) -> list[FailureView]:
-    """Failure signatures, filtered and sorted; ``model_version`` keeps those it produced."""
+    scenario: str | None,
+    model_version: str | None,
+    status: str | None,
+    step: str | None,
+    error_type: str | None,
+    label: str | None,
+    search: str | None,
+) -> Select[Any]:
+    """``query`` restricted to the signatures the filters keep."""
     if status is not None and status not in STATUSES:
         raise SteplogError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
-    query = select(sig_t)
     for column, value in (
         (sig_t.c.scenario, scenario),
         (sig_t.c.status, status),
@@ -164,11 +160,6 @@ def list_failures(
                 sig_t.c.signature.like(pattern),
             )
         )
-    order = {
-        "count": sig_t.c.count.desc(),
-        "last_seen": sig_t.c.last_seen_at.desc(),
-        "first_seen": sig_t.c.first_seen_at.asc(),
-    }[sort]
     if model_version:
         query = query.where(sig_t.c.counts_by_version[model_version].as_integer() > 0)
     if label:
@@ -176,6 +167,65 @@ def list_failures(
         needle = f'"label": {json.dumps(label)}'.replace("\\", "\\\\")
         needle = needle.replace("%", "\\%").replace("_", "\\_")
         query = query.where(cast(sig_t.c.labels, String).like(f"%{needle}%", escape="\\"))
+    return query
+
+
+def count_failures(
+    store: EventStore,
+    *,
+    scenario: str | None = None,
+    model_version: str | None = None,
+    status: str | None = None,
+    step: str | None = None,
+    error_type: str | None = None,
+    label: str | None = None,
+    search: str | None = None,
+) -> int:
+    """How many signatures :func:`list_failures` would page through with these filters."""
+    filtered = _failure_filters(
+        select(sig_t.c.signature),
+        scenario=scenario,
+        model_version=model_version,
+        status=status,
+        step=step,
+        error_type=error_type,
+        label=label,
+        search=search,
+    ).subquery()
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(filtered)).scalar_one())
+
+
+def list_failures(
+    store: EventStore,
+    *,
+    scenario: str | None = None,
+    model_version: str | None = None,
+    status: str | None = None,
+    step: str | None = None,
+    error_type: str | None = None,
+    label: str | None = None,
+    search: str | None = None,
+    sort: SortKey = "count",
+    limit: int = 50,
+    offset: int = 0,
+) -> list[FailureView]:
+    """Failure signatures, filtered and sorted; ``model_version`` keeps those it produced."""
+    query = _failure_filters(
+        select(sig_t),
+        scenario=scenario,
+        model_version=model_version,
+        status=status,
+        step=step,
+        error_type=error_type,
+        label=label,
+        search=search,
+    )
+    order = {
+        "count": sig_t.c.count.desc(),
+        "last_seen": sig_t.c.last_seen_at.desc(),
+        "first_seen": sig_t.c.first_seen_at.asc(),
+    }[sort]
     query = query.order_by(order, sig_t.c.signature).limit(limit).offset(offset)
     return [_failure(row) for row in _rows(store, query)]
 
@@ -342,3 +392,15 @@ def regression_set(store: EventStore, name: str) -> list[dict[str, Any]]:
         .order_by(members_t.c.position)
     )
     return _rows(store, query)
+
+
+def regression_sets_of_run(store: EventStore, run_id: str) -> list[str]:
+    """The regression sets ``run_id`` belongs to."""
+    query = (
+        select(members_t.c.set_name)
+        .where(members_t.c.run_id == run_id)
+        .distinct()
+        .order_by(members_t.c.set_name)
+    )
+    with store.engine.connect() as conn:
+        return [str(name) for (name,) in conn.execute(query)]

@@ -1,7 +1,9 @@
-"""Compare two model versions: rates with intervals, paired table, per type, survival, verdict.
+"""Compare two model versions, scenario by scenario: verdict, rates, the paired table, task
+types, the long-horizon view (per-step success, p^N, hazard trend, pass^k, survival), process
+metrics and how many more runs a decision needs.
 
-Charts are Vega-Lite specs written out (what Altair would generate, without building and
-validating Altair objects on every render).
+Versions, scenario and pairing live in the URL. Every figure comes from
+``steplog.compare.compare`` (the JSON of ``steplog compare``); nothing is recomputed here.
 """
 
 from __future__ import annotations
@@ -12,27 +14,54 @@ import pandas as pd
 import streamlit as st
 
 from steplog.compare import comparable, compare
-from steplog.ui.common import EMPTY_HINT, cached, guard, md
+from steplog.errors import SteplogError
+from steplog.projections.queries import list_runs
+from steplog.ui import charts
+from steplog.ui.common import EMPTY_HINT, cached, guard, md, number, pickable
+
+POOLED = "(all, pooled)"
 
 
-def _field(name: str, kind: str = "quantitative", **more: Any) -> dict[str, Any]:
-    return {"field": name, "type": kind, **more}
+def direction(report: dict[str, Any]) -> str:
+    """better, worse or unclear: the report's one decision (its interval and its test agree)."""
+    head = report["decision"]["head"]
+    return {"candidate better": "better", "candidate worse": "worse"}.get(head, "unclear")
 
 
-def _interval_chart(
-    y: str, estimate: str, x: dict[str, Any], point: dict[str, Any]
-) -> dict[str, Any]:
-    """A point estimate with its interval as a rule, one row per ``y``."""
-    y_axis = _field(y, "nominal", title=None)
-    return {
-        "layer": [
-            {"mark": {"type": "rule"}, "encoding": {"x": x, "x2": {"field": "high"}, "y": y_axis}},
-            {
-                "mark": {"type": "point", **point},
-                "encoding": {"x": _field(estimate), "y": y_axis},
-            },
-        ]
-    }
+def pts(value: float | None) -> str:
+    """A difference of proportions in percentage points."""
+    return "-" if value is None else f"{value * 100:+.1f} pts"
+
+
+def pct(value: float | None) -> str:
+    """A proportion as a percentage."""
+    return "-" if value is None else f"{value:.1%}"
+
+
+def ci(pair: list[float] | None, show: Any = pct) -> str:
+    """An interval, formatted like its estimate."""
+    return "-" if not pair else f"[{show(pair[0])}, {show(pair[1])}]"
+
+
+def paired_cells(p: dict[str, Any]) -> pd.DataFrame:
+    """The paired 2x2 table: rows are the candidate's outcome, columns the baseline's."""
+    return pd.DataFrame(
+        [[p["both"], p["candidate_only"]], [p["baseline_only"], p["neither"]]],
+        index=["candidate completed", "candidate failed"],
+        columns=["baseline completed", "baseline failed"],
+    )
+
+
+def _defaults(groups: list[tuple[str, str]]) -> tuple[list[str], list[str], str, str]:
+    versions = sorted({version for _, version in groups})
+    scenarios = sorted({scenario for scenario, _ in groups})
+    newest = cached(list_runs, limit=1)
+    candidate = newest[0]["model_version"] if newest else versions[-1]
+    if candidate not in versions:
+        candidate = versions[-1]
+    baseline = next(v for v in reversed(versions) if v != candidate)
+    both = [s for s in scenarios if {(s, baseline), (s, candidate)} <= set(groups)]
+    return versions, both or scenarios, baseline, candidate
 
 
 def render() -> None:
@@ -42,104 +71,286 @@ def render() -> None:
     if len(versions) < 2:
         st.info(EMPTY_HINT if not groups else "Two model versions are needed to compare.")
         return
-    scenarios = sorted({scenario for scenario, _ in groups})
-    c1, c2, c3, c4 = st.columns(4)
-    baseline = c1.selectbox("baseline", versions, index=0, key="baseline")
-    candidate = c2.selectbox("candidate", versions, index=1, key="candidate")
-    scenario = c3.selectbox("scenario", ["(all)", *scenarios], key="scenario")
-    paired = c4.selectbox("pairing", ["auto", "on", "off"], key="paired")
+    versions, scenarios, default_base, default_cand = _defaults(groups)
+    c1, c2, c3, c4 = st.columns([2, 2, 3, 1])
+    baseline = c1.selectbox(
+        "baseline",
+        versions,
+        index=versions.index(default_base),
+        key="baseline",
+        bind="query-params",
+    )
+    candidate = c2.selectbox(
+        "candidate",
+        versions,
+        index=versions.index(default_cand),
+        key="candidate",
+        bind="query-params",
+    )
+    scenario = c3.selectbox("scenario", [*scenarios, POOLED], key="scenario", bind="query-params")
+    paired = c4.selectbox("pairing", ["auto", "on", "off"], key="paired", bind="query-params")
     if baseline == candidate:
         st.warning("Pick two different versions.")
         return
-    report = cached(
-        compare,
-        baseline=baseline,
-        candidate=candidate,
-        scenario=None if scenario == "(all)" else scenario,
-        paired_mode=paired,
-    )
-    st.success(md(report["verdict"]))
-    rates = pd.DataFrame(
-        [
+    _by_scenario(baseline, candidate, scenarios, paired)
+    st.divider()
+    try:
+        report = cached(
+            compare,
+            baseline=baseline,
+            candidate=candidate,
+            scenario=None if scenario == POOLED else scenario,
+            paired_mode=paired,
+        )
+    except SteplogError as exc:
+        st.warning(md(exc))
+        return
+    title = "all scenarios pooled" if scenario == POOLED else scenario
+    st.header(md(f"{candidate} vs {baseline}: {title}"))
+    if scenario == POOLED:
+        st.caption(
+            "Pooling mixes scenarios of different difficulty; read the per-scenario rows above "
+            "first and trust the pooled figure only when they agree."
+        )
+    _verdict(report)
+    _rates(report, baseline, candidate)
+    _paired(report)
+    _task_types(report)
+    _long_horizon(report, baseline, candidate)
+    _metrics(report)
+    _power(report)
+
+
+def _by_scenario(baseline: str, candidate: str, scenarios: list[str], paired: str) -> None:
+    rows = []
+    for name in scenarios:
+        try:
+            r = cached(
+                compare, baseline=baseline, candidate=candidate, scenario=name, paired_mode=paired
+            )
+        except SteplogError:
+            continue
+        decision = r["decision"]
+        rows.append(
             {
-                "version": report[side]["model_version"],
-                "rate": report[side]["completion_rate"],
-                "low": report[side]["ci"][0],
-                "high": report[side]["ci"][1],
-                "runs": report[side]["runs"],
-                "method": report[side]["ci_method"],
+                "scenario": name,
+                "verdict": decision["head"],
+                "baseline": f"{r['baseline']['completed']}/{r['baseline']['runs']}",
+                "candidate": f"{r['candidate']['completed']}/{r['candidate']['runs']}",
+                "difference": pts(decision["estimate"]),
+                "95% CI": ci(decision["ci"], pts),
+                "p": number(decision["p_value"]),
+                "design": f"{decision['design']}, {decision['n']} {decision['unit']}",
             }
-            for side in ("baseline", "candidate")
-        ]
+        )
+    if not rows:
+        return
+    st.subheader("Scenario by scenario")
+    st.caption(
+        "Each scenario is compared on its own first. Click a row to open its full comparison."
     )
-    completion_axis = _field(
-        "low", axis={"format": "%"}, scale={"domain": [0, 1]}, title="completion"
+
+    def pick(row: dict[str, Any]) -> None:
+        st.session_state["scenario"] = row["scenario"]
+
+    pickable(pd.DataFrame(rows), "scenario_rows", pick)
+
+
+def _verdict(report: dict[str, Any]) -> None:
+    box = {"better": st.success, "worse": st.error, "unclear": st.info}[direction(report)]
+    box(md(report["verdict"]))
+    st.caption(
+        "Difference = candidate minus baseline completion rate, in percentage points. If the "
+        "interval excludes 0 the versions differ at this confidence; otherwise the data cannot "
+        "tell them apart yet."
     )
+
+
+def _rates(report: dict[str, Any], baseline: str, candidate: str) -> None:
+    st.subheader("Completion rate")
+    rows = [
+        {
+            "version": report[side]["model_version"],
+            "completed": report[side]["completed"],
+            "runs": report[side]["runs"],
+            "estimate": report[side]["completion_rate"],
+            "low": report[side]["ci"][0],
+            "high": report[side]["ci"][1],
+            "method": report[side]["ci_method"],
+        }
+        for side in ("baseline", "candidate")
+    ]
+    frame = pd.DataFrame(rows)
     st.vega_lite_chart(
-        rates, _interval_chart("version", "rate", completion_axis, {"filled": True, "size": 90})
+        frame,
+        charts.interval_chart(
+            "version",
+            x_title="completion rate",
+            percent=True,
+            colour=charts.colours(baseline, candidate),
+            domain=[0, 1],
+        ),
+        width="stretch",
     )
-    st.dataframe(rates, hide_index=True)
-    if report["paired"]:
-        p = report["paired"]
-        st.subheader(f"Paired on {p['pairs']} items")
-        st.dataframe(
-            pd.DataFrame(
-                [[p["both"], p["baseline_only"]], [p["candidate_only"], p["neither"]]],
-                index=["candidate completed", "candidate failed"],
-                columns=["baseline completed", "baseline failed"],
+    shown = frame.assign(
+        rate=frame["estimate"].map(pct),
+        interval=[ci(r["ci"]) for r in (report["baseline"], report["candidate"])],
+    )[["version", "completed", "runs", "rate", "interval", "method"]]
+    st.dataframe(shown, hide_index=True, width="stretch")
+    d = report["difference"]
+    rr = d.get("relative_risk") or {}
+    st.caption(
+        md(
+            f"Unpaired difference {pts(d['estimate'])} {ci(d['ci'], pts)} ({d['method']}), "
+            f"{d['test']} p = {number(d['p_value'])}"
+            + (
+                f"; relative risk of completing {number(rr['estimate'])} "
+                f"{ci(rr['ci'], number)} ({rr['method']})"
+                if rr
+                else ""
+            )
+            + ". Relative risk above 1 means the candidate completes more often."
+        )
+    )
+
+
+def _paired(report: dict[str, Any]) -> None:
+    p = report.get("paired")
+    if not p:
+        pairing = report.get("pairing") or {}
+        st.caption(
+            md(
+                f"Not paired: {pairing.get('matched_items', 0)} items (scenario, task instance, "
+                "seed) were run by both versions."
             )
         )
-    types = pd.DataFrame(report["by_task_type"])
-    if not types.empty:
-        st.subheader("Difference by task type (Holm and BH adjusted)")
-        types["low"] = types["ci"].str[0]
-        types["high"] = types["ci"].str[1]
-        difference_axis = _field("low", title="candidate - baseline")
-        st.vega_lite_chart(
-            types[["task_type", "estimate", "low", "high"]],
-            _interval_chart("task_type", "estimate", difference_axis, {"filled": True}),
+        return
+    st.subheader(f"Paired on {p['pairs']} items")
+    st.caption(
+        "Both versions ran the same task instance with the same seed. Only the discordant "
+        "cells (one completed, the other failed) carry evidence about the difference."
+    )
+    left, right = st.columns([3, 2])
+    left.dataframe(paired_cells(p), width="stretch")
+    right.markdown(
+        md(
+            f"difference {pts(p['estimate'])} {ci(p['ci'], pts)} ({p['method']}); "
+            f"{p['test']} p = {number(p['p_value'])}, exact p = {number(p.get('exact_p_value'))}"
         )
-        st.dataframe(
-            types[["task_type", "n", "estimate", "low", "high", "p_value", "p_holm", "p_bh"]],
-            hide_index=True,
-        )
-    st.subheader("Process metrics")
+    )
+
+
+def _task_types(report: dict[str, Any]) -> None:
+    types = pd.DataFrame(report.get("by_task_type") or [])
+    if types.empty:
+        return
+    st.subheader("Difference by task type")
+    st.caption(
+        "One test per task type; Holm (family-wise) and Benjamini-Hochberg (false discovery "
+        "rate) adjust the p-values for testing several at once."
+    )
+    types["low"] = types["ci"].str[0]
+    types["high"] = types["ci"].str[1]
+    st.vega_lite_chart(
+        types[["task_type", "estimate", "low", "high"]],
+        charts.interval_chart("task_type", x_title="candidate - baseline", percent=True, zero=True),
+        width="stretch",
+    )
+    shown = pd.DataFrame(
+        {
+            "task type": types["task_type"],
+            "n": types["n"],
+            "difference": types["estimate"].map(pts),
+            "interval": [ci(c, pts) for c in types["ci"]],
+            "p": types["p_value"].map(number),
+            "p (Holm)": types["p_holm"].map(number) if "p_holm" in types else "-",
+            "p (BH)": types["p_bh"].map(number) if "p_bh" in types else "-",
+        }
+    )
+    st.dataframe(shown, hide_index=True, width="stretch")
+
+
+def _long_horizon(report: dict[str, Any], baseline: str, candidate: str) -> None:
+    survival = report.get("survival")
+    if not survival:
+        return
+    st.subheader("Long-horizon view")
+    st.caption(
+        "If each step succeeds with probability p, a run of N steps completes with p^N: a small "
+        "gain per step compounds over long runs. The hazard trend asks whether failures get more "
+        "likely the deeper a run goes; pass^k is the chance all k runs of one task succeed."
+    )
     rows = []
     for side in ("baseline", "candidate"):
-        for name, value in report["metrics"][side].items():
-            rows.append(
-                {
-                    "version": report[side]["model_version"],
-                    "metric": name,
-                    "estimate": value["estimate"],
-                    "low": value["ci"][0],
-                    "high": value["ci"][1],
-                }
-            )
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
-    st.subheader("Survival by step")
-    curves = []
-    for side in ("baseline", "candidate"):
-        for point in report["survival"][side]["curve"]:
-            curves.append({"version": report[side]["model_version"], **point})
-    st.vega_lite_chart(
-        pd.DataFrame(curves),
-        {
-            "mark": {"type": "line", "interpolate": "step-after"},
-            "encoding": {
-                "color": _field("version", "nominal"),
-                "x": _field("step"),
-                "y": _field("survival", scale={"domain": [0, 1]}),
-            },
-        },
-    )
-    power = report["power"]
-    paired_needed = (power.get("paired") or {}).get("pairs_needed")
-    needed = paired_needed or power["independent"]["runs_needed_per_version"]
+        s = survival[side]
+        step, implied, trend = s["step_success"], s["implied_completion"], s["hazard_trend"]
+        pass_k = (report.get("pass_k") or {}).get(side, {})
+        rows.append(
+            {
+                "version": report[side]["model_version"],
+                "per-step p": f"{step['estimate']:.2%} {ci(step['ci'], lambda v: f'{v:.2%}')}",
+                "steps N": implied["steps"],
+                "p^N": f"{pct(implied['estimate'])} {ci(implied['ci'])}",
+                "hazard trend p": number(trend["p_value"]),
+                **{f"pass^{k}": pct(v) for k, v in pass_k.items()},
+            }
+        )
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    curves = [
+        {"version": report[side]["model_version"], **point}
+        for side in ("baseline", "candidate")
+        for point in survival[side]["curve"]
+    ]
+    if curves:
+        st.vega_lite_chart(
+            pd.DataFrame(curves), charts.survival_chart(baseline, candidate), width="stretch"
+        )
+    logrank = survival.get("logrank") or {}
     st.caption(
-        f"~{needed:,.0f} {'pairs' if paired_needed else 'runs per version'} would "
-        f"detect a 5-point difference at 80% power; logrank p = "
-        f"{report['survival']['logrank']['p_value']:.3g}"
+        md(
+            "Survival = share of runs still going after each step (shaded: confidence band); "
+            f"logrank p = {number(logrank.get('p_value'))} (do the curves differ?)."
+        )
+    )
+
+
+def _metrics(report: dict[str, Any]) -> None:
+    metrics = report.get("metrics")
+    if not metrics:
+        return
+    st.subheader("Process metrics")
+    st.caption(
+        "First-step accuracy: share of runs whose first step was right. Mid-run correction: "
+        "share of mid-run errors the run recovered from. Intervals are clustered by task instance."
+    )
+    rows = []
+    for name in metrics["baseline"]:
+        row: dict[str, Any] = {"metric": name.replace("_", " ")}
+        for side in ("baseline", "candidate"):
+            value = metrics[side].get(name)
+            if value is None:
+                continue
+            fmt = pct if "rate" in name or "accuracy" in name else number
+            row[report[side]["model_version"]] = f"{fmt(value['estimate'])} {ci(value['ci'], fmt)}"
+        rows.append(row)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def _power(report: dict[str, Any]) -> None:
+    power = report.get("power")
+    if not power:
+        return
+    if report.get("paired") and power.get("paired"):
+        needed, unit = power["paired"]["pairs_needed"], "pairs"
+        detectable = power["paired"].get("detectable_difference")
+    else:
+        needed, unit = power["independent"]["runs_needed_per_version"], "runs per version"
+        detectable = power["independent"].get("detectable_difference")
+    st.caption(
+        md(
+            f"With these numbers a difference of about {pts(detectable)} is detectable at 80% "
+            f"power; ~{needed:,.0f} {unit} would detect 5 points."
+        )
     )
 
 

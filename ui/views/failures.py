@@ -1,14 +1,46 @@
-"""The failure library: signatures with filters, search, sort and pages; their samples."""
+"""The failure library: signatures with filters, search, sort and pages; click one, then a sample.
+
+Every filter, the page number and the open signature live in the URL, so a view can be shared
+and the browser's back and forward buttons step through it. Clicking a row opens it in this
+tab: a signature below the table, a sample on the Run detail page.
+"""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 import streamlit as st
 
-from steplog.projections.queries import STATUSES, get_failure, list_failures, list_runs, metrics
-from steplog.ui.common import EMPTY_HINT, cached, guard, md, run_link
+from steplog.projections.queries import (
+    STATUSES,
+    FailureView,
+    count_failures,
+    get_failure,
+    list_failures,
+    list_runs,
+    metrics,
+)
+from steplog.ui.annotate import labels_table, set_members
+from steplog.ui.common import (
+    EMPTY_HINT,
+    RUN,
+    cached,
+    go,
+    guard,
+    md,
+    param,
+    pickable,
+    set_param,
+    text,
+)
 
 PAGE_SIZE = 25
+ALL = "(all)"
+
+
+def _or_none(value: str | None) -> str | None:
+    return None if value in (None, "", ALL) else value
 
 
 def render() -> None:
@@ -20,67 +52,119 @@ def render() -> None:
     scenarios = sorted({m.scenario for m in groups})
     versions = sorted({m.model_version for m in groups})
     c1, c2, c3, c4 = st.columns(4)
-    scenario = c1.selectbox("scenario", ["(all)", *scenarios], key="scenario")
-    version = c2.selectbox("model version", ["(all)", *versions], key="version")
-    status = c3.selectbox("status", ["(all)", *STATUSES], key="status")
-    sort = c4.selectbox("sort by", ["count", "last_seen", "first_seen"], key="sort")
-    c5, c6, c7 = st.columns([2, 1, 1])
-    search = c5.text_input("search message, step or error type", key="search")
-    label = c6.text_input("label", key="label")
-    page = c7.number_input("page", min_value=1, value=1, step=1, key="page")
-    views = cached(
-        list_failures,
-        scenario=None if scenario == "(all)" else scenario,
-        model_version=None if version == "(all)" else version,
-        status=None if status == "(all)" else status,
-        label=label.strip() or None,
-        search=search.strip() or None,
-        sort=sort,
-        limit=PAGE_SIZE,
-        offset=(int(page) - 1) * PAGE_SIZE,
+    scenario = c1.selectbox("scenario", [ALL, *scenarios], key="scenario", bind="query-params")
+    version = c2.selectbox("model version", [ALL, *versions], key="version", bind="query-params")
+    status = c3.selectbox("status", [ALL, *STATUSES], key="status", bind="query-params")
+    sort = c4.selectbox(
+        "sort by", ["count", "last_seen", "first_seen"], key="sort", bind="query-params"
     )
-    if not views:
+    c5, c6 = st.columns([3, 1])
+    search = c5.text_input("search message, step or error type", key="search", bind="query-params")
+    label = c6.text_input("label", key="label", bind="query-params")
+    filters = {
+        "scenario": _or_none(scenario),
+        "model_version": _or_none(version),
+        "status": _or_none(status),
+        "label": label.strip() or None,
+        "search": search.strip() or None,
+    }
+    total = cached(count_failures, **filters)
+    if not total:
         st.warning("No failure signature matches these filters.")
+        _signature(param("sig"), _or_none(version))
         return
+    pages = max(math.ceil(total / PAGE_SIZE), 1)
+    c7, c8 = st.columns([1, 3])
+    page = int(
+        c7.number_input(
+            f"page (of {pages})",
+            min_value=1,
+            max_value=pages,
+            step=1,
+            key="page",
+            bind="query-params",
+        )
+    )
+    first = (page - 1) * PAGE_SIZE
+    c8.caption(
+        f"{total:,} signatures match; showing {first + 1}-{min(first + PAGE_SIZE, total)}. "
+        "Click a row to open it."
+    )
+    views = cached(list_failures, **filters, sort=sort, limit=PAGE_SIZE, offset=first)
     frame = pd.DataFrame(
         [
             {
-                "signature": v.signature,
-                "scenario": v.scenario,
-                "step": v.step,
+                "signature": v.signature[:10],
+                "runs": _count(v, _or_none(version)),
                 "error": v.error_type,
+                "step": v.step,
                 "message": v.message,
-                "runs": v.count,
                 "by version": ", ".join(f"{k}: {n}" for k, n in v.counts_by_version.items()),
                 "status": v.status,
                 "labels": ", ".join(sorted({i["label"] for i in v.labels})),
+                "scenario": v.scenario,
                 "last seen": v.last_seen_at,
             }
             for v in views
         ]
     )
-    st.dataframe(frame, hide_index=True, key="signatures")
-    chosen = st.selectbox("open a signature", [v.signature for v in views], key="chosen")
-    view = get_failure_cached(chosen)
+    full = {v.signature[:10]: v.signature for v in views}
+    pickable(
+        frame,
+        "signatures",
+        lambda row: set_param("sig", full[row["signature"]]),
+        column_config={
+            "signature": st.column_config.TextColumn(width="small"),
+            "runs": st.column_config.NumberColumn(width="small"),
+            "message": st.column_config.TextColumn(width="medium"),
+            "last seen": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
+        },
+    )
+    _signature(param("sig"), _or_none(version))
+
+
+def _count(view: FailureView, version: str | None) -> int:
+    return view.counts_by_version.get(version, 0) if version else view.count
+
+
+def _signature(signature: str | None, version: str | None) -> None:
+    """The open signature: message, counts, labels, sets, and its samples (click to open)."""
+    if not signature:
+        return
+    view = cached(get_failure, signature)
+    st.divider()
     st.subheader(md(f"{view.error_type} at {view.step} ({view.scenario})"))
-    st.text(view.message)  # text, never HTML
+    text(view.message)
+    counts = {version: _count(view, version)} if version else view.counts_by_version
     st.caption(
-        f"{view.count} runs; first seen {view.first_seen_at:%Y-%m-%d %H:%M}, last seen "
-        f"{view.last_seen_at:%Y-%m-%d %H:%M}; status {view.status}"
+        md(
+            f"signature {view.signature}; {_count(view, version)} runs"
+            + (f" on {version}" if version else "")
+            + f" ({', '.join(f'{k}: {n}' for k, n in counts.items())}); first seen "
+            f"{view.first_seen_at:%Y-%m-%d %H:%M}, last seen {view.last_seen_at:%Y-%m-%d %H:%M}; "
+            f"status {view.status}"
+        )
     )
-    samples = cached(list_runs, signature=view.signature, limit=50)
-    st.dataframe(
-        pd.DataFrame(samples)[
-            ["run_id", "model_version", "task_instance_id", "seed", "failed_step", "ended_at"]
-        ],
-        hide_index=True,
-    )
-    run_id = st.selectbox("open a sample", [s["run_id"] for s in samples], key="sample")
-    st.markdown(run_link(run_id))
-
-
-def get_failure_cached(signature: str):  # type: ignore[no-untyped-def]
-    return cached(get_failure, signature)
+    left, right = st.columns([3, 2])
+    with left:
+        st.markdown("**Samples**" + (md(f" on {version}") if version else "") + " (click one)")
+        samples = cached(list_runs, signature=view.signature, model_version=version, limit=50)
+        if not samples:
+            st.caption("No sample of this signature on this version.")
+        else:
+            frame = pd.DataFrame(samples)[
+                ["run_id", "model_version", "task_instance_id", "seed", "failed_step", "ended_at"]
+            ]
+            pickable(frame, "samples", lambda row: go(RUN, run=str(row["run_id"])))
+    with right:
+        st.markdown("**Labels**")
+        labels_table(view.labels)
+        st.markdown("**Regression sets**")
+        if not view.regression_sets:
+            st.caption("In no regression set.")
+        for name in view.regression_sets:
+            with st.expander(md(name)):
+                set_members(name)
 
 
 guard(render)

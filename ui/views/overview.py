@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
 from steplog.projections.queries import list_runs, metrics
 from steplog.stats.proportions import proportion
-from steplog.ui.common import EMPTY_HINT, cached, guard, pct, position, store
+from steplog.ui import charts
+from steplog.ui.common import EMPTY_HINT, RUN, cached, go, guard, pct, pickable, position, store
 
 
 def render() -> None:
@@ -41,28 +41,35 @@ def render() -> None:
         )
     frame = pd.DataFrame(table)
     st.subheader("Completion rate by scenario and model version (95% Wilson intervals)")
-    base = alt.Chart(frame).encode(
-        y=alt.Y("model version:N", title=None),
-        color=alt.Color("model version:N", legend=None),
+    groups = frame.assign(
+        group=frame["scenario"] + " · " + frame["model version"],
+        version=frame["model version"],
+        estimate=frame["completion"],
+    )[["group", "version", "estimate", "low", "high"]]
+    colour = charts.field("version", "nominal", legend={"orient": "top", "title": None})
+    st.vega_lite_chart(
+        groups,
+        charts.interval_chart(
+            "group", x_title="completion rate", percent=True, colour=colour, domain=[0, 1]
+        ),
+        width="stretch",
     )
-    points = base.mark_point(filled=True, size=80).encode(
-        x=alt.X("completion:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%"))
-    )
-    bars = base.mark_rule().encode(x="low:Q", x2="high:Q")
-    st.altair_chart((bars + points).facet(row=alt.Row("scenario:N", title=None)))
     st.dataframe(
         frame.drop(columns=["low", "high"]),
         hide_index=True,
+        width="stretch",
         column_config={"completion": st.column_config.NumberColumn(format="percent")},
     )
     st.subheader("Newest failures")
     failed = cached(list_runs, status="failed", limit=10)
     if failed:
-        st.dataframe(
+        st.caption("Click a row to open the run.")
+        pickable(
             pd.DataFrame(failed)[
                 ["run_id", "scenario", "model_version", "failed_step", "error_type", "ended_at"]
             ],
-            hide_index=True,
+            "newest",
+            lambda row: go(RUN, run=str(row["run_id"])),
         )
 
 

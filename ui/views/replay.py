@@ -1,69 +1,180 @@
-"""Replay console: exact replay or fork at step K; verdict, diff, link; regression sets."""
+"""Replay console: exact replay or fork at step K; verdict, aligned diff, links; regression sets.
+
+The form starts from the run in the URL: a fork defaults to the step the run failed at and to
+another model version. Results stay in the session (newest first) until the page is left.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from steplog.projections.queries import metrics, regression_sets
+from steplog.errors import SteplogError
+from steplog.projections.queries import metrics, regression_sets, run_summary
 from steplog.replay import diff_runs, regress, replay
-from steplog.ui.common import cached, guard, md, run_link, store
+from steplog.ui.annotate import set_members
+from steplog.ui.common import RUN, cached, go, guard, link, md, pickable, store, url_text
+
+MODES = ["exact replay", "fork at step"]
+
+
+def _cell(side: dict[str, Any] | None) -> str:
+    if side is None:
+        return "-"
+    error = f" ({side['last_error_type']})" if side.get("last_error_type") else ""
+    return f"{side['status']} x{side['attempts']}{error}"
+
+
+def aligned(diff: dict[str, Any]) -> pd.DataFrame:
+    """Both runs step by step, side by side; ``differs`` marks the rows that are not the same."""
+    return pd.DataFrame(
+        [
+            {
+                "#": row["index"],
+                "step": row["name"],
+                "original": _cell(row["a"]),
+                "replay": _cell(row["b"]),
+                "differs": not row["same"],
+            }
+            for row in diff["steps"]
+        ]
+    )
+
+
+def _highlight(frame: pd.DataFrame) -> Any:
+    colour = "background-color: #fde2e1"
+    return frame.style.apply(lambda row: [colour if row["differs"] else "" for _ in row], axis=1)
+
+
+def _show(result: dict[str, Any], position: int) -> None:
+    """One replay's verdict, its new run and the aligned diff, first difference on top."""
+    summary = result["summary"]
+    box = st.error if result["bad"] else st.success
+    box(md(summary))
+    link(RUN, f"Open the new run {result['run_id']}", run=result["run_id"])
+    diff = result["diff"]
+    first = diff.get("first_difference")
+    if first:
+        st.warning(
+            md(
+                f"first divergence at step {first.get('step_index')}, call "
+                f"{first.get('call_index')}: {first.get('a')} vs {first.get('b')}"
+            )
+        )
+    frame = aligned(diff)
+    differing = frame[frame["differs"]]
+    st.caption(
+        f"{len(differing)} of {len(frame)} steps differ"
+        + (f"; first at step {int(differing['#'].iloc[0])}" if len(differing) else "")
+    )
+    st.dataframe(_highlight(frame), hide_index=True, width="stretch", key=f"diff-{position}")
+
+
+def _defaults(run_id: str) -> tuple[int, list[str], int]:
+    """(fork step, versions, index of the other version) for ``run_id``."""
+    summary = cached(run_summary, run_id) if run_id else None
+    versions = sorted({m.model_version for m in cached(metrics, by_task_type=False)})
+    step = 0
+    other = 0
+    if summary is not None:
+        if summary.get("failed_step_index") is not None:
+            step = int(summary["failed_step_index"])
+        same_scenario = sorted(
+            {
+                m.model_version
+                for m in cached(metrics, by_task_type=False)
+                if m.scenario == summary["scenario"]
+            }
+        )
+        others = [v for v in same_scenario if v != summary["model_version"]] or [
+            v for v in versions if v != summary["model_version"]
+        ]
+        if others and others[0] in versions:
+            other = versions.index(others[0])
+    return step, versions, other
 
 
 def render() -> None:
     st.title("Replay")
-    run_id = st.text_input("run id", value=st.query_params.get("run", ""), key="run_id").strip()
-    mode = st.radio("mode", ["exact replay", "fork at step"], horizontal=True, key="mode")
+    run_id = url_text("run id", "run", placeholder="paste a run id")
+    mode = st.radio("mode", MODES, horizontal=True, key="mode", bind="query-params")
     step = None
     version = None
-    if mode == "fork at step":
+    if mode == MODES[1]:
+        default_step, versions, other = _defaults(run_id)
         c1, c2 = st.columns(2)
-        step = int(c1.number_input("fork at step", min_value=0, value=0, step=1, key="step"))
-        versions = sorted({m.model_version for m in cached(metrics, by_task_type=False)})
-        version = c2.selectbox("continue on model version", versions, key="version")
-    if st.button("Replay", disabled=not run_id, key="go"):
-        with st.status("replaying ...", expanded=False) as status:
-            result = replay(store(), run_id, fork_at_step=step, model_version=version)
-            status.update(label="done", state="complete")
-        if result.divergence is not None or result.identical is False:
-            st.error(md(result.summary))
-        else:
-            st.success(md(result.summary))
-        st.markdown(run_link(result.run_id, f"new run {result.run_id}"))
-        diff = diff_runs(store(), run_id, result.run_id)
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "#": r["index"],
-                        "step": r["name"],
-                        "original": "-"
-                        if r["a"] is None
-                        else f"{r['a']['status']} x{r['a']['attempts']}",
-                        "replay": "-"
-                        if r["b"] is None
-                        else f"{r['b']['status']} x{r['b']['attempts']}",
-                        "same": r["same"],
-                    }
-                    for r in diff["steps"]
-                ]
-            ),
-            hide_index=True,
+        step = int(
+            c1.number_input(
+                "fork at step (the step the run failed at)",
+                min_value=0,
+                value=default_step,
+                step=1,
+                key=f"step-{run_id}",
+            )
         )
+        version = c2.selectbox(
+            "continue on model version", versions, index=other, key=f"version-{run_id}"
+        )
+    results: list[dict[str, Any]] = st.session_state.setdefault("replays", [])
+    if st.button("Replay", disabled=not run_id, key="go", type="primary"):
+        with st.status("replaying ...", expanded=False) as status:
+            try:
+                result = replay(store(), run_id, fork_at_step=step, model_version=version)
+            except SteplogError as exc:
+                status.update(label="failed", state="error")
+                st.error(md(exc))
+                result = None
+            else:
+                status.update(label="done", state="complete")
+        if result is not None:
+            results.insert(
+                0,
+                {
+                    "summary": result.summary,
+                    "bad": result.divergence is not None or result.identical is False,
+                    "run_id": result.run_id,
+                    "original": run_id,
+                    "diff": diff_runs(store(), run_id, result.run_id),
+                },
+            )
+    for position, result in enumerate(results):
+        if position == 0:
+            _show(result, position)
+        else:
+            with st.expander(md(f"earlier: {result['original']} -> {result['summary']}")):
+                _show(result, position)
     st.divider()
+    _regression_sets()
+
+
+def _regression_sets() -> None:
     st.subheader("Regression sets")
     sets = cached(regression_sets)
     if not sets:
         st.caption("No regression set yet: add failed runs from a run's page.")
         return
     c1, c2, c3 = st.columns(3)
-    name = c1.selectbox("set", list(sets), key="set")
-    target = c2.text_input("model version", key="target")
+    name = c1.selectbox("set", list(sets), key="set", bind="query-params")
+    versions = sorted({m.model_version for m in cached(metrics, by_task_type=False)})
+    target = c2.selectbox("model version", versions, key="target")
     how = c3.selectbox("how", ["fork", "rerun"], key="how")
+    with st.expander(md(f"members of {name} ({sets.get(name, 0)})")):
+        set_members(name)
     if st.button("Replay the set", disabled=not target, key="regress"):
-        outcome = regress(store(), name, model_version=target, mode=how)  # type: ignore[arg-type]
+        try:
+            outcome = regress(store(), name, model_version=target, mode=how)  # type: ignore[arg-type]
+        except SteplogError as exc:
+            st.error(md(exc))
+        else:
+            st.session_state["regression"] = outcome
+    outcome = st.session_state.get("regression")
+    if outcome:
         st.success(md(outcome["verdict"]))
-        st.dataframe(pd.DataFrame(outcome["results"]), hide_index=True)
+        frame = pd.DataFrame(outcome["results"])[["run_id", "original", "status", "fork_step"]]
+        st.caption("Click a row to open the new run.")
+        pickable(frame, "regression-results", lambda row: go(RUN, run=str(row["run_id"])))
 
 
 guard(render)

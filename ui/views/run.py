@@ -1,24 +1,60 @@
-"""Run detail: step timeline, calls, time travel, related replays; label, add to a set."""
+"""Run detail: what went wrong first, the trajectory, time travel, annotations, replays.
+
+Page state lives in the URL (``?run=...&step=...&errors=...``): a link to this page shows the
+same run at the same step with the same filters.
+"""
 
 from __future__ import annotations
-
-import json
-from urllib.parse import quote
 
 import pandas as pd
 import streamlit as st
 
-from steplog.annotations import add_to_regression_set, label
-from steplog.projections.queries import related_runs
+from steplog.projections.queries import (
+    get_failure,
+    regression_sets_of_run,
+    related_runs,
+    run_summary,
+)
 from steplog.projections.run_state import as_of, fold
-from steplog.ui.common import cached, guard, md, run_link, store
+from steplog.ui import trajectory_view
+from steplog.ui.annotate import flash, label_form, labels_table, set_form, set_members
+from steplog.ui.common import LIBRARY, REPLAY, RUN, cached, guard, link, md, store, text, url_text
+from steplog.ui.trajectory import cut_at_step, trajectory
 
-CALLS = ("ModelCalled", "ToolCalled", "RandomDrawn", "ClockRead")
+KINDS = ["model", "tool", "random", "clock"]
+
+
+def _header(final, summary) -> None:  # type: ignore[no-untyped-def]
+    st.markdown(
+        md(
+            f"{final.scenario} / {final.task_instance_id or '-'} on {final.model_version} "
+            f"(seed {final.seed})"
+        )
+    )
+    if final.status == "aborted":
+        where = (
+            f" at step {final.failure_step_index}" if final.failure_step_index is not None else ""
+        )
+        st.warning(md(f"aborted{where}: {final.failure_message or final.failure_type or ''}"))
+    elif final.failure_type:
+        st.error(md(f"failed at step {final.failure_step_index} ({final.failure_step})"))
+        text(f"{final.failure_type}: {final.failure_message}")
+    elif final.status == "completed":
+        st.success("completed")
+    else:
+        st.info(md(final.status))
+    if final.session_id:
+        st.caption(md(f"session {final.session_id}"))
+    if final.gaps:
+        lines = "\n".join(f"- {md(gap)}" for gap in final.gaps)
+        st.warning(f"Incomplete: the trace lost spans on the way.\n\n{lines}")
+    if summary is not None and summary.get("signature"):
+        link(LIBRARY, "Failure signature in the library", sig=summary["signature"])
 
 
 def render() -> None:
     st.title("Run detail")
-    run_id = st.text_input("run id", value=st.query_params.get("run", ""), key="run_id").strip()
+    run_id = url_text("run id", "run", placeholder="paste a run id")
     if not run_id:
         st.info("Enter a run id, or open one from the failure library.")
         return
@@ -27,22 +63,12 @@ def render() -> None:
         st.error(md(f"No run {run_id!r} in this store."))
         return
     final = fold(events)
-    st.text(
-        f"{final.scenario} / {final.task_instance_id} on {final.model_version} "
-        f"(seed {final.seed}) -- {final.status}"
-    )
-    if final.session_id:
-        st.caption(md(f"session {final.session_id}"))
-    if final.gaps:
-        lines = "\n".join(f"- {md(gap)}" for gap in final.gaps)
-        st.warning(f"Incomplete: the trace lost spans on the way.\n\n{lines}")
-    if final.failure_type:
-        st.error(f"failed at step {final.failure_step_index}")
-        st.code(
-            f"{final.failure_type} at {final.failure_step}: {final.failure_message}", language=None
-        )
+    summary = cached(run_summary, run_id)
+    _header(final, summary)
     last_step = max(len(final.steps) - 1, 0)
-    at = st.slider("state as of step", 0, last_step, last_step, key="at_step") if last_step else 0
+    at = last_step
+    if last_step:
+        at = st.slider("state as of step", 0, last_step, last_step, key="step", bind="query-params")
     state = as_of(events, step=at)
     st.dataframe(
         pd.DataFrame(
@@ -55,7 +81,7 @@ def render() -> None:
                     "last error": s.last_error or "",
                     "tokens": s.input_tokens + s.output_tokens,
                     "output": s.output_summary or "",
-                    "duration (s)": (s.finished_at - s.started_at).total_seconds()
+                    "duration (s)": round((s.finished_at - s.started_at).total_seconds(), 3)
                     if s.finished_at and s.started_at
                     else None,
                 }
@@ -63,38 +89,51 @@ def render() -> None:
             ]
         ),
         hide_index=True,
+        width="stretch",
+        height=min(36 + 35 * len(state.steps), 290),
+        column_config={"last error": st.column_config.TextColumn(width="medium")},
     )
     st.caption(
-        f"run mode {state.run_mode}; retries {state.retries}; tokens "
+        f"as of step {at}: run mode {state.run_mode}; retries {state.retries}; tokens "
         f"{state.input_tokens + state.output_tokens:,}; cost ${state.cost_usd:.4f}"
     )
-    with st.expander(f"{sum(e.type in CALLS for e in events)} recorded calls"):
-        for event in events:
-            if event.type in CALLS:
-                st.markdown(
-                    f"**{event.type}** step {event.payload.get('step_index')} "
-                    f"call {event.payload.get('call_index')}"
-                )
-                st.code(json.dumps(event.payload, indent=1, default=str), language="json")
+    st.subheader("Trajectory")
+    c1, c2, c3 = st.columns([1, 2, 1])
+    errors_only = c1.toggle("errors only", key="errors", bind="query-params")
+    kinds = c2.multiselect(
+        "show calls", KINDS, default=["model", "tool"], key="calls", bind="query-params"
+    )
+    raw = c3.toggle("raw JSON", key="raw", bind="query-params")
+    trajectory_view.render(
+        trajectory(cut_at_step(events, at)), kinds=set(kinds), errors_only=errors_only, raw=raw
+    )
+    _annotations(run_id, final, summary)
     related = cached(related_runs, run_id)
     if related:
         st.subheader("Replays and forks")
         for row in related:
-            st.markdown(run_link(row["run_id"], f"{row['run_id']} ({row['status']})"))
-    st.markdown(f"[Replay or fork this run](replay?run={quote(run_id, safe='')})")
-    if final.status in ("failed", "aborted"):
-        st.subheader("Label this failure")
-        with st.form("label"):
-            text = st.text_input("label", key="label_text")
-            note = st.text_input("note", key="label_note")
-            if st.form_submit_button("Save label"):
-                signature = label(store(), run_id, label=text, note=note or None, by="ui")
-                st.success(md(f"labelled {signature} {text!r}"))
-        with st.form("regression"):
-            name = st.text_input("regression set", key="set_name")
-            if st.form_submit_button("Add to regression set"):
-                add_to_regression_set(store(), name, [run_id])
-                st.success(md(f"added to {name!r}"))
+            link(RUN, f"{row['run_id']} ({row['status']})", run=row["run_id"])
+    link(REPLAY, "Replay or fork this run", run=run_id)
+
+
+def _annotations(run_id: str, final, summary) -> None:  # type: ignore[no-untyped-def]
+    if final.status not in ("failed", "aborted") or not summary or not summary.get("signature"):
+        return
+    st.subheader("Annotations")
+    flash()
+    view = cached(get_failure, summary["signature"])
+    labels_table(view.labels, run_id=run_id)
+    sets = cached(regression_sets_of_run, run_id)
+    if sets:
+        st.markdown(md("in regression sets: " + ", ".join(sets)))
+        for name in sets:
+            with st.expander(md(f"regression set {name}")):
+                set_members(name)
+    left, right = st.columns(2)
+    with left:
+        label_form(view, run_id)
+    with right:
+        set_form(run_id)
 
 
 guard(render)
