@@ -93,14 +93,26 @@ def _finish(report: ImportReport, origin: str, source: str, as_json: bool) -> No
 
 
 @import_app.command("jsonl")
-def import_jsonl_cmd(file: FileArgument, db: DbOption = None, as_json: JsonOption = False) -> None:
+def import_jsonl_cmd(
+    file: FileArgument,
+    db: DbOption = None,
+    redact_patterns: RedactOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Import portable JSONL (as written by `steplog export`); bad lines are quarantined.
 
-    Idempotent: lines carry their event ids, so importing a file twice adds nothing.
+    Idempotent: lines carry their event ids, so importing a file twice adds nothing. Payloads
+    are redacted like every other import.
     """
+    redactor = default_redactor(redact_patterns)
     with _store(db) as store, _progress(as_json) as progress:
         task = progress.add_task(f"importing {file.name}", total=file.stat().st_size)
-        report = import_jsonl(store, file, on_progress=lambda n: progress.update(task, completed=n))
+        report = import_jsonl(
+            store,
+            file,
+            redactor=redactor,
+            on_progress=lambda n: progress.update(task, completed=n),
+        )
     _finish(report, str(file), f"jsonl:{file}", as_json)
 
 

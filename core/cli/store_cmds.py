@@ -108,7 +108,7 @@ def events_append(
     Exit code 1 when any line was quarantined. Re-running a file whose lines carry event_id
     adds nothing; lines without one get new ids each time.
     """
-    import_jsonl_cmd(file, db, as_json)  # the same command under its older name
+    import_jsonl_cmd(file, db, None, as_json)  # the same command under its older name
 
 
 @events_app.command("tail")

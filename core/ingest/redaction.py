@@ -11,6 +11,7 @@ only that group; otherwise the whole match is replaced. Keys that name a secret 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -93,6 +94,17 @@ class Redactor:
             else:
                 value = pattern.sub(MASK, value)
         return value
+
+    def document(self, raw: str) -> str:
+        """Raw input kept for the quarantine, redacted: parsed as JSON when it is (so
+        secret-named keys are masked too), else as text."""
+        from .bounds import json_depth_error
+
+        encoded = raw.encode("utf-8", errors="surrogatepass")
+        if raw[:1] in ("{", "[") and json_depth_error(encoded) is None:
+            with suppress(ValueError, RecursionError):
+                return json.dumps(self.value(json.loads(raw)), ensure_ascii=False)
+        return self.text(raw)
 
     def value(self, value: Any) -> Any:
         """A copy of a JSON-like value with secrets redacted (secret-named keys wholly)."""

@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from ...errors import SteplogError
+from ..bounds import json_depth_error
 
 STATUS_ERROR = 2
 MAX_NAME = 1000
@@ -245,7 +246,10 @@ def _pb_value(value: AnyValue, depth: int = 0) -> Any:
 
 
 def decode_json(body: bytes) -> DecodedRequest:
-    """Decode an OTLP/JSON ``ExportTraceServiceRequest``."""
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (its nesting bounded before parsing)."""
+    too_deep = json_depth_error(body)
+    if too_deep:
+        raise RequestError(f"not accepted: the JSON is {too_deep}")
     try:
         document = json.loads(body)
     except ValueError as exc:  # not UTF-8, not JSON, or an integer too long to convert
