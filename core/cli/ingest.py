@@ -290,8 +290,10 @@ def serve_cmd(
         if workers > 1
         else None
     )
+    shown = f"[{host}]" if ":" in host else host
     console.print(
-        f"steplog OTLP receiver on http://{host}:{bound_port}/v1/traces (store {store.url})",
+        f"steplog OTLP receiver on http://{shown}:{bound_port}/v1/traces (store {store.url}); "
+        f"health on /health",
         highlight=False,
     )
     sys.stdout.flush()
@@ -301,9 +303,12 @@ def serve_cmd(
         with suppress(KeyboardInterrupt):
             receiver.serve_forever(poll_interval=0.2)
     finally:
-        receiver.server_close()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (every step below is time-bounded)
+        from_workers = extra.stop() if extra else 0  # the receivers first: no new spans
+        receiver.server_close()  # then the assembler
         stats = receiver.stats
-        accepted = stats.spans_accepted + (extra.stop() if extra else 0)
+        accepted = stats.spans_accepted + from_workers
         traces, spans = ingest.pending()
         store.close()
         err_console.print(

@@ -8,8 +8,6 @@ each stages spans in the same database, and the one assembler turns them into ru
 from __future__ import annotations
 
 import multiprocessing
-import threading
-from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any
 
@@ -19,38 +17,34 @@ def _worker_main(
     address: tuple[str, int],
     max_body_bytes: int,
     patterns: str | None,
-    stop: Any,
-    accepted: Synchronized[int],
+    accepted: Any,
+    index: int,
 ) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
+    from .lifecycle import die_with_parent, stop_on_sigterm
     from .pipeline import OtlpIngest
     from .server import OtlpReceiver
 
+    die_with_parent()
     store = EventStore.open(url)
     ingest = OtlpIngest(store, default_redactor(Path(patterns) if patterns else None))
     receiver = OtlpReceiver(
         address, ingest, max_body_bytes=max_body_bytes, assembler="none", reuse_port=True
     )
-
-    def stop_when_asked() -> None:
-        stop.wait()
-        receiver.shutdown()
-
-    threading.Thread(target=stop_when_asked, daemon=True).start()
+    stop_on_sigterm(receiver.shutdown)
     try:
         receiver.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
     finally:
         receiver.server_close()
-        with accepted.get_lock():
-            accepted.value += receiver.stats.spans_accepted
+        accepted[index] = receiver.stats.spans_accepted  # this worker's own slot
         store.close()
 
 
 class ReceiverWorkers:
-    """``count`` receiver processes on ``address``, stopped (and counted) with :meth:`stop`."""
+    """``count`` receiver processes on ``address``, stopped (and counted) with :meth:`stop`.
+
+    Nothing is shared with a lock: a worker killed at any moment cannot block the parent."""
 
     def __init__(
         self,
@@ -62,13 +56,12 @@ class ReceiverWorkers:
         patterns: Path | None,
     ) -> None:
         context = multiprocessing.get_context("spawn")
-        self._stop = context.Event()
-        self._accepted: Synchronized[int] = context.Value("q", 0)
+        self._accepted: Any = context.RawArray("q", count)
         arguments = (url, address, max_body_bytes, str(patterns) if patterns else None)
         self._processes = [
             context.Process(
                 target=_worker_main,
-                args=(*arguments, self._stop, self._accepted),
+                args=(*arguments, self._accepted, n),
                 name=f"steplog-receiver-{n}",
                 daemon=True,
             )
@@ -77,12 +70,19 @@ class ReceiverWorkers:
         for process in self._processes:
             process.start()
 
-    def stop(self, timeout: float = 30.0) -> int:
-        """Stop every worker; return the spans they accepted."""
-        self._stop.set()
+    @property
+    def pids(self) -> list[int]:
+        """The workers' process ids."""
+        return [p.pid for p in self._processes if p.pid is not None]
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """Stop every worker (SIGTERM, then SIGKILL after ``timeout``); return the spans they
+        accepted."""
+        from .lifecycle import stop_child
+
         for process in self._processes:
-            process.join(timeout)
             if process.is_alive():
                 process.terminate()
-                process.join(5)
-        return int(self._accepted.value)
+        for process in self._processes:
+            stop_child(process, timeout)
+        return int(sum(self._accepted))
