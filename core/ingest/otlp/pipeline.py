@@ -112,7 +112,12 @@ class OtlpIngest:
             )
         if rows:
             with write_transaction(self.store.engine) as conn:
-                conn.exec_driver_sql(self._insert_sql, rows)
+                conflicts = self._conflicting(conn, rows)
+                if conflicts:
+                    rows = [row for row in rows if (row[0], row[1]) not in conflicts]
+                    received.rejected.extend(conflicts.values())
+                if rows:
+                    conn.exec_driver_sql(self._insert_sql, rows)
         received.accepted = len(rows)
         received.trace_ids = {row[0] for row in rows}
         received.roots = sum(1 for row in rows if row[3])
@@ -122,6 +127,36 @@ class OtlpIngest:
                 source=self.source, location=clean.location, reason=clean.reason, raw=clean.raw
             )
         return received
+
+    def _conflicting(
+        self, conn: Any, rows: list[tuple[Any, ...]]
+    ) -> dict[tuple[str, str], RejectedSpan]:
+        """Spans of ``rows`` already staged with other content: a re-send that differs is
+        refused (and quarantined) instead of silently losing to the first version."""
+        mark = "?" if self._sqlite else "%s"
+        wanted = {(row[0], row[1]): row[4] for row in rows}
+        conflicts: dict[tuple[str, str], RejectedSpan] = {}
+        keys = list(wanted)
+        for start in range(0, len(keys), 400):
+            part = keys[start : start + 400]
+            traces = sorted({k[0] for k in part})
+            spans = sorted({k[1] for k in part})
+            found = conn.exec_driver_sql(
+                "SELECT trace_id, span_id, body FROM otlp_spans "
+                f"WHERE trace_id IN ({', '.join([mark] * len(traces))}) "
+                f"AND span_id IN ({', '.join([mark] * len(spans))})",
+                tuple(traces + spans),
+            ).all()
+            for trace_id, span_id, body in found:
+                new = wanted.get((trace_id, span_id))
+                if new is not None and new != body:
+                    conflicts[(trace_id, span_id)] = RejectedSpan(
+                        f"trace {trace_id} span {span_id}",
+                        "re-sent with the same ids and different content; the first version "
+                        "is kept (OTLP span ids must be unique)",
+                        new,
+                    )
+        return conflicts
 
     def redacted(self, bad: Rejected) -> Rejected:
         """``bad`` with secrets redacted from its reason and raw content (parsed when it is

@@ -162,11 +162,20 @@ class DecodedRequest:
 def decode_protobuf(body: bytes) -> DecodedRequest:
     """Decode a binary ``ExportTraceServiceRequest``."""
     request = ExportTraceServiceRequest()
+    salvaged: list[Any] = []
     try:
         request.ParseFromString(body)
     except (DecodeError, ValueError, RecursionError) as exc:
-        raise RequestError(f"not an OTLP protobuf ExportTraceServiceRequest: {exc}") from None
+        from .wire import salvage  # one bad span must not cost the others: keep what parses
+
+        try:
+            request, salvaged = salvage(body)
+        except (DecodeError, ValueError, RecursionError):
+            salvaged = []
+        if not salvaged:  # the damage is not in a span: the request as a whole is bad
+            raise RequestError(f"not an OTLP protobuf ExportTraceServiceRequest: {exc}") from None
     decoded = DecodedRequest()
+    decoded.rejected.extend(RejectedSpan(b.location, b.reason, b.digest) for b in salvaged)
     for r_index, resource_spans in enumerate(request.resource_spans):
         try:
             resource = _pb_attributes(resource_spans.resource.attributes)
