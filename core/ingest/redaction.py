@@ -38,6 +38,8 @@ BUILTIN_PATTERNS: tuple[str, ...] = (
     r"\b(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})\b",
     # Google API keys
     r"\b(?P<secret>AIza[0-9A-Za-z_-]{35})",
+    # JSON Web Tokens (header.payload.signature, both JSON parts base64url of "{")
+    r"\b(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     # Slack tokens
     r"\b(?P<secret>xox[abprs]-[A-Za-z0-9-]{10,})",
     # key=value / "key": "value" pairs whose key names a secret
