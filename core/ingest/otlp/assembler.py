@@ -86,16 +86,23 @@ class AssemblerProcess:
         self._process = self._start()
 
     def _start(self) -> multiprocessing.process.BaseProcess:
+        from .lifecycle import start_shielded
+
         process = self._context.Process(
             target=_process_main, args=self._args, name="steplog-assembler", daemon=True
         )
-        process.start()
+        start_shielded(process)
         return process
 
     @property
     def runs(self) -> int:
         """Runs assembled so far."""
         return int(self._assembled.value)
+
+    @property
+    def pid(self) -> int | None:
+        """The assembler process's id."""
+        return self._process.pid
 
     @property
     def alive(self) -> bool:

@@ -48,13 +48,27 @@ def die_with_parent() -> None:
 
 def stop_on_sigterm(stop: Callable[[], None]) -> None:
     """In a child process: SIGTERM calls ``stop`` (in a thread: it may block); SIGINT is left
-    to the parent."""
+    to the parent (ignored from birth: :func:`start_shielded`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def on_term(signum: int, frame: object) -> None:
         threading.Thread(target=stop, name="steplog-stop", daemon=True).start()
 
     signal.signal(signal.SIGTERM, on_term)
+
+
+def start_shielded(process: multiprocessing.process.BaseProcess) -> None:
+    """Start ``process`` with SIGINT ignored from birth (an ignored signal stays ignored across
+    exec, and Python then installs no KeyboardInterrupt handler): a Ctrl-C to the group while
+    the child boots cannot kill it half-started with a traceback."""
+    if threading.current_thread() is not threading.main_thread():
+        process.start()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        process.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def stop_child(process: multiprocessing.process.BaseProcess, timeout: float) -> None:

@@ -109,6 +109,11 @@ class OtlpReceiver(ThreadingHTTPServer):
         super().server_bind()
 
     @property
+    def assembler(self) -> AssemblerThread | AssemblerProcess | None:
+        """The assembler, if this receiver runs one."""
+        return self._assembler
+
+    @property
     def assembled_runs(self) -> int:
         """Runs the assembler has stored since the start."""
         return self._assembler.runs if self._assembler else 0

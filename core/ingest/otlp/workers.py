@@ -67,8 +67,10 @@ class ReceiverWorkers:
             )
             for n in range(count)
         ]
+        from .lifecycle import start_shielded
+
         for process in self._processes:
-            process.start()
+            start_shielded(process)
 
     @property
     def pids(self) -> list[int]:
