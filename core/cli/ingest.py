@@ -190,7 +190,7 @@ def export_cmd(
     ] = None,
 ) -> None:
     """Export stored events as portable JSONL (`steplog import jsonl` reads it back)."""
-    from ..ingest.export import export_events, to_line
+    from ..ingest.export import export_events, to_line, write_atomically
 
     with _store_must_exist(db) as store:
         events = export_events(store, run_ids=run or (), scenarios=scenario or ())
@@ -199,16 +199,7 @@ def export_cmd(
         if output is None:
             sys.stdout.writelines(lines)
             return
-        temporary = output.with_name(f".{output.name}.partial")
-        count = 0
-        try:
-            with temporary.open("w", encoding="utf-8") as stream:
-                for line in lines:
-                    stream.write(line)
-                    count += 1
-            temporary.replace(output)  # a reader never sees half a file
-        finally:
-            temporary.unlink(missing_ok=True)
+        count = write_atomically(output, lines)
     err_console.print(f"exported {count} event(s) to {output}", highlight=False)
 
 

@@ -64,10 +64,12 @@ def list_runs(
         query = query.where(runs_t.c.status == status)
     if signature:
         query = query.where(runs_t.c.signature == signature)
-    if search:
-        pattern = f"%{search}%"
+    if search:  # autoescape: % and _ in the search are literal characters
         query = query.where(
-            or_(runs_t.c.run_id.like(pattern), runs_t.c.task_instance_id.like(pattern))
+            or_(
+                runs_t.c.run_id.contains(search, autoescape=True),
+                runs_t.c.task_instance_id.contains(search, autoescape=True),
+            )
         )
     query = query.order_by(runs_t.c.started_at.desc(), runs_t.c.run_id).limit(limit).offset(offset)
     return _rows(store, query)
@@ -151,14 +153,13 @@ def list_failures(
     ):
         if value:
             query = query.where(column == value)
-    if search:
-        pattern = f"%{search}%"
+    if search:  # autoescape: % and _ in the search are literal characters
         query = query.where(
             or_(
-                sig_t.c.message.like(pattern),
-                sig_t.c.step.like(pattern),
-                sig_t.c.error_type.like(pattern),
-                sig_t.c.signature.like(pattern),
+                sig_t.c.message.contains(search, autoescape=True),
+                sig_t.c.step.contains(search, autoescape=True),
+                sig_t.c.error_type.contains(search, autoescape=True),
+                sig_t.c.signature.contains(search, autoescape=True),
             )
         )
     order = {
@@ -182,7 +183,9 @@ def get_failure(store: EventStore, signature: str) -> FailureView:
     query = select(sig_t).where(sig_t.c.signature == signature)
     rows = _rows(store, query)
     if not rows and len(signature) >= 6:
-        rows = _rows(store, select(sig_t).where(sig_t.c.signature.like(f"{signature}%")))
+        rows = _rows(
+            store, select(sig_t).where(sig_t.c.signature.startswith(signature, autoescape=True))
+        )
         if len(rows) > 1:
             raise SteplogError(f"signature prefix {signature!r} is ambiguous ({len(rows)} match)")
     if not rows:

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic_core import from_json, to_json
 from sqlalchemy import case, delete, func, select
 
-from ...database import connect_or_explain, is_sqlite, write_transaction
+from ...database import connect_or_explain, is_sqlite, with_retries, write_transaction
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError
 from ...models import staged_spans_table
 from ...store import EventStore, _sqlite_datetime
@@ -111,13 +111,10 @@ class OtlpIngest:
                 (span.trace_id, span.span_id, when, int(root) if self._sqlite else root, body)
             )
         if rows:
-            with write_transaction(self.store.engine) as conn:
-                conflicts = self._conflicting(conn, rows)
-                if conflicts:
-                    rows = [row for row in rows if (row[0], row[1]) not in conflicts]
-                    received.rejected.extend(conflicts.values())
-                if rows:
-                    conn.exec_driver_sql(self._insert_sql, rows)
+            conflicts = with_retries(self.store.engine, lambda: self._stage(rows))
+            if conflicts:  # (a retry after an ambiguous commit finds its own rows: identical)
+                rows = [row for row in rows if (row[0], row[1]) not in conflicts]
+                received.rejected.extend(conflicts.values())
         received.accepted = len(rows)
         received.trace_ids = {row[0] for row in rows}
         received.roots = sum(1 for row in rows if row[3])
@@ -127,6 +124,16 @@ class OtlpIngest:
                 source=self.source, location=clean.location, reason=clean.reason, raw=clean.raw
             )
         return received
+
+    def _stage(self, rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], RejectedSpan]:
+        """Insert ``rows`` (idempotent: retried on a dropped connection) except those that
+        conflict with a staged span; return the conflicting ones."""
+        with write_transaction(self.store.engine) as conn:
+            conflicts = self._conflicting(conn, rows)
+            fresh = [row for row in rows if (row[0], row[1]) not in conflicts]
+            if fresh:
+                conn.exec_driver_sql(self._insert_sql, fresh)
+        return conflicts
 
     def _conflicting(
         self, conn: Any, rows: list[tuple[Any, ...]]
@@ -211,8 +218,12 @@ class OtlpIngest:
                 ((has_root > 0) & (func.max(t.received_at) <= now - self.settle))
                 | (func.max(t.received_at) <= now - self.idle)
             )
-        with connect_or_explain(self.store.engine) as conn:
-            return [row[0] for row in conn.execute(query.order_by(t.trace_id).limit(limit))]
+
+        def read() -> list[str]:
+            with connect_or_explain(self.store.engine) as conn:
+                return [row[0] for row in conn.execute(query.order_by(t.trace_id).limit(limit))]
+
+        return with_retries(self.store.engine, read)
 
     def assemble(self, *, everything: bool = False) -> ImportReport:
         """Turn ready traces into runs until none is left; report what was stored."""
@@ -256,26 +267,34 @@ class OtlpIngest:
 
     def _load(self, traces: Sequence[str]) -> dict[str, list[Span]]:
         t = staged_spans_table.c
-        grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
-        with connect_or_explain(self.store.engine) as conn:
-            rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
-            for trace_id, body in rows:
-                grouped[trace_id].append(Span.from_compact(from_json(body)))
-        return grouped
+
+        def read() -> dict[str, list[Span]]:
+            grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
+            with connect_or_explain(self.store.engine) as conn:
+                rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
+                for trace_id, body in rows:
+                    grouped[trace_id].append(Span.from_compact(from_json(body)))
+            return grouped
+
+        return with_retries(self.store.engine, read)
 
     def _unstage(self, loaded: dict[str, list[Span]]) -> None:
         """Delete exactly the spans that were loaded: one that arrived meanwhile stays staged
         (and is assembled, or found late, in a later round)."""
         t = staged_spans_table.c
-        with write_transaction(self.store.engine) as conn:
-            for trace_id, spans in loaded.items():
-                ids = [span.span_id for span in spans]
-                for start in range(0, len(ids), 500):
-                    conn.execute(
-                        delete(staged_spans_table).where(
-                            t.trace_id == trace_id, t.span_id.in_(ids[start : start + 500])
+
+        def delete_loaded() -> None:  # idempotent: retried on a dropped connection
+            with write_transaction(self.store.engine) as conn:
+                for trace_id, spans in loaded.items():
+                    ids = [span.span_id for span in spans]
+                    for start in range(0, len(ids), 500):
+                        conn.execute(
+                            delete(staged_spans_table).where(
+                                t.trace_id == trace_id, t.span_id.in_(ids[start : start + 500])
+                            )
                         )
-                    )
+
+        with_retries(self.store.engine, delete_loaded)
 
     def _append_one(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> None:
         try:
