@@ -237,10 +237,19 @@ def serve_cmd(
         typer.Option(min=1, max=64, help="Receiver processes sharing the port (one core each)."),
     ] = 1,
     redact_patterns: RedactOption = None,
+    grpc: Annotated[
+        bool, typer.Option("--grpc", help="Also receive OTLP/gRPC, on --grpc-port (4317).")
+    ] = False,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option(min=0, max=65535, help="Receive OTLP/gRPC on this port too (implies --grpc)."),
+    ] = None,
 ) -> None:
-    """Receive OTLP/HTTP traces on POST /v1/traces (protobuf or JSON, gzip or deflate).
+    """Receive OTLP/HTTP traces on POST /v1/traces (protobuf or JSON, gzip or deflate), and
+    OTLP/gRPC with --grpc / --grpc-port.
 
-    Spans are committed before the 200; each trace becomes a run once its root span arrived.
+    Spans are committed before the 200 (or the gRPC OK); each trace becomes a run once its root
+    span arrived. GET /health reports the staged backlog and the assembler's liveness.
     """
     from ..ingest.otlp.pipeline import OtlpIngest
     from ..ingest.otlp.server import OtlpReceiver
@@ -270,6 +279,18 @@ def serve_cmd(
         store.close()
         raise SteplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound_port = receiver.server_address[1]
+    grpc_receiver = None
+    if grpc or grpc_port is not None:
+        from ..ingest.otlp.grpc_server import DEFAULT_GRPC_PORT, GrpcReceiver
+
+        try:
+            grpc_receiver = GrpcReceiver(
+                receiver, host, DEFAULT_GRPC_PORT if grpc_port is None else grpc_port
+            )
+        except SteplogError:
+            receiver.server_close()
+            store.close()
+            raise
     extra = (
         ReceiverWorkers(
             workers - 1,
@@ -286,7 +307,14 @@ def serve_cmd(
         f"steplog OTLP receiver on http://{shown}:{bound_port}/v1/traces (store {store.url}); "
         f"health on /health",
         highlight=False,
+        soft_wrap=True,  # one line, whatever the terminal width: scripts read it
     )
+    if grpc_receiver is not None:
+        console.print(
+            f"steplog OTLP/gRPC receiver on {shown}:{grpc_receiver.port}",
+            highlight=False,
+            soft_wrap=True,
+        )
     sys.stdout.flush()
     started = time.monotonic()
     signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: shut down cleanly
@@ -296,6 +324,8 @@ def serve_cmd(
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup short
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (every step below is time-bounded)
+        if grpc_receiver is not None:
+            grpc_receiver.stop()
         from_workers = extra.stop() if extra else 0  # the receivers first: no new spans
         receiver.server_close()  # then the assembler
         stats = receiver.stats
