@@ -229,3 +229,32 @@ def test_a_dead_assembler_is_restarted_logged_and_reported(
         thread.join()
         store.close()
     assert "the assembler process died" in capfd.readouterr().err
+
+
+def _nice_and_cmdline(pid: int) -> tuple[int, str]:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return int(fields[16]), cmdline
+
+
+def test_a_dead_receiver_worker_is_restarted_and_reported(tmp_path: Path) -> None:
+    serve = Serve(f"sqlite:///{tmp_path}/workers.db", free_port())
+    try:
+        spawned = [p for p in serve.children() if "spawn_main" in _nice_and_cmdline(p)[1]]
+        # the assembler lowers its priority once it has booted; the worker does not
+        wait_for(lambda: any(_nice_and_cmdline(p)[0] > 0 for p in spawned), what="nice")
+        workers = [pid for pid in spawned if _nice_and_cmdline(pid)[0] == 0]
+        assert len(workers) == 1
+        os.kill(workers[0], signal.SIGKILL)
+
+        def restarted() -> bool:
+            report = serve.health()["workers"]
+            return report == {"alive": 1, "restarts": 1}  # type: ignore[comparison-overlap]
+
+        wait_for(restarted, what="the worker to be restarted")
+        for seed in range(10):
+            serve.send(seed)  # whichever process the kernel picks, every request is answered
+    finally:
+        serve.process.send_signal(signal.SIGTERM)
+        _, err = serve.process.communicate(timeout=60)
+    assert "receiver worker 0 died" in err

@@ -298,10 +298,13 @@ def serve_cmd(
             (host, bound_port),
             max_body_bytes=max_body,
             patterns=redact_patterns,
+            log=lambda message: print(message, file=sys.stderr, flush=True),
         )
         if workers > 1
         else None
     )
+    if extra is not None:
+        receiver.watch(extra)
     shown = f"[{host}]" if ":" in host else host
     console.print(
         f"steplog OTLP receiver on http://{shown}:{bound_port}/v1/traces (store {store.url}); "

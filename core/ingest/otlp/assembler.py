@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Protocol
@@ -18,6 +19,9 @@ from sqlalchemy.exc import DBAPIError
 from ...errors import SteplogError
 
 POLL_SECONDS = 0.2
+
+RESTART_PAUSE = 2.0
+"""Seconds between two restarts of a child that keeps dying."""
 
 
 class _Flag(Protocol):
@@ -82,6 +86,7 @@ class AssemblerProcess:
         self._args = (url, settle, idle, self._assembled)
         self._log = log
         self.restarts = 0
+        self._not_before = 0.0
         self._stopping = False
         self._process = self._start()
 
@@ -114,6 +119,9 @@ class AssemblerProcess:
         parent-death signal follows that thread)."""
         if self._stopping or self._process.is_alive():
             return
+        if time.monotonic() < self._not_before:
+            return  # one that dies at once is not restarted in a tight loop
+        self._not_before = time.monotonic() + RESTART_PAUSE
         code = self._process.exitcode
         self.restarts += 1
         self._log(

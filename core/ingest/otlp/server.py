@@ -84,6 +84,7 @@ class OtlpReceiver(ThreadingHTTPServer):
         reuse_port: bool = False,
     ) -> None:
         self._assembler: AssemblerThread | AssemblerProcess | None = None
+        self._children: Any = None
         self._reuse_port = reuse_port
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _Handler)  # a failed bind raises here, with nothing started
@@ -118,10 +119,17 @@ class OtlpReceiver(ThreadingHTTPServer):
         """Runs the assembler has stored since the start."""
         return self._assembler.runs if self._assembler else 0
 
+    def watch(self, children: Any) -> None:
+        """Also restart ``children`` (receiver workers: ``check()``, ``alive``, ``restarts``)
+        when they die, and report them in the health answer."""
+        self._children = children
+
     def service_actions(self) -> None:
-        """Between polls of ``serve_forever``: restart a dead assembler process."""
+        """Between polls of ``serve_forever``: restart a dead assembler or worker process."""
         if isinstance(self._assembler, AssemblerProcess):
             self._assembler.check()
+        if self._children is not None:
+            self._children.check()
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Whether the receiver is healthy, and its figures: staged spans waiting, assembler
@@ -141,6 +149,11 @@ class OtlpReceiver(ThreadingHTTPServer):
             }
             if not alive:
                 report["status"] = "assembler down"
+        if self._children is not None:
+            report["workers"] = {
+                "alive": self._children.alive,
+                "restarts": self._children.restarts,
+            }
         try:
             traces, spans = self.ingest.pending()
             report["staged"] = {"traces": traces, "spans": spans}

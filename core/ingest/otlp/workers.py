@@ -8,8 +8,13 @@ each stages spans in the same database, and the one assembler turns them into ru
 from __future__ import annotations
 
 import multiprocessing
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+RESTART_PAUSE = 2.0
+"""Seconds between two restarts of a child that keeps dying."""
 
 
 def _worker_main(
@@ -54,23 +59,49 @@ class ReceiverWorkers:
         *,
         max_body_bytes: int,
         patterns: Path | None,
+        log: Callable[[str], None] = print,
     ) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._accepted: Any = context.RawArray("q", count)
-        arguments = (url, address, max_body_bytes, str(patterns) if patterns else None)
-        self._processes = [
-            context.Process(
-                target=_worker_main,
-                args=(*arguments, self._accepted, n),
-                name=f"steplog-receiver-{n}",
-                daemon=True,
-            )
-            for n in range(count)
-        ]
+        self._context = multiprocessing.get_context("spawn")
+        self._accepted: Any = self._context.RawArray("q", count)
+        self._arguments = (url, address, max_body_bytes, str(patterns) if patterns else None)
+        self._log = log
+        self._stopping = False
+        self.restarts = 0
+        self._not_before = 0.0
+        self._processes = [self._start(n) for n in range(count)]
+
+    def _start(self, n: int) -> multiprocessing.process.BaseProcess:
         from .lifecycle import start_shielded
 
-        for process in self._processes:
-            start_shielded(process)
+        process = self._context.Process(
+            target=_worker_main,
+            args=(*self._arguments, self._accepted, n),
+            name=f"steplog-receiver-{n}",
+            daemon=True,
+        )
+        start_shielded(process)
+        return process
+
+    @property
+    def alive(self) -> int:
+        """How many workers are running."""
+        return sum(1 for p in self._processes if p.is_alive())
+
+    def check(self) -> None:
+        """Restart a worker that died, and log it (call from the thread that started them)."""
+        if self._stopping:
+            return
+        if time.monotonic() < self._not_before:
+            return  # one that dies at once is not restarted in a tight loop
+        self._not_before = time.monotonic() + RESTART_PAUSE
+        for n, process in enumerate(self._processes):
+            if not process.is_alive():
+                self.restarts += 1
+                self._log(
+                    f"steplog: receiver worker {n} died (exit code {process.exitcode}); "
+                    f"restarting it (restart {self.restarts})"
+                )
+                self._processes[n] = self._start(n)
 
     @property
     def pids(self) -> list[int]:
@@ -82,6 +113,7 @@ class ReceiverWorkers:
         accepted."""
         from .lifecycle import stop_child
 
+        self._stopping = True
         for process in self._processes:
             if process.is_alive():
                 process.terminate()
