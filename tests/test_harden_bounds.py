@@ -210,3 +210,24 @@ def test_every_importer_stays_within_an_address_space_limit_on_hostile_input(
         assert said in done.stderr, (args, done.stderr[-2000:])
         assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, args
     shutil.rmtree(scenarios)
+
+
+def test_import_otlp_counts_traces_a_running_receiver_assembled_first(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``serve`` on the same database, its assembler may turn the file's traces into runs
+    between staging and the import's own assembly; the report still counts them."""
+    file = tmp_path / "capture.jsonl"
+    lines = [json.dumps(request(*agent_trace(random.Random(n), instance=f"i{n}"))) for n in (1, 2)]
+    file.write_text("\n".join(lines) + "\n")
+    ingest = OtlpIngest(store, default_redactor(), source=f"otlp:{file}")
+    own = ingest.assemble_traces
+
+    def after_the_receiver(traces: list[str]) -> object:
+        OtlpIngest(store, default_redactor()).assemble(everything=True)  # serve got there first
+        return own(traces)
+
+    monkeypatch.setattr(ingest, "assemble_traces", after_the_receiver)
+    report = import_documents(ingest, read_documents(file))
+    assert report.runs == 2
+    assert report.appended == 0 and report.already_stored > 0

@@ -263,6 +263,10 @@ class OtlpIngest:
             loaded = self._load(traces[chunk : chunk + TRACES_PER_ROUND])
             self._assemble_many(loaded, report)
             self._unstage(loaded)
+            for trace_id, spans in loaded.items():  # assembled meanwhile by a running receiver
+                version = 0 if spans else self.store.version(run_id_for(trace_id))
+                if version:
+                    report.stored(run_id_for(trace_id), version, duplicate=True)
         return report
 
     def _load(self, traces: Sequence[str]) -> dict[str, list[Span]]:
