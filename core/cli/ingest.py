@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import SteplogError
 from ..ingest.jsonl import import_jsonl
@@ -333,13 +334,16 @@ def serve_cmd(
         receiver.server_close()  # then the assembler
         stats = receiver.stats
         accepted = stats.spans_accepted + from_workers
-        traces, spans = ingest.pending()
+        try:
+            traces, spans = ingest.pending()
+            staged = f"{spans} span(s) of {traces} trace(s) still staged for the next start"
+        except (SteplogError, SQLAlchemyError) as exc:  # the database went away: stop anyway
+            staged = f"the staged backlog is unknown ({exc})"
         store.close()
         err_console.print(
             f"stopped after {time.monotonic() - started:.0f} s: {accepted} span(s) "
             f"accepted, {stats.spans_rejected} rejected, {stats.bad_requests} bad request(s), "
-            f"{receiver.assembled_runs} run(s) assembled; {spans} span(s) of {traces} trace(s) "
-            "still staged for the next start",
+            f"{receiver.assembled_runs} run(s) assembled; {staged}",
             highlight=False,
         )
 
