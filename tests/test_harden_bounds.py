@@ -231,3 +231,57 @@ def test_import_otlp_counts_traces_a_running_receiver_assembled_first(
     report = import_documents(ingest, read_documents(file))
     assert report.runs == 2
     assert report.appended == 0 and report.already_stored > 0
+
+
+def test_serve_stays_within_an_address_space_limit_under_hostile_requests(tmp_path: Path) -> None:
+    import gzip
+    import socket
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+    serve = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "steplog.cli", "serve"),
+            *("--db", f"sqlite:///{tmp_path}/s.db", "--port", str(port)),
+        ],
+        preexec_fn=limit,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert serve.stdout is not None and "/v1/traces" in serve.stdout.readline()
+        url = f"http://127.0.0.1:{port}/v1/traces"
+
+        def post(body: bytes, **headers: str) -> int:
+            headers = {"Content-Type": "application/json", **headers}
+            req = urllib.request.Request(url, data=body, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=60) as response:
+                    return int(response.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        bomb = gzip.compress(b" " * (300 * 1024 * 1024))  # 300 MB of whitespace, ~300 KB sent
+        assert post(bomb, **{"Content-Encoding": "gzip"}) == 413
+        assert post(b'{"resourceSpans": ' + DEEP.encode() + b"}") == 400
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as raw:
+            raw.sendall(
+                b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n-1\r\n" + b"x" * 65536
+            )
+            assert raw.recv(64).split()[1] == b"400"
+        good = json.dumps(request(*agent_trace(random.Random(8)))).encode()
+        assert post(good) == 200  # still serving
+    finally:
+        serve.terminate()
+        _, err = serve.communicate(timeout=60)
+    assert serve.returncode == 0, err
+    assert "MemoryError" not in err and "Traceback" not in err
