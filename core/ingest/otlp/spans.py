@@ -10,6 +10,7 @@ the request are kept.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -222,9 +223,10 @@ def _pb_raw(pb: Any) -> str:
     from google.protobuf.json_format import MessageToJson
 
     try:
-        return str(MessageToJson(pb))
-    except Exception:
-        return base64.b64encode(pb.SerializeToString()).decode()
+        return str(MessageToJson(pb))  # decoded: the quarantine redacts it
+    except Exception:  # never raw bytes, which the redactor cannot see into: a hash
+        data = pb.SerializeToString()
+        return f"sha256:{hashlib.sha256(data).hexdigest()} ({len(data):,} bytes, not kept)"
 
 
 def _pb_attributes(items: Any) -> dict[str, Any]:
