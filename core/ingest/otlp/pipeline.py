@@ -126,14 +126,13 @@ class OtlpIngest:
         return received
 
     def _stage(self, rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], RejectedSpan]:
-        """Insert ``rows`` (idempotent: retried on a dropped connection) except those that
-        conflict with a staged span; return the conflicting ones."""
+        """Insert ``rows`` (idempotent: retried on a dropped connection); return those that
+        were already staged with other content (they were not inserted)."""
         with write_transaction(self.store.engine) as conn:
-            conflicts = self._conflicting(conn, rows)
-            fresh = [row for row in rows if (row[0], row[1]) not in conflicts]
-            if fresh:
-                conn.exec_driver_sql(self._insert_sql, fresh)
-        return conflicts
+            inserted = conn.exec_driver_sql(self._insert_sql, rows).rowcount
+            if inserted == len(rows):
+                return {}  # the common case: none was staged before, nothing to compare
+            return self._conflicting(conn, rows)
 
     def _conflicting(
         self, conn: Any, rows: list[tuple[Any, ...]]
