@@ -85,6 +85,8 @@ class OtlpReceiver(ThreadingHTTPServer):
     ) -> None:
         self._assembler: AssemblerThread | AssemblerProcess | None = None
         self._children: Any = None
+        self.shared_health: Any = None
+        """In a receiver worker: the parent's view of the assembler and workers, for /health."""
         self._reuse_port = reuse_port
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _Handler)  # a failed bind raises here, with nothing started
@@ -126,10 +128,16 @@ class OtlpReceiver(ThreadingHTTPServer):
 
     def service_actions(self) -> None:
         """Between polls of ``serve_forever``: restart a dead assembler or worker process."""
-        if isinstance(self._assembler, AssemblerProcess):
-            self._assembler.check()
+        assembler = self._assembler
+        if isinstance(assembler, AssemblerProcess):
+            assembler.check()
         if self._children is not None:
             self._children.check()
+            self._children.publish(
+                (assembler.alive, assembler.restarts, assembler.runs)
+                if isinstance(assembler, AssemblerProcess)
+                else None
+            )
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """Whether the receiver is healthy, and its figures: staged spans waiting, assembler
@@ -154,6 +162,13 @@ class OtlpReceiver(ThreadingHTTPServer):
                 "alive": self._children.alive,
                 "restarts": self._children.restarts,
             }
+        if self.shared_health is not None:  # a worker answers with its parent's view
+            present, alive, restarts, runs, workers, worker_restarts = list(self.shared_health)
+            if present:
+                report["assembler"] = {"alive": bool(alive), "restarts": restarts, "runs": runs}
+                if not alive:
+                    report["status"] = "assembler down"
+            report["workers"] = {"alive": workers, "restarts": worker_restarts}
         try:
             traces, spans = self.ingest.pending()
             report["staged"] = {"traces": traces, "spans": spans}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 RESTART_PAUSE = 2.0
+HEALTH_SLOTS = 6
 """Seconds between two restarts of a child that keeps dying."""
 
 
@@ -24,6 +25,7 @@ def _worker_main(
     patterns: str | None,
     accepted: Any,
     index: int,
+    health: Any,
 ) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
@@ -37,6 +39,7 @@ def _worker_main(
     receiver = OtlpReceiver(
         address, ingest, max_body_bytes=max_body_bytes, assembler="none", reuse_port=True
     )
+    receiver.shared_health = health  # /health answered here tells the parent's view
     stop_on_sigterm(receiver.shutdown)
     try:
         receiver.serve_forever(poll_interval=0.2)
@@ -63,6 +66,9 @@ class ReceiverWorkers:
     ) -> None:
         self._context = multiprocessing.get_context("spawn")
         self._accepted: Any = self._context.RawArray("q", count)
+        self.health: Any = self._context.RawArray("q", HEALTH_SLOTS)
+        """The parent's view for the workers' /health: assembler present, alive, restarts,
+        runs; workers alive, restarts (written by the parent only)."""
         self._arguments = (url, address, max_body_bytes, str(patterns) if patterns else None)
         self._log = log
         self._stopping = False
@@ -75,12 +81,18 @@ class ReceiverWorkers:
 
         process = self._context.Process(
             target=_worker_main,
-            args=(*self._arguments, self._accepted, n),
+            args=(*self._arguments, self._accepted, n, self.health),
             name=f"steplog-receiver-{n}",
             daemon=True,
         )
         start_shielded(process)
         return process
+
+    def publish(self, assembler: tuple[bool, int, int] | None) -> None:
+        """Share the parent's view (assembler alive, restarts, runs) with the workers."""
+        alive, restarts, runs = assembler if assembler is not None else (False, 0, 0)
+        values = [int(assembler is not None), int(alive), restarts, runs]
+        self.health[:] = [*values, self.alive, self.restarts]
 
     @property
     def alive(self) -> int:
