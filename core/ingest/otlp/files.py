@@ -13,7 +13,8 @@ from ..bounds import file_depth_error, json_depth_error
 from ..jsonl import Oversized, iter_lines
 from ..report import Rejected
 
-MAX_WHOLE_FILE = 512 * 1024 * 1024
+MAX_WHOLE_FILE = 128 * 1024 * 1024
+"""Largest single-document capture parsed whole (its objects take ~10x its size in memory)."""
 MAX_LINE = 64 * 1024 * 1024
 """Longest line (one request) of a JSON Lines capture; a longer one is refused, not read."""
 
