@@ -14,7 +14,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -207,7 +207,9 @@ def _install_sqlite_hooks(engine: Engine, timeout: float) -> None:
         dbapi_connection.isolation_level = None  # steplog emits BEGIN itself, see below
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {round(timeout * 1000):d}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        if not _foreign_tables(cursor):  # WAL is a lasting change: never on someone else's file
+            with suppress(sqlite3.OperationalError):  # a read-only file is still read
+                cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
@@ -309,10 +311,44 @@ def _migrate(engine: Engine, step: Callable[[Config, str], None], revision: str)
         conn.commit()
 
 
+def _foreign_tables(cursor: Any) -> list[str]:
+    """Tables of a SQLite file that is not (yet) a steplog database and is not empty: steplog
+    must not alter such a file (a mistyped ``--db``)."""
+    rows = cursor.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'"
+    ).fetchall()
+    names = sorted(str(row[0]) for row in rows)
+    if not names or "events" in names:
+        return []
+    from .models import metadata
+
+    return [name for name in names if name not in metadata.tables and name != "alembic_version"]
+
+
+def _refuse_foreign(engine: Engine) -> None:
+    """A SQLite file with tables of its own and no steplog schema is refused, not migrated."""
+    if not is_sqlite(engine):
+        return
+    with connect_or_explain(engine) as conn:
+        foreign = _foreign_tables(conn.connection.dbapi_connection)
+    if foreign:
+        more = f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        shown = ", ".join(foreign[:5]) + more
+        raise ConfigurationError(
+            f"{describe(engine)} is not a steplog database (it holds the table(s) {shown}); "
+            "steplog leaves it unchanged: point --db at a new file or a steplog database"
+        )
+
+
 def ensure_schema(engine: Engine, *, auto_migrate: bool | None = None) -> None:
-    """Make sure the schema is at head: migrate SQLite automatically, explain otherwise."""
-    if _recorded_revision(engine) == SCHEMA_HEAD:
+    """Make sure the schema is at head: migrate SQLite automatically, explain otherwise.
+
+    A SQLite file that holds other tables and no steplog schema is refused unaltered."""
+    recorded = _recorded_revision(engine)
+    if recorded == SCHEMA_HEAD:
         return  # the common case, answered without importing alembic
+    if recorded is None:
+        _refuse_foreign(engine)
     current = current_revision(engine)
     head = head_revision()
     if current == head:

@@ -270,6 +270,37 @@ def test_retry_after_an_ambiguous_commit_does_not_duplicate(
         store.close()
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("times", [1, 3])
+def test_import_otlp_retries_dropped_connections_as_promised(
+    pg_admin: Engine, pg_drill_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, times: int
+) -> None:
+    """``import otlp`` used to abort on one killed connection ("kept failing (1 attempt)"): its
+    staging, loading and unstaging now retry like every other write path."""
+    from helpers.otlp import agent_trace, request
+
+    from steplog.ingest.otlp.files import read_documents
+    from steplog.ingest.otlp.pipeline import OtlpIngest, import_documents
+    from steplog.ingest.redaction import default_redactor
+
+    capture = tmp_path / "capture.jsonl"
+    lines = [
+        json.dumps(request(*agent_trace(random.Random(n), instance=f"i{n}"))) for n in range(6)
+    ]
+    capture.write_text("\n".join(lines) + "\n")
+    store = EventStore.open(pg_drill_url)
+    try:
+        commits = drop_after_commit(monkeypatch, store, pg_admin, times=times)
+        ingest = OtlpIngest(store, default_redactor(), source=f"otlp:{capture}")
+        report = import_documents(ingest, read_documents(capture))
+        assert len(commits) > times  # the dropped commits happened, and later ones went through
+        assert report.runs == 6 and not report.quarantined
+        assert len({e.run_id for e in store.read_all()}) == 6
+        assert ingest.pending() == (0, 0)
+    finally:
+        store.close()
+
+
 def test_recorder_resends_a_batch_whose_commit_was_not_acknowledged(
     store_url: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:

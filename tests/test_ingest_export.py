@@ -86,3 +86,46 @@ def test_export_of_a_missing_run_is_an_error_and_writes_no_file(
     code, _, err = invoke("export", "--db", source_db, "--run", "nope", "-o", str(target))
     assert code == 1 and "no such run(s): nope" in err
     assert not target.exists()
+
+
+def test_export_never_follows_a_planted_symlink_and_says_path_errors_in_one_line(
+    source_db: str, tmp_path: Path
+) -> None:
+    target = tmp_path / "out.jsonl"
+    victim = tmp_path / "victim"
+    # the old writer used this predictable name, and followed a link planted there
+    (tmp_path / ".out.jsonl.partial").symlink_to(victim)
+    code, _, err = invoke("export", "--db", source_db, "-o", str(target))
+    assert code == 0, err
+    assert not victim.exists()
+    assert target.read_text().count("\n") > 0
+    assert (tmp_path / ".out.jsonl.partial").is_symlink()  # left alone
+    for bad, said in (
+        (tmp_path / "missing" / "x.jsonl", "does not exist"),
+        (tmp_path, "is a directory"),
+    ):
+        code, _, err = invoke("export", "--db", source_db, "-o", str(bad))
+        assert code == 1 and said in err, err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_search_treats_like_wildcards_as_text(source_db: str) -> None:
+    from steplog.projections.queries import list_runs, refresh
+    from steplog.store import EventStore
+
+    everything = json.loads(invoke("failures", "--db", source_db, "--json")[1])
+    for text in ("%", "_", "%_%"):
+        code, out, err = invoke("failures", "--db", source_db, "--search", text, "--json")
+        assert code == 0, err
+        found = json.loads(out)
+        fields = ("message", "step", "error_type", "signature")
+        assert all(any(text in str(f[k]) for k in fields) for f in found), (text, found)
+        assert len(found) < len(everything)
+    store = EventStore.open(source_db)
+    try:
+        refresh(store)
+        assert list_runs(store, limit=1000)  # there are runs...
+        assert list_runs(store, search="%", limit=1000) == []  # ...none with a literal %
+        assert all("_" in r.run_id for r in list_runs(store, search="_", limit=1000))
+    finally:
+        store.close()

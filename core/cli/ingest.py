@@ -106,17 +106,29 @@ def _finish(report: "ImportReport", origin: str, source: str, as_json: bool) -> 
 
 
 @import_app.command("jsonl")
-def import_jsonl_cmd(file: FileArgument, db: DbOption = None, as_json: JsonOption = False) -> None:
+def import_jsonl_cmd(
+    file: FileArgument,
+    db: DbOption = None,
+    redact_patterns: RedactOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Import portable JSONL (as written by `steplog export`); bad lines are quarantined.
 
-    Idempotent: lines carry their event ids, so importing a file twice adds nothing.
+    Idempotent: lines carry their event ids, so importing a file twice adds nothing. Payloads
+    are redacted like every other import.
     """
     require_kind(file, JSONL)
+    redactor = default_redactor(redact_patterns)
     with _store(db) as store, _progress(as_json) as progress:
         task = progress.add_task(f"importing {file.name}", total=file.stat().st_size)
         from ..ingest.jsonl import import_jsonl
 
-        report = import_jsonl(store, file, on_progress=lambda n: progress.update(task, completed=n))
+        report = import_jsonl(
+            store,
+            file,
+            redactor=redactor,
+            on_progress=lambda n: progress.update(task, completed=n),
+        )
     _finish(report, str(file), f"jsonl:{file}", as_json)
 
 
@@ -233,7 +245,7 @@ def export_cmd(
     ] = None,
 ) -> None:
     """Export stored events as portable JSONL (`steplog import jsonl` reads it back)."""
-    from ..ingest.export import export_events, to_line
+    from ..ingest.export import export_events, to_line, write_atomically
 
     with _store_must_exist(db) as store:
         events = export_events(store, run_ids=run or (), scenarios=scenario or ())
@@ -242,16 +254,7 @@ def export_cmd(
         if output is None:
             sys.stdout.writelines(lines)
             return
-        temporary = output.with_name(f".{output.name}.partial")
-        count = 0
-        try:
-            with temporary.open("w", encoding="utf-8") as stream:
-                for line in lines:
-                    stream.write(line)
-                    count += 1
-            temporary.replace(output)  # a reader never sees half a file
-        finally:
-            temporary.unlink(missing_ok=True)
+        count = write_atomically(output, lines)
     err_console.print(f"exported {count} event(s) to {output}", highlight=False)
 
 
@@ -291,10 +294,19 @@ def serve_cmd(
         typer.Option(min=1, max=64, help="Receiver processes sharing the port (one core each)."),
     ] = 1,
     redact_patterns: RedactOption = None,
+    grpc: Annotated[
+        bool, typer.Option("--grpc", help="Also receive OTLP/gRPC, on --grpc-port (4317).")
+    ] = False,
+    grpc_port: Annotated[
+        int | None,
+        typer.Option(min=0, max=65535, help="Receive OTLP/gRPC on this port too (implies --grpc)."),
+    ] = None,
 ) -> None:
-    """Receive OTLP/HTTP traces on POST /v1/traces (protobuf or JSON, gzip or deflate).
+    """Receive OTLP/HTTP traces on POST /v1/traces (protobuf or JSON, gzip or deflate), and
+    OTLP/gRPC with --grpc / --grpc-port.
 
-    Spans are committed before the 200; each trace becomes a run once its root span arrived.
+    Spans are committed before the 200 (or the gRPC OK); each trace becomes a run once its root
+    span arrived. GET /health reports the staged backlog and the assembler's liveness.
     """
     from ..ingest.otlp.pipeline import OtlpIngest
     from ..ingest.otlp.server import OtlpReceiver
@@ -326,6 +338,18 @@ def serve_cmd(
         store.close()
         raise SteplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     bound_port = receiver.server_address[1]
+    grpc_receiver = None
+    if grpc or grpc_port is not None:
+        from ..ingest.otlp.grpc_server import DEFAULT_GRPC_PORT, GrpcReceiver
+
+        try:
+            grpc_receiver = GrpcReceiver(
+                receiver, host, DEFAULT_GRPC_PORT if grpc_port is None else grpc_port
+            )
+        except SteplogError:
+            receiver.server_close()
+            store.close()
+            raise
     extra = (
         ReceiverWorkers(
             workers - 1,
@@ -333,14 +357,26 @@ def serve_cmd(
             (host, bound_port),
             max_body_bytes=max_body,
             patterns=redact_patterns,
+            log=lambda message: print(message, file=sys.stderr, flush=True),
         )
         if workers > 1
         else None
     )
+    if extra is not None:
+        receiver.watch(extra)
+    shown = f"[{host}]" if ":" in host else host
     console.print(
-        f"steplog OTLP receiver on http://{host}:{bound_port}/v1/traces (store {store.url})",
+        f"steplog OTLP receiver on http://{shown}:{bound_port}/v1/traces (store {store.url}); "
+        f"health on /health",
         highlight=False,
+        soft_wrap=True,  # one line, whatever the terminal width: scripts read it
     )
+    if grpc_receiver is not None:
+        console.print(
+            f"steplog OTLP/gRPC receiver on {shown}:{grpc_receiver.port}",
+            highlight=False,
+            soft_wrap=True,
+        )
     sys.stdout.flush()
     started = time.monotonic()
     signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: shut down cleanly
@@ -348,16 +384,26 @@ def serve_cmd(
         with suppress(KeyboardInterrupt):
             receiver.serve_forever(poll_interval=0.2)
     finally:
-        receiver.server_close()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (every step below is time-bounded)
+        if grpc_receiver is not None:
+            grpc_receiver.stop()
+        from_workers = extra.stop() if extra else 0  # the receivers first: no new spans
+        receiver.server_close()  # then the assembler
         stats = receiver.stats
-        accepted = stats.spans_accepted + (extra.stop() if extra else 0)
-        traces, spans = ingest.pending()
+        accepted = stats.spans_accepted + from_workers
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            traces, spans = ingest.pending()
+            staged = f"{spans} span(s) of {traces} trace(s) still staged for the next start"
+        except (SteplogError, SQLAlchemyError) as exc:  # the database went away: stop anyway
+            staged = f"the staged backlog is unknown ({exc})"
         store.close()
         err_console.print(
             f"stopped after {time.monotonic() - started:.0f} s: {accepted} span(s) "
             f"accepted, {stats.spans_rejected} rejected, {stats.bad_requests} bad request(s), "
-            f"{receiver.assembled_runs} run(s) assembled; {spans} span(s) of {traces} trace(s) "
-            "still staged for the next start",
+            f"{receiver.assembled_runs} run(s) assembled; {staged}",
             highlight=False,
         )
 

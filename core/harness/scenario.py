@@ -254,13 +254,15 @@ def _resolve_inputs(wanted: list[str], earlier: list[str]) -> tuple[str, ...]:
 def load_scenario(path: Path) -> ScenarioSpec:
     """Parse and validate one scenario file, with errors naming the file and the field."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(_bounded_toml(path))
     except FileNotFoundError:
         raise ScenarioError(f"scenario file {path} does not exist") from None
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: not valid TOML: nested too deeply") from None
     try:
         return ScenarioSpec.model_validate(data)
     except ValidationError as exc:
@@ -269,6 +271,20 @@ def load_scenario(path: Path) -> ScenarioSpec:
             for error in exc.errors(include_url=False)
         )
         raise ScenarioError(f"{path}: {problems}") from None
+
+
+def _bounded_toml(path: Path) -> str:
+    """The file's text, refused before parsing when it is too big or nests too deeply."""
+    from ..ingest.bounds import MAX_TOML_BYTES, MAX_TOML_DEPTH, nesting_error
+
+    with path.open("rb") as stream:
+        data = stream.read(MAX_TOML_BYTES + 1)
+    if len(data) > MAX_TOML_BYTES:
+        raise ScenarioError(f"{path}: larger than {MAX_TOML_BYTES:,} bytes, the limit")
+    too_deep = nesting_error(data, limit=MAX_TOML_DEPTH, toml=True)
+    if too_deep:
+        raise ScenarioError(f"{path}: not accepted: {too_deep}")
+    return data.decode("utf-8")
 
 
 def scenario_dirs() -> list[Path]:

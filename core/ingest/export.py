@@ -8,7 +8,10 @@ and importing the file into an empty one reproduces the same runs and the same p
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from ..errors import SteplogError
@@ -58,3 +61,41 @@ def _in_scenarios(events: list[StoredEvent], scenarios: set[str]) -> list[Stored
 def to_line(event: StoredEvent) -> str:
     """One JSONL line (with its newline)."""
     return json.dumps(event.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def write_atomically(path: Path, lines: Iterable[str]) -> int:
+    """Write ``lines`` to ``path`` through a new temporary file beside it, then rename it into
+    place: a reader never sees half a file, and the temporary name is unpredictable and created
+    with ``O_EXCL`` (a planted symlink or file there is never followed or overwritten). Returns
+    the number of lines; a path problem is one clear :class:`SteplogError`."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise SteplogError(f"cannot write {path}: the directory {folder} does not exist")
+    if path.is_dir():
+        raise SteplogError(f"cannot write {path}: it is a directory")
+    try:
+        descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=folder)
+    except OSError as exc:
+        raise SteplogError(f"cannot write in {folder}: {exc.strerror or exc}") from None
+    temporary = Path(name)
+    count = 0
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            for line in lines:
+                stream.write(line)
+                count += 1
+            stream.flush()
+            os.fsync(stream.fileno())
+        temporary.chmod(0o666 & ~_umask())
+        temporary.replace(path)
+    except OSError as exc:
+        raise SteplogError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        temporary.unlink(missing_ok=True)
+    return count
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current

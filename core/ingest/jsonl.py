@@ -26,6 +26,8 @@ from typing import Any, BinaryIO
 from ..errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
 from ..events import Catalogue, catalogue
 from ..store import EventStore, NewEvent, check_run_id
+from .bounds import json_depth_error
+from .redaction import Redactor, default_redactor
 from .report import ImportReport
 
 MAX_BATCH = 1000
@@ -62,19 +64,29 @@ class BadLine:
         return f"line {self.line_no}"
 
 
-def parse_line(line_no: int, raw: bytes, using: Catalogue = catalogue) -> ParsedLine | BadLine:
-    """Validate one line; never raises for bad content."""
+def parse_line(
+    line_no: int,
+    raw: bytes,
+    using: Catalogue = catalogue,
+    redactor: Redactor | None = None,
+) -> ParsedLine | BadLine:
+    """Validate one line (its payload redacted); never raises for bad content."""
     try:
-        return _parse(line_no, raw, using)
-    except (SteplogError, ValueError, TypeError, OverflowError) as exc:
+        return _parse(line_no, raw, using, redactor)
+    except (SteplogError, ValueError, TypeError, OverflowError, RecursionError) as exc:
         return BadLine(line_no, f"{type(exc).__name__}: {exc}", _lossy(raw))
 
 
-def _parse(line_no: int, raw: bytes, using: Catalogue) -> ParsedLine | BadLine:
+def _parse(
+    line_no: int, raw: bytes, using: Catalogue, redactor: Redactor | None
+) -> ParsedLine | BadLine:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return BadLine(line_no, f"not UTF-8 ({exc.reason} at byte {exc.start})", _lossy(raw))
+    too_deep = json_depth_error(raw)
+    if too_deep:
+        return BadLine(line_no, f"not stored: {too_deep}; sha256 {_sha256(raw)}", "")
     try:
         record = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -87,7 +99,8 @@ def _parse(line_no: int, raw: bytes, using: Catalogue) -> ParsedLine | BadLine:
     try:
         run_id = record["run_id"]
         check_run_id(run_id)
-        event = using.parse(record["type"], record["payload"], _opt_int(record, "schema_version"))
+        payload = record["payload"] if redactor is None else redactor.value(record["payload"])
+        event = using.parse(record["type"], payload, _opt_int(record, "schema_version"))
         seq = _opt_int(record, "seq")
         event_id = _opt_uuid(record.get("event_id"))
         recorded_at = _opt_time(record.get("recorded_at"))
@@ -131,6 +144,10 @@ def _opt_time(value: Any) -> datetime | None:
         return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
     except (ValueError, OverflowError):
         raise ValueError(f"recorded_at {value!r} is not an ISO 8601 timestamp") from None
+
+
+def _sha256(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
 
 
 def _lossy(raw: bytes) -> str:
@@ -182,9 +199,13 @@ def import_jsonl(
     store: EventStore,
     path: Path,
     *,
+    redactor: Redactor | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> ImportReport:
     """Append every valid line of ``path``; quarantine every bad one with its reason.
+
+    Payloads are redacted like every other import (``redactor``, default: the built-in
+    patterns); so is the raw text of quarantined lines.
 
     Consecutive lines of one run go in one batch. A batch the store refuses (a version conflict,
     a re-used event id) is retried line by line, so only the offending lines are quarantined.
@@ -192,11 +213,12 @@ def import_jsonl(
     """
     report = ImportReport()
     source = f"jsonl:{path}"
+    redactor = redactor or default_redactor()
     pending: list[ParsedLine] = []
 
     def flush() -> None:
         if pending:
-            _store_group(store, pending, report, source)
+            _store_group(store, pending, report, source, redactor)
             pending.clear()
 
     max_line = store.max_payload_bytes + LINE_OVERHEAD
@@ -208,14 +230,14 @@ def import_jsonl(
                     f"line is {raw.size:,} bytes; the limit is {max_line:,} "
                     f"(payload limit {store.max_payload_bytes:,} + {LINE_OVERHEAD:,}); "
                     f"sha256 {raw.sha256}",
-                    _lossy(raw.head),
+                    "",
                 )
                 if isinstance(raw, Oversized)
-                else parse_line(line_no, raw, store.catalogue)
+                else parse_line(line_no, raw, store.catalogue, redactor)
             )
             if isinstance(parsed, BadLine):
                 flush()
-                _quarantine(store, report, source, parsed)
+                _quarantine(store, report, source, _redacted(parsed, redactor))
             else:
                 if pending and not _continues(pending, parsed):
                     flush()
@@ -236,19 +258,28 @@ def _continues(group: list[ParsedLine], line: ParsedLine) -> bool:
 
 
 def _store_group(
-    store: EventStore, group: list[ParsedLine], report: ImportReport, source: str
+    store: EventStore,
+    group: list[ParsedLine],
+    report: ImportReport,
+    source: str,
+    redactor: Redactor,
 ) -> None:
     try:
         result = store.append_batch(group[0].run_id, [g.event for g in group], group[0].seq)
     except REFUSALS as exc:
         if len(group) == 1:
-            _quarantine(store, report, source, BadLine(group[0].line_no, str(exc), group[0].raw))
+            bad = BadLine(group[0].line_no, str(exc), group[0].raw)
+            _quarantine(store, report, source, _redacted(bad, redactor))
         else:
             for line in group:
-                _store_group(store, [line], report, source)
+                _store_group(store, [line], report, source, redactor)
         return
     report.stored(group[0].run_id, len(group), duplicate=result.duplicate)
 
 
 def _quarantine(store: EventStore, report: ImportReport, source: str, bad: BadLine) -> None:
     report.reject(store, source, bad)
+
+
+def _redacted(bad: BadLine, redactor: Redactor) -> BadLine:
+    return BadLine(bad.line_no, redactor.text(bad.reason), redactor.document(bad.raw))

@@ -70,7 +70,7 @@ def retry(
 def _retry_one(store: EventStore, record: QuarantinedInput, redactor: Redactor) -> RetryOutcome:
     kind = record.source.split(":", 1)[0]
     if kind == "jsonl":
-        return _retry_jsonl(store, record)
+        return _retry_jsonl(store, record, redactor)
     if kind == "otlp":
         return _retry_otlp(store, record, redactor)
     return RetryOutcome(
@@ -81,9 +81,10 @@ def _retry_one(store: EventStore, record: QuarantinedInput, redactor: Redactor) 
     )
 
 
-def _retry_jsonl(store: EventStore, record: QuarantinedInput) -> RetryOutcome:
+def _retry_jsonl(store: EventStore, record: QuarantinedInput, redactor: Redactor) -> RetryOutcome:
     line_no = _line_number(record.location)
-    parsed = parse_line(line_no, record.raw.encode("utf-8", errors="surrogateescape"))
+    raw = record.raw.encode("utf-8", errors="surrogateescape")
+    parsed = parse_line(line_no, raw, store.catalogue, redactor)
     if isinstance(parsed, BadLine):
         return _still_failing(store, record, parsed.reason)
     try:

@@ -11,6 +11,7 @@ only that group; otherwise the whole match is replaced. Keys that name a secret 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -37,6 +38,8 @@ BUILTIN_PATTERNS: tuple[str, ...] = (
     r"\b(?P<secret>(?:AKIA|ASIA)[0-9A-Z]{16})\b",
     # Google API keys
     r"\b(?P<secret>AIza[0-9A-Za-z_-]{35})",
+    # JSON Web Tokens (header.payload.signature, both JSON parts base64url of "{")
+    r"\b(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})",
     # Slack tokens
     r"\b(?P<secret>xox[abprs]-[A-Za-z0-9-]{10,})",
     # key=value / "key": "value" pairs whose key names a secret
@@ -93,6 +96,17 @@ class Redactor:
             else:
                 value = pattern.sub(MASK, value)
         return value
+
+    def document(self, raw: str) -> str:
+        """Raw input kept for the quarantine, redacted: parsed as JSON when it is (so
+        secret-named keys are masked too), else as text."""
+        from .bounds import json_depth_error
+
+        encoded = raw.encode("utf-8", errors="surrogatepass")
+        if raw[:1] in ("{", "[") and json_depth_error(encoded) is None:
+            with suppress(ValueError, RecursionError):
+                return json.dumps(self.value(json.loads(raw)), ensure_ascii=False)
+        return self.text(raw)
 
     def value(self, value: Any) -> Any:
         """A copy of a JSON-like value with secrets redacted (secret-named keys wholly)."""

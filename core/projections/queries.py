@@ -7,13 +7,21 @@ catch the projection up first with :func:`refresh`.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sqlalchemy import Select, String, case, cast, func, or_, select
+from sqlalchemy.exc import DBAPIError
 
-from ..errors import SteplogError
+from ..database import classify, explain
+from ..errors import (
+    DatabaseFullError,
+    DatabaseLockedError,
+    DatabaseReadOnlyError,
+    SteplogError,
+)
 from ..models import failure_signatures_table as sig_t
 from ..models import regression_members_table as members_t
 from ..models import run_summaries_table as runs_t
@@ -25,8 +33,31 @@ FINISHED = ("completed", "failed", "aborted")
 
 
 def refresh(store: EventStore, progress: ProgressCallback | None = None) -> int:
-    """Catch the library projection up with the log; return the events folded."""
-    return LibraryProjection(store).catch_up(progress=progress)
+    """Catch the library projection up with the log; return the events folded.
+
+    When the database cannot be written (a read-only file or filesystem, a full disk, a write
+    lock held past the busy timeout), the read models are served as last caught up, and a
+    warning on standard error says how far behind they are.
+    """
+    projection = LibraryProjection(store)
+    try:
+        return projection.catch_up(progress=progress)
+    except DBAPIError as exc:
+        if classify(exc) not in ("read_only", "full", "busy"):
+            raise
+        reason = str(explain(store.engine, exc))
+    except (DatabaseReadOnlyError, DatabaseFullError, DatabaseLockedError) as exc:
+        reason = str(exc)
+    try:
+        behind = f"{max(store.last_position() - projection.checkpoint(), 0):,} event(s) behind"
+    except (SteplogError, DBAPIError):
+        behind = "behind by an unknown number of events"
+    print(
+        f"warning: showing the read models as last caught up, {behind} (stale): {reason}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0
 
 
 def _utc(value: Any) -> Any:
@@ -67,10 +98,12 @@ def list_runs(
         query = query.where(runs_t.c.signature == signature)
     if session:
         query = query.where(runs_t.c.session_id == session)
-    if search:
-        pattern = f"%{search}%"
+    if search:  # autoescape: % and _ in the search are literal characters
         query = query.where(
-            or_(runs_t.c.run_id.like(pattern), runs_t.c.task_instance_id.like(pattern))
+            or_(
+                runs_t.c.run_id.contains(search, autoescape=True),
+                runs_t.c.task_instance_id.contains(search, autoescape=True),
+            )
         )
     query = query.order_by(runs_t.c.started_at.desc(), runs_t.c.run_id).limit(limit).offset(offset)
     return _rows(store, query)
@@ -150,14 +183,13 @@ def _failure_filters(
     ):
         if value:
             query = query.where(column == value)
-    if search:
-        pattern = f"%{search}%"
+    if search:  # autoescape: % and _ in the search are literal characters
         query = query.where(
             or_(
-                sig_t.c.message.like(pattern),
-                sig_t.c.step.like(pattern),
-                sig_t.c.error_type.like(pattern),
-                sig_t.c.signature.like(pattern),
+                sig_t.c.message.contains(search, autoescape=True),
+                sig_t.c.step.contains(search, autoescape=True),
+                sig_t.c.error_type.contains(search, autoescape=True),
+                sig_t.c.signature.contains(search, autoescape=True),
             )
         )
     if model_version:
@@ -235,7 +267,9 @@ def get_failure(store: EventStore, signature: str) -> FailureView:
     query = select(sig_t).where(sig_t.c.signature == signature)
     rows = _rows(store, query)
     if not rows and len(signature) >= 6:
-        rows = _rows(store, select(sig_t).where(sig_t.c.signature.like(f"{signature}%")))
+        rows = _rows(
+            store, select(sig_t).where(sig_t.c.signature.startswith(signature, autoescape=True))
+        )
         if len(rows) > 1:
             raise SteplogError(f"signature prefix {signature!r} is ambiguous ({len(rows)} match)")
     if not rows:

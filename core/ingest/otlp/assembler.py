@@ -9,9 +9,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
-from multiprocessing.sharedctypes import Synchronized
 from typing import Any, Protocol
 
 from sqlalchemy.exc import DBAPIError
@@ -19,6 +19,9 @@ from sqlalchemy.exc import DBAPIError
 from ...errors import SteplogError
 
 POLL_SECONDS = 0.2
+
+RESTART_PAUSE = 2.0
+"""Seconds between two restarts of a child that keeps dying."""
 
 
 class _Flag(Protocol):
@@ -44,13 +47,15 @@ def assemble_until(
             stop.wait(POLL_SECONDS)
 
 
-def _process_main(
-    url: str, settle: float, idle: float, stop: Any, assembled: Synchronized[int]
-) -> None:
+def _process_main(url: str, settle: float, idle: float, assembled: Any) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
+    from .lifecycle import die_with_parent, stop_on_sigterm
     from .pipeline import OtlpIngest
 
+    die_with_parent()
+    stop = threading.Event()
+    stop_on_sigterm(stop.set)
     with suppress(OSError, AttributeError):  # acknowledging spans comes first; runs can lag
         os.nice(10)
 
@@ -59,45 +64,78 @@ def _process_main(
 
     def once() -> int:
         runs = ingest.assemble().runs
-        with assembled.get_lock():
-            assembled.value += runs
+        assembled.value += runs  # this process is the only writer
         return runs
 
     try:
         assemble_until(once, stop, lambda error: None)
-    except KeyboardInterrupt:
-        pass
     finally:
         store.close()
 
 
 class AssemblerProcess:
-    """The assembler in a child process of its own, stopped with :meth:`stop`."""
+    """The assembler in a child process of its own: restarted (and the death logged) by
+    :meth:`check` when it dies, stopped with :meth:`stop`. No lock is shared with the child, so
+    a child killed at any moment cannot block the parent."""
 
-    def __init__(self, url: str, *, settle: float, idle: float) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._stop = context.Event()
-        self._assembled: Synchronized[int] = context.Value("q", 0)
-        self._process = context.Process(
-            target=_process_main,
-            args=(url, settle, idle, self._stop, self._assembled),
-            name="steplog-assembler",
-            daemon=True,
+    def __init__(
+        self, url: str, *, settle: float, idle: float, log: Callable[[str], None] = print
+    ) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._assembled: Any = self._context.RawValue("q", 0)
+        self._args = (url, settle, idle, self._assembled)
+        self._log = log
+        self.restarts = 0
+        self._not_before = 0.0
+        self._stopping = False
+        self._process = self._start()
+
+    def _start(self) -> multiprocessing.process.BaseProcess:
+        from .lifecycle import start_shielded
+
+        process = self._context.Process(
+            target=_process_main, args=self._args, name="steplog-assembler", daemon=True
         )
-        self._process.start()
+        start_shielded(process)
+        return process
 
     @property
     def runs(self) -> int:
         """Runs assembled so far."""
         return int(self._assembled.value)
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Finish the current round and exit."""
-        self._stop.set()
-        self._process.join(timeout)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join(5)
+    @property
+    def pid(self) -> int | None:
+        """The assembler process's id."""
+        return self._process.pid
+
+    @property
+    def alive(self) -> bool:
+        """Whether the assembler process is running."""
+        return self._process.is_alive()
+
+    def check(self) -> None:
+        """Restart the assembler if it died (call from the thread that started it: the child's
+        parent-death signal follows that thread)."""
+        if self._stopping or self._process.is_alive():
+            return
+        if time.monotonic() < self._not_before:
+            return  # one that dies at once is not restarted in a tight loop
+        self._not_before = time.monotonic() + RESTART_PAUSE
+        code = self._process.exitcode
+        self.restarts += 1
+        self._log(
+            f"steplog: the assembler process died (exit code {code}); restarting it "
+            f"(restart {self.restarts})"
+        )
+        self._process = self._start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Finish the current round and exit (killed after ``timeout`` seconds)."""
+        from .lifecycle import stop_child
+
+        self._stopping = True
+        stop_child(self._process, timeout)
 
 
 class AssemblerThread:

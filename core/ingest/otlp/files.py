@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ...errors import SteplogError
+from ..bounds import file_depth_error, json_depth_error
+from ..jsonl import Oversized, iter_lines
 from ..report import Rejected
 
-MAX_WHOLE_FILE = 512 * 1024 * 1024
+MAX_WHOLE_FILE = 128 * 1024 * 1024
+"""Largest single-document capture parsed whole (its objects take ~10x its size in memory)."""
+MAX_LINE = 64 * 1024 * 1024
+"""Longest line (one request) of a JSON Lines capture; a longer one is refused, not read."""
 
 
 def read_documents(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
@@ -29,6 +34,10 @@ def read_documents(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
             f"{path} is not JSON Lines and is larger than {MAX_WHOLE_FILE:,} bytes; "
             "split it into one request per line"
         )
+    too_deep = file_depth_error(path)
+    if too_deep:
+        yield Rejected("file", f"not stored: {too_deep}", "")
+        return
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")
@@ -47,13 +56,16 @@ def read_documents(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
 
 def _lines(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
     with path.open("rb") as stream:
-        for number, raw in enumerate(stream, start=1):
-            line = raw.strip()
-            if number == 1 and line.startswith(b"\xef\xbb\xbf"):
-                line = line[3:]
-            if not line:
-                continue
+        for number, line in iter_lines(stream, MAX_LINE):
             location = f"line {number}"
+            if isinstance(line, Oversized):
+                reason = f"line is {line.size:,} bytes, over {MAX_LINE:,}; sha256 {line.sha256}"
+                yield Rejected(location, reason, "")
+                continue
+            too_deep = json_depth_error(line)
+            if too_deep:
+                yield Rejected(location, f"not stored: {too_deep}", "")
+                continue
             try:
                 yield location, json.loads(line.decode("utf-8"))
             except UnicodeDecodeError as exc:
@@ -62,7 +74,7 @@ def _lines(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
                 )
             except json.JSONDecodeError as exc:
                 yield Rejected(location, f"not JSON: {exc.msg} at column {exc.colno}", _lossy(line))
-            except (ValueError, RecursionError) as exc:  # nested too deeply, huge integers
+            except (ValueError, RecursionError) as exc:  # huge integers
                 yield Rejected(location, f"not JSON: {exc}", _lossy(line))
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic_core import from_json, to_json
 from sqlalchemy import case, delete, func, select
 
-from ...database import connect_or_explain, is_sqlite, write_transaction
+from ...database import connect_or_explain, is_sqlite, with_retries, write_transaction
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
 from ...models import archived_traces_table, staged_spans_table
 from ...store import EventStore, _sqlite_datetime
@@ -141,8 +141,10 @@ class OtlpIngest:
                 (span.trace_id, span.span_id, when, int(root) if self._sqlite else root, body)
             )
         if rows:
-            with write_transaction(self.store.engine) as conn:
-                conn.exec_driver_sql(self._insert_sql, rows)
+            conflicts = with_retries(self.store.engine, lambda: self._stage(rows))
+            if conflicts:  # (a retry after an ambiguous commit finds its own rows: identical)
+                rows = [row for row in rows if (row[0], row[1]) not in conflicts]
+                received.rejected.extend(conflicts.values())
         received.accepted = len(rows)
         received.trace_ids = {row[0] for row in rows}
         received.roots = sum(1 for row in rows if row[3])
@@ -152,6 +154,45 @@ class OtlpIngest:
                 source=self.source, location=clean.location, reason=clean.reason, raw=clean.raw
             )
         return received
+
+    def _stage(self, rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], RejectedSpan]:
+        """Insert ``rows`` (idempotent: retried on a dropped connection); return those that
+        were already staged with other content (they were not inserted)."""
+        with write_transaction(self.store.engine) as conn:
+            inserted = conn.exec_driver_sql(self._insert_sql, rows).rowcount
+            if inserted == len(rows):
+                return {}  # the common case: none was staged before, nothing to compare
+            return self._conflicting(conn, rows)
+
+    def _conflicting(
+        self, conn: Any, rows: list[tuple[Any, ...]]
+    ) -> dict[tuple[str, str], RejectedSpan]:
+        """Spans of ``rows`` already staged with other content: a re-send that differs is
+        refused (and quarantined) instead of silently losing to the first version."""
+        mark = "?" if self._sqlite else "%s"
+        wanted = {(row[0], row[1]): row[4] for row in rows}
+        conflicts: dict[tuple[str, str], RejectedSpan] = {}
+        keys = list(wanted)
+        for start in range(0, len(keys), 400):
+            part = keys[start : start + 400]
+            traces = sorted({k[0] for k in part})
+            spans = sorted({k[1] for k in part})
+            found = conn.exec_driver_sql(
+                "SELECT trace_id, span_id, body FROM otlp_spans "
+                f"WHERE trace_id IN ({', '.join([mark] * len(traces))}) "
+                f"AND span_id IN ({', '.join([mark] * len(spans))})",
+                tuple(traces + spans),
+            ).all()
+            for trace_id, span_id, body in found:
+                new = wanted.get((trace_id, span_id))
+                if new is not None and new != body:
+                    conflicts[(trace_id, span_id)] = RejectedSpan(
+                        f"trace {trace_id} span {span_id}",
+                        "re-sent with the same ids and different content; the first version "
+                        "is kept (OTLP span ids must be unique)",
+                        new,
+                    )
+        return conflicts
 
     def redacted(self, bad: Rejected) -> Rejected:
         """``bad`` with secrets redacted from its reason and raw content (parsed when it is
@@ -209,8 +250,12 @@ class OtlpIngest:
                 | (func.max(case((a_run, 1), else_=0)) > 0) & settled
                 | (func.max(t.received_at) <= now - self.idle)
             )
-        with connect_or_explain(self.store.engine) as conn:
-            return [row[0] for row in conn.execute(query.order_by(t.trace_id).limit(limit))]
+
+        def read() -> list[str]:
+            with connect_or_explain(self.store.engine) as conn:
+                return [row[0] for row in conn.execute(query.order_by(t.trace_id).limit(limit))]
+
+        return with_retries(self.store.engine, read)
 
     def assemble(self, *, everything: bool = False) -> ImportReport:
         """Turn ready traces into runs until none is left; report what was stored."""
@@ -319,30 +364,42 @@ class OtlpIngest:
             loaded = self._load(traces[chunk : chunk + TRACES_PER_ROUND])
             self._assemble_many(loaded, report)
             self._unstage(loaded)
+            for trace_id, spans in loaded.items():  # assembled meanwhile by a running receiver
+                version = 0 if spans else self.store.version(run_id_for(trace_id))
+                if version:
+                    report.stored(run_id_for(trace_id), version, duplicate=True)
         return report
 
     def _load(self, traces: Sequence[str]) -> dict[str, list[Span]]:
         t = staged_spans_table.c
-        grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
-        with connect_or_explain(self.store.engine) as conn:
-            rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
-            for trace_id, body in rows:
-                grouped[trace_id].append(Span.from_compact(from_json(body)))
-        return grouped
+
+        def read() -> dict[str, list[Span]]:
+            grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
+            with connect_or_explain(self.store.engine) as conn:
+                rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
+                for trace_id, body in rows:
+                    grouped[trace_id].append(Span.from_compact(from_json(body)))
+            return grouped
+
+        return with_retries(self.store.engine, read)
 
     def _unstage(self, loaded: dict[str, list[Span]]) -> None:
         """Delete exactly the spans that were loaded: one that arrived meanwhile stays staged
         (and is assembled, or found late, in a later round)."""
         t = staged_spans_table.c
-        with write_transaction(self.store.engine) as conn:
-            for trace_id, spans in loaded.items():
-                ids = [span.span_id for span in spans]
-                for start in range(0, len(ids), 500):
-                    conn.execute(
-                        delete(staged_spans_table).where(
-                            t.trace_id == trace_id, t.span_id.in_(ids[start : start + 500])
+
+        def delete_loaded() -> None:  # idempotent: retried on a dropped connection
+            with write_transaction(self.store.engine) as conn:
+                for trace_id, spans in loaded.items():
+                    ids = [span.span_id for span in spans]
+                    for start in range(0, len(ids), 500):
+                        conn.execute(
+                            delete(staged_spans_table).where(
+                                t.trace_id == trace_id, t.span_id.in_(ids[start : start + 500])
+                            )
                         )
-                    )
+
+        with_retries(self.store.engine, delete_loaded)
 
     def _append_one(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> bool:
         """Store one run; whether it is stored now (appended, or already there as mapped)."""

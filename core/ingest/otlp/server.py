@@ -16,10 +16,12 @@ A background thread assembles traces into runs as their root spans arrive (see `
 
 from __future__ import annotations
 
-import base64
 import gzip
+import hashlib
 import json
+import re
 import socket
+import sys
 import threading
 import zlib
 from contextlib import suppress
@@ -33,6 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ...errors import SteplogError
+from ..redaction import Redactor
 from .assembler import AssemblerProcess, AssemblerThread
 from .pipeline import OtlpIngest
 from .spans import DecodedRequest, RequestError, decode_json, decode_protobuf
@@ -44,6 +47,12 @@ RAW_KEPT = 64 * 1024
 GRPC_INVALID_ARGUMENT = 3
 GRPC_UNAVAILABLE = 14
 GRPC_RESOURCE_EXHAUSTED = 8
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_LINE = 1024
+MAX_TRAILERS = 64
+LISTEN_BACKLOG = 1024
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,15})[ \t]*(?:;.*)?")
+_DECIMAL = re.compile(r"[0-9]{1,18}")
 
 
 @dataclass(slots=True)
@@ -62,6 +71,7 @@ class OtlpReceiver(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG  # the default of 5 drops connections of a burst
 
     def __init__(
         self,
@@ -74,7 +84,11 @@ class OtlpReceiver(ThreadingHTTPServer):
         reuse_port: bool = False,
     ) -> None:
         self._assembler: AssemblerThread | AssemblerProcess | None = None
+        self._children: Any = None
+        self.shared_health: Any = None
+        """In a receiver worker: the parent's view of the assembler and workers, for /health."""
         self._reuse_port = reuse_port
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, _Handler)  # a failed bind raises here, with nothing started
         self.ingest = ingest
         self.max_body_bytes = max_body_bytes
@@ -85,6 +99,7 @@ class OtlpReceiver(ThreadingHTTPServer):
                 ingest.store.engine.url.render_as_string(hide_password=False),
                 settle=ingest.settle.total_seconds(),
                 idle=ingest.idle.total_seconds(),
+                log=lambda message: print(message, file=sys.stderr, flush=True),
             )
         elif assembler == "thread":
             self._assembler = AssemblerThread(lambda: ingest.assemble().runs, every=assemble_every)
@@ -97,9 +112,79 @@ class OtlpReceiver(ThreadingHTTPServer):
         super().server_bind()
 
     @property
+    def assembler(self) -> AssemblerThread | AssemblerProcess | None:
+        """The assembler, if this receiver runs one."""
+        return self._assembler
+
+    @property
     def assembled_runs(self) -> int:
         """Runs the assembler has stored since the start."""
         return self._assembler.runs if self._assembler else 0
+
+    def watch(self, children: Any) -> None:
+        """Also restart ``children`` (receiver workers: ``check()``, ``alive``, ``restarts``)
+        when they die, and report them in the health answer."""
+        self._children = children
+
+    def service_actions(self) -> None:
+        """Between polls of ``serve_forever``: restart a dead assembler or worker process."""
+        assembler = self._assembler
+        if isinstance(assembler, AssemblerProcess):
+            assembler.check()
+        if self._children is not None:
+            self._children.check()
+            self._children.publish(
+                (assembler.alive, assembler.restarts, assembler.runs)
+                if isinstance(assembler, AssemblerProcess)
+                else None
+            )
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """Whether the receiver is healthy, and its figures: staged spans waiting, assembler
+        liveness and restarts, runs assembled, counters."""
+        report: dict[str, Any] = {"status": "ok"}
+        assembler = self._assembler
+        if assembler is not None:
+            alive = (
+                assembler.alive
+                if isinstance(assembler, AssemblerProcess)
+                else assembler.error is None
+            )
+            report["assembler"] = {
+                "alive": alive,
+                "restarts": getattr(assembler, "restarts", 0),
+                "runs": assembler.runs,
+            }
+            if not alive:
+                report["status"] = "assembler down"
+        if self._children is not None:
+            report["workers"] = {
+                "alive": self._children.alive,
+                "restarts": self._children.restarts,
+            }
+        if self.shared_health is not None:  # a worker answers with its parent's view
+            present, alive, restarts, runs, workers, worker_restarts = list(self.shared_health)
+            if present:
+                report["assembler"] = {"alive": bool(alive), "restarts": restarts, "runs": runs}
+                if not alive:
+                    report["status"] = "assembler down"
+            report["workers"] = {"alive": workers, "restarts": worker_restarts}
+        try:
+            traces, spans = self.ingest.pending()
+            report["staged"] = {"traces": traces, "spans": spans}
+        except (SteplogError, SQLAlchemyError) as exc:
+            report["status"] = "database unavailable"
+            report["error"] = _first_line(exc)
+        with self.lock:
+            stats = self.stats
+            report["received"] = {
+                "requests": stats.requests,
+                "spans_accepted": stats.spans_accepted,
+                "spans_rejected": stats.spans_rejected,
+                "bad_requests": stats.bad_requests,
+                "unavailable": stats.unavailable,
+            }
+        return report["status"] == "ok", report
 
     def roots_arrived(self) -> None:
         """Wake a threaded assembler: a trace may be complete (a process polls by itself)."""
@@ -123,6 +208,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the CLI prints a summary instead of a line per request."""
 
     def do_GET(self) -> None:
+        if self.path.split("?", 1)[0].rstrip("/") in ("/health", "/healthz"):
+            healthy, report = self.server.health()
+            status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
+            self._send(status, json.dumps(report).encode(), JSON)
+            return
         self._reply_status(HTTPStatus.METHOD_NOT_ALLOWED, "use POST /v1/traces", JSON)
 
     def do_POST(self) -> None:
@@ -164,13 +254,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._decode_and_receive(body, encoding, content_type)
             return
         length_header = self.headers.get("Content-Length")
-        if length_header is None or not length_header.strip().isdigit():
+        if length_header is None:
             self.close_connection = True
             self._reply_status(
                 HTTPStatus.LENGTH_REQUIRED, "Content-Length is required", content_type
             )
             return
-        length = int(length_header)
+        length = _content_length(self.headers.get_all("Content-Length") or [])
+        if length is None:
+            self.close_connection = True
+            self._reply_status(
+                HTTPStatus.BAD_REQUEST,
+                f"Content-Length {length_header[:40]!r} is not one decimal number",
+                content_type,
+            )
+            return
         if length > limit:
             self.close_connection = True
             self._reply_status(
@@ -179,18 +277,31 @@ class _Handler(BaseHTTPRequestHandler):
                 content_type,
             )
             return
-        self._decode_and_receive(self.rfile.read(length), encoding, content_type)
+        body = self.rfile.read(length)
+        if len(body) != length:
+            self.close_connection = True
+            self._reply_status(
+                HTTPStatus.BAD_REQUEST,
+                f"the body ended after {len(body):,} of {length:,} bytes",
+                content_type,
+            )
+            return
+        self._decode_and_receive(body, encoding, content_type)
 
     def _decode_and_receive(self, body: bytes, encoding: str, content_type: str) -> None:
         limit = self.server.max_body_bytes
         try:
-            body = _decompress(body, encoding, limit)
-            decoded = decode_protobuf(body) if content_type == PROTOBUF else decode_json(body)
+            plain = _decompress(body, encoding, limit)
         except _TooLarge as exc:
             self._reply_status(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc), content_type)
             return
         except RequestError as exc:
-            self._bad_request(str(exc), body, content_type)
+            self._bad_request(str(exc), body, None, content_type)
+            return
+        try:
+            decoded = decode_protobuf(plain) if content_type == PROTOBUF else decode_json(plain)
+        except RequestError as exc:
+            self._bad_request(str(exc), body, plain, content_type)
             return
         try:
             self._receive(decoded, content_type)
@@ -236,28 +347,29 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             self._send(HTTPStatus.OK, json.dumps(body).encode(), JSON)
 
-    def _bad_request(self, reason: str, body: bytes, content_type: str) -> None:
+    def _bad_request(
+        self, reason: str, body: bytes, plain: bytes | None, content_type: str
+    ) -> None:
+        """Quarantine the reason with what can be kept safely: decoded JSON text, redacted, or
+        else only the size and a hash (raw bytes could hold secrets the redactor cannot see)."""
         with self.server.lock:
             self.server.stats.bad_requests += 1
-        raw = (
-            body[:RAW_KEPT].decode("utf-8", errors="backslashreplace")
-            if content_type == JSON
-            else "base64:" + base64.b64encode(body[:RAW_KEPT]).decode()
-        )
+        ingest = self.server.ingest
         # the 400 still tells the client if the database is down: that is not its fault
         with suppress(SteplogError, DBAPIError):
-            self.server.ingest.store.quarantine(
-                source=self.server.ingest.source,
+            ingest.store.quarantine(
+                source=ingest.source,
                 location=f"request from {self.client_address[0]} ({len(body):,} bytes)",
-                reason=reason,
-                raw=self.server.ingest.redactor.text(raw),
+                reason=ingest.redactor.text(reason),
+                raw=kept_for_quarantine(body, plain, content_type, ingest.redactor),
             )
         self._reply_status(HTTPStatus.BAD_REQUEST, reason, content_type)
 
     def _drain(self) -> None:
-        length = self.headers.get("Content-Length")
-        if length and length.isdigit() and int(length) <= self.server.max_body_bytes:
-            self.rfile.read(int(length))
+        length = _content_length(self.headers.get_all("Content-Length") or [])
+        chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+        if length is not None and not chunked and length <= self.server.max_body_bytes:
+            self.rfile.read(length)
         else:
             self.close_connection = True
 
@@ -304,43 +416,100 @@ class _TooLarge(Exception):
 
 
 def _read_chunked(stream: Any, limit: int) -> bytes:
-    """A ``Transfer-Encoding: chunked`` body, refusing to grow past ``limit``."""
+    """A ``Transfer-Encoding: chunked`` body per RFC 9112 section 7.1: each size is hex digits
+    only (no sign, no ``0x``), every line ends in CRLF, and the limit is counted before a byte
+    of a chunk is read."""
     parts: list[bytes] = []
     size = 0
     while True:
-        line = stream.readline(1026)
-        chunk = int(line.split(b";", 1)[0].strip() or b"x", 16)  # ValueError if malformed
+        line = _crlf_line(stream, "chunk size line")
+        match = _CHUNK_SIZE.fullmatch(line)
+        if match is None:
+            raise ValueError(f"chunk size {line[:40]!r} is not hexadecimal digits")
+        chunk = int(match.group(1), 16)
         if chunk == 0:
-            while stream.readline(1026) not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return b"".join(parts)
+            for _ in range(MAX_TRAILERS):
+                if _crlf_line(stream, "trailer") == b"":
+                    return b"".join(parts)
+            raise ValueError(f"more than {MAX_TRAILERS} trailer lines")
         size += chunk
         if size > limit:
             raise _TooLarge(f"the chunked body exceeds {limit:,} bytes, the limit")
-        parts.append(stream.read(chunk))
-        stream.readline(3)  # the CRLF after each chunk
+        data = stream.read(chunk)
+        if len(data) != chunk:
+            raise ValueError("the body ends inside a chunk")
+        parts.append(data)
+        if stream.read(2) != b"\r\n":
+            raise ValueError("a chunk is not followed by CRLF")
+
+
+def _crlf_line(stream: Any, what: str) -> bytes:
+    line: bytes = stream.readline(MAX_LINE + 2)
+    if not line.endswith(b"\n"):
+        raise ValueError(f"{what} too long or cut short")
+    return line.rstrip(b"\r\n")
 
 
 def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
-    """Inflate ``body``, refusing to grow past ``limit`` (a compression bomb)."""
+    """Inflate ``body`` whole, refusing to grow past ``limit`` (a compression bomb).
+
+    Every member of a multi-member gzip body is inflated (RFC 1952 allows several, and each
+    holds spans); bytes after the end that are not another member are refused, so nothing the
+    client sent is acknowledged without being read."""
     if encoding == "identity":
         return body
+    out: list[bytes] = []
+    size = 0
+    rest = body
     try:
-        if encoding == "gzip":
-            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        else:
-            inflater = zlib.decompressobj()  # zlib-wrapped deflate, as HTTP specifies
-            if body[:1] and (body[0] & 0x0F) != 8:
+        while True:
+            if encoding == "gzip":
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif rest[:1] and (rest[0] & 0x0F) != 8:
                 inflater = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate, as some send
-        out = inflater.decompress(body, limit + 1)
-        if len(out) > limit or inflater.unconsumed_tail:
-            raise _TooLarge(f"the body inflates to more than {limit:,} bytes, the limit")
-        out += inflater.flush()
-        if not inflater.eof:
-            raise RequestError(f"the body is not valid {encoding}: it ends early")
-        return out
+            else:
+                inflater = zlib.decompressobj()  # zlib-wrapped deflate, as HTTP specifies
+            piece = inflater.decompress(rest, limit - size + 1)
+            size += len(piece)
+            if size > limit or inflater.unconsumed_tail:
+                raise _TooLarge(f"the body inflates to more than {limit:,} bytes, the limit")
+            piece += inflater.flush()
+            out.append(piece)
+            if not inflater.eof:
+                raise RequestError(f"the body is not valid {encoding}: it ends early")
+            rest = inflater.unused_data
+            if not rest:
+                return b"".join(out)
+            if encoding != "gzip" or not rest.startswith(GZIP_MAGIC):
+                raise RequestError(
+                    f"the body is not valid {encoding}: {len(rest):,} byte(s) of trailing data"
+                )
     except (zlib.error, gzip.BadGzipFile, EOFError) as exc:
         raise RequestError(f"the body is not valid {encoding}: {exc}") from None
+
+
+def kept_for_quarantine(
+    body: bytes, plain: bytes | None, content_type: str, redactor: Redactor
+) -> str:
+    """What the quarantine keeps of an undecodable request: JSON text decoded and redacted;
+    for protobuf or an undecodable compression, only the size and SHA-256 of the body."""
+    digest = f"sha256:{hashlib.sha256(body).hexdigest()} ({len(body):,} bytes, not kept)"
+    if plain is None or content_type != JSON:
+        return digest
+    try:
+        text = plain[:RAW_KEPT].decode("utf-8")
+    except UnicodeDecodeError:
+        return digest
+    return redactor.document(text)
+
+
+def _content_length(values: list[str]) -> int | None:
+    """The one decimal Content-Length (RFC 9110 8.6: repeated values must agree)."""
+    lengths = {v.strip() for value in values for v in value.split(",")}
+    if len(lengths) != 1:
+        return None
+    (text,) = lengths
+    return int(text) if _DECIMAL.fullmatch(text) else None
 
 
 def _first_line(exc: BaseException) -> str:

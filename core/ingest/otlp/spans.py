@@ -10,6 +10,7 @@ the request are kept.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -21,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from ...errors import SteplogError
+from ..bounds import json_depth_error
 
 STATUS_ERROR = 2
 MAX_NAME = 1000
@@ -161,11 +163,20 @@ class DecodedRequest:
 def decode_protobuf(body: bytes) -> DecodedRequest:
     """Decode a binary ``ExportTraceServiceRequest``."""
     request = ExportTraceServiceRequest()
+    salvaged: list[Any] = []
     try:
         request.ParseFromString(body)
     except (DecodeError, ValueError, RecursionError) as exc:
-        raise RequestError(f"not an OTLP protobuf ExportTraceServiceRequest: {exc}") from None
+        from .wire import salvage  # one bad span must not cost the others: keep what parses
+
+        try:
+            request, salvaged = salvage(body)
+        except (DecodeError, ValueError, RecursionError):
+            salvaged = []
+        if not salvaged:  # the damage is not in a span: the request as a whole is bad
+            raise RequestError(f"not an OTLP protobuf ExportTraceServiceRequest: {exc}") from None
     decoded = DecodedRequest()
+    decoded.rejected.extend(RejectedSpan(b.location, b.reason, b.digest) for b in salvaged)
     for r_index, resource_spans in enumerate(request.resource_spans):
         try:
             resource = _pb_attributes(resource_spans.resource.attributes)
@@ -212,9 +223,10 @@ def _pb_raw(pb: Any) -> str:
     from google.protobuf.json_format import MessageToJson
 
     try:
-        return str(MessageToJson(pb))
-    except Exception:
-        return base64.b64encode(pb.SerializeToString()).decode()
+        return str(MessageToJson(pb))  # decoded: the quarantine redacts it
+    except Exception:  # never raw bytes, which the redactor cannot see into: a hash
+        data = pb.SerializeToString()
+        return f"sha256:{hashlib.sha256(data).hexdigest()} ({len(data):,} bytes, not kept)"
 
 
 def _pb_attributes(items: Any) -> dict[str, Any]:
@@ -245,7 +257,10 @@ def _pb_value(value: AnyValue, depth: int = 0) -> Any:
 
 
 def decode_json(body: bytes) -> DecodedRequest:
-    """Decode an OTLP/JSON ``ExportTraceServiceRequest``."""
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (its nesting bounded before parsing)."""
+    too_deep = json_depth_error(body)
+    if too_deep:
+        raise RequestError(f"not accepted: the JSON is {too_deep}")
     try:
         document = json.loads(body)
     except ValueError as exc:  # not UTF-8, not JSON, or an integer too long to convert

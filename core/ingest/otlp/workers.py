@@ -8,10 +8,14 @@ each stages spans in the same database, and the one assembler turns them into ru
 from __future__ import annotations
 
 import multiprocessing
-import threading
-from multiprocessing.sharedctypes import Synchronized
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+RESTART_PAUSE = 2.0
+HEALTH_SLOTS = 6
+"""Seconds between two restarts of a child that keeps dying."""
 
 
 def _worker_main(
@@ -19,38 +23,36 @@ def _worker_main(
     address: tuple[str, int],
     max_body_bytes: int,
     patterns: str | None,
-    stop: Any,
-    accepted: Synchronized[int],
+    accepted: Any,
+    index: int,
+    health: Any,
 ) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
+    from .lifecycle import die_with_parent, stop_on_sigterm
     from .pipeline import OtlpIngest
     from .server import OtlpReceiver
 
+    die_with_parent()
     store = EventStore.open(url)
     ingest = OtlpIngest(store, default_redactor(Path(patterns) if patterns else None))
     receiver = OtlpReceiver(
         address, ingest, max_body_bytes=max_body_bytes, assembler="none", reuse_port=True
     )
-
-    def stop_when_asked() -> None:
-        stop.wait()
-        receiver.shutdown()
-
-    threading.Thread(target=stop_when_asked, daemon=True).start()
+    receiver.shared_health = health  # /health answered here tells the parent's view
+    stop_on_sigterm(receiver.shutdown)
     try:
         receiver.serve_forever(poll_interval=0.2)
-    except KeyboardInterrupt:
-        pass
     finally:
         receiver.server_close()
-        with accepted.get_lock():
-            accepted.value += receiver.stats.spans_accepted
+        accepted[index] = receiver.stats.spans_accepted  # this worker's own slot
         store.close()
 
 
 class ReceiverWorkers:
-    """``count`` receiver processes on ``address``, stopped (and counted) with :meth:`stop`."""
+    """``count`` receiver processes on ``address``, stopped (and counted) with :meth:`stop`.
+
+    Nothing is shared with a lock: a worker killed at any moment cannot block the parent."""
 
     def __init__(
         self,
@@ -60,29 +62,73 @@ class ReceiverWorkers:
         *,
         max_body_bytes: int,
         patterns: Path | None,
+        log: Callable[[str], None] = print,
     ) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._stop = context.Event()
-        self._accepted: Synchronized[int] = context.Value("q", 0)
-        arguments = (url, address, max_body_bytes, str(patterns) if patterns else None)
-        self._processes = [
-            context.Process(
-                target=_worker_main,
-                args=(*arguments, self._stop, self._accepted),
-                name=f"steplog-receiver-{n}",
-                daemon=True,
-            )
-            for n in range(count)
-        ]
-        for process in self._processes:
-            process.start()
+        self._context = multiprocessing.get_context("spawn")
+        self._accepted: Any = self._context.RawArray("q", count)
+        self.health: Any = self._context.RawArray("q", HEALTH_SLOTS)
+        """The parent's view for the workers' /health: assembler present, alive, restarts,
+        runs; workers alive, restarts (written by the parent only)."""
+        self._arguments = (url, address, max_body_bytes, str(patterns) if patterns else None)
+        self._log = log
+        self._stopping = False
+        self.restarts = 0
+        self._not_before = 0.0
+        self._processes = [self._start(n) for n in range(count)]
 
-    def stop(self, timeout: float = 30.0) -> int:
-        """Stop every worker; return the spans they accepted."""
-        self._stop.set()
+    def _start(self, n: int) -> multiprocessing.process.BaseProcess:
+        from .lifecycle import start_shielded
+
+        process = self._context.Process(
+            target=_worker_main,
+            args=(*self._arguments, self._accepted, n, self.health),
+            name=f"steplog-receiver-{n}",
+            daemon=True,
+        )
+        start_shielded(process)
+        return process
+
+    def publish(self, assembler: tuple[bool, int, int] | None) -> None:
+        """Share the parent's view (assembler alive, restarts, runs) with the workers."""
+        alive, restarts, runs = assembler if assembler is not None else (False, 0, 0)
+        values = [int(assembler is not None), int(alive), restarts, runs]
+        self.health[:] = [*values, self.alive, self.restarts]
+
+    @property
+    def alive(self) -> int:
+        """How many workers are running."""
+        return sum(1 for p in self._processes if p.is_alive())
+
+    def check(self) -> None:
+        """Restart a worker that died, and log it (call from the thread that started them)."""
+        if self._stopping:
+            return
+        if time.monotonic() < self._not_before:
+            return  # one that dies at once is not restarted in a tight loop
+        self._not_before = time.monotonic() + RESTART_PAUSE
+        for n, process in enumerate(self._processes):
+            if not process.is_alive():
+                self.restarts += 1
+                self._log(
+                    f"steplog: receiver worker {n} died (exit code {process.exitcode}); "
+                    f"restarting it (restart {self.restarts})"
+                )
+                self._processes[n] = self._start(n)
+
+    @property
+    def pids(self) -> list[int]:
+        """The workers' process ids."""
+        return [p.pid for p in self._processes if p.pid is not None]
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """Stop every worker (SIGTERM, then SIGKILL after ``timeout``); return the spans they
+        accepted."""
+        from .lifecycle import stop_child
+
+        self._stopping = True
         for process in self._processes:
-            process.join(timeout)
             if process.is_alive():
                 process.terminate()
-                process.join(5)
-        return int(self._accepted.value)
+        for process in self._processes:
+            stop_child(process, timeout)
+        return int(sum(self._accepted))
