@@ -175,7 +175,8 @@ def test_demo_then_serves_the_ui_on_loopback(
     port = _free_port()
     code, out, _ = invoke("demo", "--runs", "1", "--port", str(port))
     assert code == 0, out
-    assert f"steplog UI on http://127.0.0.1:{port}" in out and "press Ctrl-C to stop" in out
+    said = " ".join(out.split())  # long store paths wrap the line
+    assert f"steplog UI on http://127.0.0.1:{port}" in said and "press Ctrl-C to stop" in said
     (command,) = _FakeStreamlit.started
     assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("ui/app.py")
     assert command[command.index("--server.address") + 1] == "127.0.0.1"

@@ -660,7 +660,7 @@ def test_read_only_file_or_folder_is_a_clear_error(tmp_path: Path) -> None:
             *(
                 [*command, "--db", str(path)]
                 for path in (file_only, in_folder)
-                for command in (["events", "tail", "--json"], ["import", "jsonl", str(lines)])
+                for command in (["events", "tail", "--jsonl"], ["import", "jsonl", str(lines)])
             )
         )
     finally:

@@ -1,62 +1,189 @@
-"""The README's commands and Python examples run here, so the front door never rots."""
+"""The README's command blocks run here, so the front door never rots.
+
+- ``console`` blocks: each ``$ steplog ...`` line runs in order (in one store, as a reader would
+  type them), and the lines written under a command must appear in its output (whitespace
+  collapsed). Commands that name the README's PostgreSQL URL run against the test server.
+- ``sh`` blocks: ``make`` targets must exist (``make -n``); ``steplog ui`` and ``steplog serve``
+  are started on a free port, must listen, and stop cleanly on Ctrl-C.
+- ``python`` blocks run, and their output is checked.
+- The CLI reference is what the commands say (``python -m steplog.cli.reference``).
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from steplog.cli import app
+from steplog.cli.reference import BEGIN, END, render, splice
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 README_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-STEPLOG = str(Path(sys.executable).with_name("steplog"))
+BIN = Path(sys.executable).parent
+STEPLOG = str(BIN / "steplog")
+
+
+@dataclass
+class Command:
+    line: str
+    expected: list[str] = field(default_factory=list)
 
 
 def _blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.DOTALL | re.MULTILINE)
 
 
-def _console_commands() -> list[str]:
-    return [
-        line[2:].strip()
-        for block in _blocks("console")
-        for line in block.splitlines()
-        if line.startswith("$ ")
-    ]
+def _console_commands() -> list[Command]:
+    commands: list[Command] = []
+    for block in _blocks("console"):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                commands.append(Command(line[2:].strip()))
+            elif line.strip() and commands:
+                commands[-1].expected.append(line.strip())
+    return commands
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _environment(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEPLOG_")}
+    env["STEPLOG_HOME"] = str(home)
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def _run_console(commands: list[Command], home: Path, pg_url: str | None = None) -> None:
+    env = _environment(home)
+    for command in commands:
+        words = shlex.split(command.line.replace(README_PG_URL, pg_url or README_PG_URL))
+        extra = {}
+        while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):  # VAR=value steplog ...
+            name, _, value = words.pop(0).partition("=")
+            extra[name] = value
+        assert words[0] == "steplog", f"README console commands run steplog: {command.line}"
+        result = subprocess.run(
+            [STEPLOG, *words[1:]],
+            cwd=ROOT,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        output = _squash(result.stdout + result.stderr)
+        behaves_differently = words[1] == "diff" and result.returncode == 1
+        assert result.returncode == 0 or behaves_differently, (
+            f"{command.line}\nexit {result.returncode}\n{result.stdout}\n{result.stderr}"
+        )
+        for expected in command.expected:
+            assert _squash(expected) in output, (
+                f"README says `{command.line}` prints {expected!r}; it printed:\n{result.stdout}"
+                f"\n{result.stderr}"
+            )
 
 
 def test_readme_has_runnable_examples() -> None:
-    assert len(_console_commands()) >= 5
-    assert _blocks("python")
+    commands = _console_commands()
+    assert len(commands) >= 30 and sum(bool(c.expected) for c in commands) >= 15
+    assert _blocks("python") and _blocks("sh")
     assert "make demo" in README and "make test" in README
 
 
-def _run_all(commands: list[str], home: Path, pg_url: str | None = None) -> None:
-    env = {"STEPLOG_HOME": str(home), "PATH": str(Path(sys.executable).parent)}
-    for command in commands:
-        args = shlex.split(command.replace(README_PG_URL, pg_url or README_PG_URL))
-        assert args[0] == "steplog", command
-        result = subprocess.run(
-            [STEPLOG, *args[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-        )
-        # `steplog diff` exits 1 when the runs behave differently, like diff(1)
-        differ = args[1] == "diff" and result.returncode == 1 and "divergence" in result.stdout
-        assert result.returncode == 0 or differ, f"{command}\n{result.stdout}\n{result.stderr}"
-
-
-def test_readme_console_commands_succeed(tmp_path: Path) -> None:
-    _run_all([c for c in _console_commands() if README_PG_URL not in c], tmp_path / "home")
+def test_readme_console_commands_print_what_it_says(tmp_path: Path) -> None:
+    _run_console([c for c in _console_commands() if README_PG_URL not in c.line], tmp_path / "home")
 
 
 @pytest.mark.postgres
-def test_readme_postgres_commands_succeed(tmp_path: Path, pg_url: str) -> None:
-    commands = [c for c in _console_commands() if README_PG_URL in c]
-    assert commands
-    _run_all(commands, tmp_path / "home", pg_url)
+def test_readme_postgres_commands_succeed(tmp_path: Path, pg_schemas: Any) -> None:
+    commands = [c for c in _console_commands() if README_PG_URL in c.line]
+    assert len(commands) >= 3
+    _run_console(commands, tmp_path / "home", pg_schemas.new(migrate=False))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answering(url: str, process: subprocess.Popen[str], seconds: float) -> bool:
+    """Whether ``url`` answers 200 before ``seconds`` pass (the server is fully up)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def _serve_briefly(words: list[str], home: Path) -> None:
+    """Start a server the README shows on a free port; it must listen, then stop on Ctrl-C."""
+    port = _free_port()
+    if "--port" in words:
+        words[words.index("--port") + 1] = str(port)
+    else:
+        words += ["--port", str(port)]
+    process = subprocess.Popen(
+        [STEPLOG, *words[1:]],
+        cwd=home,
+        env=_environment(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        health = "/health" if words[1] == "serve" else "/_stcore/health"
+        listening = _answering(f"http://127.0.0.1:{port}{health}", process, seconds=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert listening, f"{' '.join(words)} did not listen on {port}\n{out}\n{err}"
+    assert process.returncode in (0, 130), f"{' '.join(words)}: exit {process.returncode}\n{err}"
+    assert "Traceback" not in err, err
+
+
+def test_readme_sh_blocks_run(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    lines = [
+        line.split("  #")[0].strip()
+        for block in _blocks("sh")
+        for line in block.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert lines
+    for line in lines:
+        words = shlex.split(line)
+        if words[0] == "make":
+            result = subprocess.run(
+                ["make", "-n", *words[1:]], cwd=ROOT, capture_output=True, text=True, timeout=60
+            )
+            assert result.returncode == 0, f"{line}: {result.stderr}"
+        elif words[:2] in (["steplog", "ui"], ["steplog", "serve"]):
+            _serve_briefly(words, home)
+        else:
+            pytest.fail(f"the README's sh blocks hold a line this test cannot run: {line}")
 
 
 def test_readme_python_examples_run(
@@ -71,4 +198,14 @@ def test_readme_python_examples_run(
     assert (
         "['RunStarted', 'StepStarted', 'ToolCalled', 'StepCompleted', 'StepStarted', "
         "'RandomDrawn', 'ModelCalled', 'ClockRead', 'StepCompleted', 'RunCompleted']" in output
+    )
+
+
+def test_every_command_and_option_is_in_the_readme() -> None:
+    """The sqlite-utils habit: the reference is generated from the commands, and checked."""
+    current = splice(README, render(app))
+    assert BEGIN in README and END in README
+    assert current == README, (
+        "the README's CLI reference is out of date: run "
+        "`.venv/bin/python -m steplog.cli.reference --write README.md`"
     )

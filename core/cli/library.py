@@ -258,7 +258,7 @@ def metrics_cmd(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Process metrics per scenario and model version (article 000 §6.3); see the README."""
+    """Process metrics per scenario and model version: completion, first-step accuracy, retries."""
     from ..projections.queries import metrics, refresh
 
     with _opened(db) as store:
