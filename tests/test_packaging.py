@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -34,8 +35,16 @@ def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist and the wheel, built the way a release would build them."""
+    source = tmp_path_factory.mktemp("source") / "steplog"
+    shutil.copytree(  # a clean tree: nothing of this checkout's builds, caches or venv
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+        ),
+    )
     out = tmp_path_factory.mktemp("dist")
-    _run(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, ROOT, cwd=out)
+    _run(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, source, cwd=out)
     return out
 
 
