@@ -681,3 +681,191 @@ def test_a_generators_items_are_encoded_and_decoded_one_by_one(sdk_store: EventS
     (call,) = [e.payload for e in sdk_store.read_run(run_id) if e.type == "ModelCalled"]
     assert call["response"] == [{"cents": 0}, {"cents": 5}, {"cents": 10}, {"cents": 15}]
     assert_identical(replay(sdk_store, run_id))
+
+
+# --- one change in concurrent code names the changed call, not the first one pending ------------
+
+
+def _gather_agent(changed: str | None = None) -> Any:
+    async def agent(topics: list[str]) -> dict[str, Any]:
+        with step("think") as s:
+            answers = await asyncio.gather(
+                *(
+                    think(f"{t}!" if t == changed else t, 0.03 * (len(topics) - i))
+                    for i, t in enumerate(topics)
+                )
+            )
+            s.output = {"texts": [a.text for a in answers]}
+        return dict(s.output)
+
+    return agent
+
+
+def _pool_agent(changed: str | None = None) -> Any:
+    def agent(urls: list[str]) -> dict[str, Any]:
+        with step("fetch-all") as s, ThreadPoolExecutor(4) as pool:
+            asked = [f"{u}?" if u == changed else u for u in urls]
+            s.output = {"pages": [p["body"] for p in pool.map(fetch, asked)]}
+        return dict(s.output)
+
+    return agent
+
+
+def _index_of(store: EventStore, run_id: str, first_argument: str) -> int:
+    (index,) = [
+        e.payload["call_index"]
+        for e in store.read_run(run_id)
+        if e.type in ("ModelCalled", "ToolCalled")
+        and (e.payload.get("request") or e.payload.get("args"))["args"][0] == first_argument
+    ]
+    return int(index)
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "inputs", "changed"),
+    [
+        ("gather-change", _gather_agent, {"topics": ["a", "b", "c"]}, "b"),
+        ("pool-change", _pool_agent, {"urls": [f"https://x/{i}" for i in range(6)]}, "https://x/3"),
+    ],
+    ids=["asyncio-gather", "thread-pool"],
+)
+def test_a_changed_concurrent_call_is_the_one_named(
+    sdk_store: EventStore, name: str, make: Any, inputs: dict[str, Any], changed: str
+) -> None:
+    register_agent(name)(make())
+    run_id = record(sdk_store, name, **inputs)
+    register_agent(name)(make())
+    assert_identical(replay(sdk_store, run_id))
+    register_agent(name)(make(changed))
+    before = dict(CALLS)
+    result = replay(sdk_store, run_id)
+    assert result.divergence is not None, result.summary
+    recorded = _index_of(sdk_store, run_id, changed)
+    assert recorded != 0  # recorded in completion order: not the first call pending
+    assert (result.divergence["step_index"], result.divergence["call_index"]) == (0, recorded)
+    assert f"call {recorded}" in result.summary
+    stored = [e.payload for e in sdk_store.read_run(result.run_id) if e.type == "ReplayDiverged"]
+    assert stored == [result.divergence]
+    assert before == CALLS  # nothing ran live, not even the changed call
+
+
+# --- one change to a retrying agent and to a typed/streaming agent -----------------------------
+
+
+def _retrying(prompt_suffix: str = "", tries: int = 5) -> Any:
+    def agent(prompt: str) -> dict[str, Any]:
+        with step("ask") as s:
+            for _ in range(tries):
+                try:
+                    s.output = flaky_model(prompt + prompt_suffix)
+                    break
+                except RateLimited as exc:
+                    s.attempt_failed(exc)
+        return dict(s.output)
+
+    return agent
+
+
+def _typed(extra: bool = False) -> Any:
+    def agent(city: str) -> dict[str, Any]:
+        with step("look") as s:
+            s.output = {"celsius": weather(city).celsius}
+        with step("speak") as s:
+            s.output = {"text": " ".join(chunk.delta for chunk in stream(f"nice day in {city}"))}
+            if extra:
+                s.output = {"again": [chunk.delta for chunk in stream("once more")]}
+        return dict(s.output)
+
+    return agent
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "change", "inputs", "where", "expected"),
+    [
+        ("retry-change", _retrying, {"prompt_suffix": "?"}, {"prompt": "hi"}, (0, 0),
+         "ModelCalled(flaky-model, step 0"),
+        ("retry-fewer", _retrying, {"tries": 2}, {"prompt": "hi"}, (0, 2),
+         "ModelCalled(flaky-model, step 0"),
+        ("typed-extra", _typed, {"extra": True}, {"city": "Oslo"}, (1, 2),
+         "no further call in step 1"),
+    ],
+    ids=["retry-changed-prompt", "retry-gives-up-sooner", "stream-extra-call"],
+)  # fmt: skip
+def test_one_change_to_retrying_and_streaming_agents(
+    sdk_store: EventStore,
+    name: str,
+    make: Any,
+    change: dict[str, Any],
+    inputs: dict[str, Any],
+    where: tuple[int, int],
+    expected: str,
+) -> None:
+    FLAKY.update(rate=0, timeout=0)
+    register_agent(name)(make())
+    run_id = record(sdk_store, name, **inputs)
+    assert_identical(replay(sdk_store, run_id))
+    register_agent(name)(make(**change))
+    result = replay(sdk_store, run_id)
+    assert result.divergence is not None, result.summary
+    assert (result.divergence["step_index"], result.divergence["call_index"]) == where
+    assert result.divergence["expected"].startswith(expected)
+
+
+# --- the network raising during a replay -------------------------------------------------------
+
+
+def _refuse_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("the network was used during a replay")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+HTTP_SERVER: dict[str, Any] = {}
+
+
+@model_call("http-model")
+def http_model(prompt: str) -> dict[str, Any]:
+    """A model call made with urllib, the way a hand-written client would."""
+    import json
+    import urllib.request
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": prompt}]})
+    request = urllib.request.Request(
+        f"{HTTP_SERVER['url']}/chat/completions",
+        data=body.encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        return dict(json.load(answer)["choices"][0]["message"])
+
+
+@register_agent("http-agent")
+def http_agent(goal: str) -> dict[str, Any]:
+    with step("plan") as s:
+        s.output = {"plan": http_model(f"plan {goal}")["content"]}
+    with step("act") as s:
+        s.output = {"done": http_model(f"act on {s.output or goal}")["content"]}
+    return dict(s.output)
+
+
+def test_the_network_raising_during_a_replay_changes_nothing_and_a_fork_reports_it(
+    sdk_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers.fake_llm import fake_llm
+
+    with fake_llm() as server:
+        HTTP_SERVER["url"] = server.openai_url
+        run_id = record(sdk_store, "http-agent", goal="tea")
+        assert len(server.requests) == 2
+        _refuse_network(monkeypatch)
+        assert_identical(replay(sdk_store, run_id))  # served: the network was never needed
+        fork = replay(sdk_store, run_id, fork_at_step=1, model_version="m-2")
+        assert len(server.requests) == 2
+    assert (fork.status, fork.divergence) == ("failed", None)
+    assert fork.agent_error is not None and "the network was used" in fork.agent_error
+    calls = [e.payload for e in sdk_store.read_run(fork.run_id) if e.type == "ModelCalled"]
+    assert [(c["step_index"], c["error"] is None) for c in calls] == [(0, True), (1, False)]
