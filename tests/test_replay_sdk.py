@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -367,8 +368,11 @@ def test_unrecorded_clock_reads_are_reported_with_their_call_site(sdk_store: Eve
             started = time.time()  # not steplog.now(): differs in a replay, unnoticed
             tag = uuid.uuid4()
             today = datetime.datetime.now()
+            salt = os.urandom(4)
+            with ThreadPoolExecutor(1) as pool:  # a worker thread started during the replay
+                stamp = pool.submit(lambda: time.time_ns()).result()
             s.output = plan(goal)
-            del started, tag, today
+            del started, tag, today, salt, stamp
         return dict(s.output)
 
     register_agent("clock-agent")(agent)
@@ -377,7 +381,8 @@ def test_unrecorded_clock_reads_are_reported_with_their_call_site(sdk_store: Eve
     assert result.identical
     reads = "\n".join(result.nondeterminism)
     assert "time.time read directly at" in reads and __file__ in reads
-    assert "uuid.uuid4" in reads and "datetime.now" in reads
+    assert "uuid.uuid4" in reads and "datetime.now" in reads and "os.urandom" in reads
+    assert "time.time_ns read directly" in reads
     assert "unrecorded clock/randomness" in result.summary
 
 
@@ -515,6 +520,7 @@ def test_replay_cli_imports_a_file_or_a_module_of_the_current_folder(
     folder.mkdir()
     (folder / "cli_agent_here.py").write_text(AGENT_FILE)
     (folder / "broken_agent.py").write_text("def oops(:\n")
+    (folder / "script_agent.py").write_text("import sys\nsys.exit(2)\n")
     spec = importlib.util.spec_from_file_location("cli_agent_rec", folder / "cli_agent_here.py")
     assert spec is not None and spec.loader is not None
     spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers "cli-agent"
@@ -540,6 +546,7 @@ def test_replay_cli_imports_a_file_or_a_module_of_the_current_folder(
         ("no_such_module_here", "--import no_such_module_here: ModuleNotFoundError"),
         ("broken_agent", "--import broken_agent: SyntaxError"),
         ("./broken_agent.py", "--import ./broken_agent.py: SyntaxError"),
+        ("script_agent", "--import script_agent: it exited while being imported (SystemExit: 2)"),
     ]:
         bad = runner.invoke(app, ["replay", run_id, "--import", target, "--db", url])
         assert bad.exit_code == 1
