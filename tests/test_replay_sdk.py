@@ -876,3 +876,32 @@ def test_the_network_raising_during_a_replay_changes_nothing_and_a_fork_reports_
     assert fork.agent_error is not None and "the network was used" in fork.agent_error
     calls = [e.payload for e in sdk_store.read_run(fork.run_id) if e.type == "ModelCalled"]
     assert [(c["step_index"], c["error"] is None) for c in calls] == [(0, True), (1, False)]
+
+
+def test_the_guard_sees_aliases_and_library_reads_not_and_restores_the_profilers() -> None:
+    import random
+    import threading
+    from time import time as clock  # an alias bound before the replay
+    from uuid import uuid4
+
+    from steplog.recorder.guard import NondeterminismGuard
+
+    def previous(*_: Any) -> None:
+        return None
+
+    sys_before, threads_before = __import__("sys").getprofile(), threading.getprofile()
+    threading.setprofile(previous)
+    try:
+        with NondeterminismGuard() as guard:
+            clock()
+            random.choice("abc")
+            uuid4()
+            random.Random(5).random()  # a seeded generator of its own: fine
+            asyncio.run(asyncio.sleep(0))  # the event loop reads the clock: library code
+        assert threading.getprofile() is previous
+        assert __import__("sys").getprofile() is sys_before
+    finally:
+        threading.setprofile(threads_before)
+    calls = [r["call"] for r in guard.reads]
+    assert calls == ["time.time", "random.choice", "uuid.uuid4"]
+    assert {r["file"] for r in guard.reads} == {__file__}
