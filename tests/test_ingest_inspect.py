@@ -404,3 +404,56 @@ def test_import_inspect_command(store_url: str, inspect_logs: Logs, tmp_path: Pa
     result = cli.invoke(app, ["import", "inspect", str(bad), "--db", store_url])
     assert result.exit_code == 1
     assert "not a readable Inspect AI log" in result.stderr and "Traceback" not in result.output
+
+
+# --- an imported sample replayed against the user's own agent (issue 14, item 5) ---------------
+
+
+def _inspect_like_agent(shift: int = 0) -> object:
+    """The solver the logs came from, written as a user's agent: a tool turn, then the answer."""
+    from steplog import model_call, step, tool_call
+
+    @model_call(BASELINE)
+    def generate(messages: list[str]) -> dict[str, object]:
+        raise AssertionError("a replay must serve the model, not call it")
+
+    @tool_call("add")
+    def add(a: int, b: int) -> str:
+        raise AssertionError("a replay must serve the tool, not run it")
+
+    def agent(input: str, **_: object) -> dict[str, object]:
+        with step("turn 0") as s:
+            reply = generate([input])
+            results = [
+                add(**{k: int(v) + shift for k, v in call["arguments"].items()})
+                for call in reply["tool_calls"]
+            ]
+            s.output = {"results": results}
+        with step("turn 1") as s:
+            s.output = {"answer": generate([input, *results])["content"]}
+        return dict(s.output)
+
+    return agent
+
+
+def test_an_imported_sample_replays_against_a_registered_agent(
+    imported: EventStore, inspect_logs: Logs
+) -> None:
+    from steplog import register_agent
+    from steplog.replay import replay
+
+    run_id = _run(inspect_logs[BASELINE]["eval"], "sum")
+    register_agent("inspect-solver")(_inspect_like_agent())
+    with pytest.raises(SteplogError, match="replay it against your registered agent"):
+        replay(imported, run_id)
+    result = replay(imported, run_id, agent="inspect-solver")
+    assert result.identical and result.status == "completed", result.summary
+    replayed = fold(imported.read_run(result.run_id))
+    assert replayed.values["turn 0"] == {"results": ["4"]}  # the recorded tool result, served
+    assert replayed.values["turn 1"] == {"answer": "4"}
+
+    register_agent("inspect-solver")(_inspect_like_agent(shift=1))  # a changed tool argument
+    changed = replay(imported, run_id, agent="inspect-solver")
+    assert changed.divergence is not None, changed.summary
+    assert (changed.divergence["step_index"], changed.divergence["call_index"]) == (0, 1)
+    assert changed.divergence["expected"].startswith("ToolCalled(add, step 0")

@@ -350,3 +350,84 @@ def test_bench_replay_sdk_reports_the_ratio_to_reading() -> None:
     assert report["ratio_to_read"] == pytest.approx(
         report["replay_seconds_per_run"] / report["read_seconds_per_run"]
     )
+
+
+# --- one code change at a time, through the real client ------------------------------------------
+
+CHANGE: dict[str, bool] = {}
+
+
+def fan_out_agent(topics: list[str]) -> dict[str, Any]:
+    import random
+
+    async def main() -> list[str]:
+        client = aoai()
+        replies = await asyncio.gather(
+            *(
+                client.chat.completions.create(
+                    model="gpt-fake",
+                    messages=[{"role": "user", "content": f"{t}!" if CHANGE.get(t) else t}],
+                )
+                for t in topics
+            )
+        )
+        await client.close()
+        return [r.choices[0].message.content or "" for r in replies]
+
+    with step("fan-out") as s:
+        s.output = {"texts": asyncio.run(main())}
+    with step("sum") as s:
+        client = oai()
+        prompt = "sum up" + (f" #{random.random()}" if CHANGE.get("random") else "")
+        reply = client.chat.completions.create(
+            model="gpt-fake", messages=[{"role": "user", "content": prompt}]
+        )
+        if CHANGE.get("extra"):
+            client.chat.completions.create(
+                model="gpt-fake", messages=[{"role": "user", "content": "one more"}]
+            )
+        s.output = {"text": reply.choices[0].message.content}
+    return dict(s.output)
+
+
+def test_one_change_to_a_client_agent_diverges_at_its_step_and_call(
+    store: EventStore, server: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = record(store, fan_out_agent, "fan-out-agent", topics=["alpha", "beta", "gamma"])
+    calls = [e.payload for e in store.read_run(run_id) if e.type == "ModelCalled"]
+    index = {c["request"]["body"]["messages"][0]["content"]: c["call_index"] for c in calls}
+    assert sorted(index.values()) == [0, 1, 2, 3] and index["sum up"] == 3
+    assert_identical(replay_offline(store, run_id, server, monkeypatch))
+    cases = {
+        "alpha": ((0, index["alpha"]), "ModelCalled(gpt-fake, step 0"),
+        "gamma": ((0, index["gamma"]), "ModelCalled(gpt-fake, step 0"),
+        "extra": ((1, 4), "no further call in step 1"),
+        "random": ((1, 3), "ModelCalled(gpt-fake, step 1"),
+    }
+    for change, (where, expected) in cases.items():
+        CHANGE.clear()
+        CHANGE[change] = True
+        try:
+            result = replay_offline(store, run_id, server, monkeypatch)
+        finally:
+            CHANGE.clear()
+        assert result.divergence is not None, (change, result.summary)
+        divergence = result.divergence
+        assert (divergence["step_index"], divergence["call_index"]) == where, (change, divergence)
+        assert divergence["expected"].startswith(expected)
+        stored = [e.payload for e in store.read_run(result.run_id) if e.type == "ReplayDiverged"]
+        assert stored == [divergence]
+    assert any(w.startswith("random.random read directly at " + __file__) for w in
+               result.nondeterminism), result.nondeterminism  # fmt: skip
+
+
+def test_a_fork_going_live_without_a_network_fails_with_the_clients_own_error(
+    store: EventStore, server: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = record(store, fan_out_agent, "fan-out-fork", topics=["alpha", "beta"])
+    fork = replay_offline(store, run_id, server, monkeypatch, fork_at_step=1)
+    assert (fork.mode, fork.status, fork.divergence) == ("fork", "failed", None)
+    assert fork.agent_error is not None and fork.agent_error.startswith("APIConnectionError")
+    calls = [e.payload for e in store.read_run(fork.run_id) if e.type == "ModelCalled"]
+    assert [(c["step_index"], c["error"] is None) for c in calls] == [
+        (0, True), (0, True), (1, False)]  # fmt: skip

@@ -7,6 +7,7 @@ refused during the replay.
 
 from __future__ import annotations
 
+import random
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,8 @@ from steplog.replay import replay
 
 SERVER: dict[str, FakeLLM] = {}
 TOOL_CALLS: list[str] = []
+CHANGE: dict[str, bool] = {}
+"""One code change at a time, read by the agents below: "prompt", "tool", "extra", "random"."""
 
 
 @pytest.fixture
@@ -41,7 +44,21 @@ def store(tmp_path: Path) -> Iterator[EventStore]:
 def _lookup(query: str) -> str:
     """Look facts up."""
     TOOL_CALLS.append(query)
-    return f"facts on {query}"
+    return f"facts on {query}" + (" (revised)" if CHANGE.get("tool") else "")
+
+
+def _question(question: str) -> str:
+    if CHANGE.get("random"):
+        return f"{question} #{random.randint(0, 10**9)}"  # not steplog.rng()
+    return question + ("?" if CHANGE.get("prompt") else "")
+
+
+def _extra_call() -> None:
+    if CHANGE.get("extra"):
+        client = openai.OpenAI(base_url=SERVER["now"].openai_url, api_key="x", max_retries=0)
+        client.chat.completions.create(
+            model="gpt-fake", messages=[{"role": "user", "content": "and one more thing"}]
+        )
 
 
 def agents_sdk_agent(question: str) -> dict[str, Any]:
@@ -56,8 +73,9 @@ def agents_sdk_agent(question: str) -> dict[str, Any]:
         model=agents.OpenAIChatCompletionsModel(model="gpt-fake", openai_client=client),
     )
     with step("agent") as s:
-        result = agents.Runner.run_sync(helper, question)
+        result = agents.Runner.run_sync(helper, _question(question))
         s.output = {"answer": result.final_output}
+        _extra_call()
     return dict(s.output)
 
 
@@ -71,7 +89,8 @@ def pydantic_ai_agent(question: str) -> dict[str, Any]:
     helper = Agent(model, instructions="Answer with the lookup tool.")
     helper.tool_plain(_lookup)
     with step("agent") as s:
-        s.output = {"answer": helper.run_sync(question).output}
+        s.output = {"answer": helper.run_sync(_question(question)).output}
+        _extra_call()
     return dict(s.output)
 
 
@@ -90,8 +109,9 @@ def langgraph_agent(question: str) -> dict[str, Any]:
         )
         graph = create_react_agent(llm, [tool(_lookup)])
     with step("agent") as s:
-        state = graph.invoke({"messages": [("user", question)]})
+        state = graph.invoke({"messages": [("user", _question(question))]})
         s.output = {"answer": state["messages"][-1].content}
+        _extra_call()
     return dict(s.output)
 
 
@@ -135,11 +155,30 @@ def test_a_framework_agent_records_and_replays_offline(
     assert len(server.requests) == seen
     assert TOOL_CALLS == ["capital of France"]  # the SDK ran its tool on the served answer
 
-    def changed(question: str) -> dict[str, Any]:
-        return entry(question + "?")  # one changed prompt
-
-    register_agent(name)(changed)
-    diverged = replay(store, run.run_id)
-    assert diverged.divergence is not None
-    assert (diverged.divergence["step_index"], diverged.divergence["call_index"]) == (0, 0)
+    for change, where in CHANGES.items():  # one code change at a time
+        CHANGE.clear()
+        CHANGE[change] = True
+        try:
+            with monkeypatch.context() as patched:
+                patched.setattr(socket, "create_connection", refuse)
+                patched.setattr(socket.socket, "connect", refuse)
+                diverged = replay(store, run.run_id)
+        finally:
+            CHANGE.clear()
+        assert diverged.divergence is not None, (change, diverged.summary)
+        step_and_call = (diverged.divergence["step_index"], diverged.divergence["call_index"])
+        assert step_and_call == where, (change, diverged.divergence)
+        if change == "random":
+            assert any(
+                w.startswith("random.randint read directly at " + __file__)
+                for w in diverged.nondeterminism
+            ), diverged.nondeterminism
     assert len(server.requests) == seen
+
+
+CHANGES = {
+    "prompt": (0, 0),  # the first request changes
+    "tool": (0, 1),  # the tool's answer is in the second request
+    "extra": (0, 2),  # a third call in the step: the recording has none
+    "random": (0, 0),  # a direct random draw in the prompt
+}

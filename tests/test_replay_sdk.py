@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -367,8 +368,11 @@ def test_unrecorded_clock_reads_are_reported_with_their_call_site(sdk_store: Eve
             started = time.time()  # not steplog.now(): differs in a replay, unnoticed
             tag = uuid.uuid4()
             today = datetime.datetime.now()
+            salt = os.urandom(4)
+            with ThreadPoolExecutor(1) as pool:  # a worker thread started during the replay
+                stamp = pool.submit(lambda: time.time_ns()).result()
             s.output = plan(goal)
-            del started, tag, today
+            del started, tag, today, salt, stamp
         return dict(s.output)
 
     register_agent("clock-agent")(agent)
@@ -377,7 +381,8 @@ def test_unrecorded_clock_reads_are_reported_with_their_call_site(sdk_store: Eve
     assert result.identical
     reads = "\n".join(result.nondeterminism)
     assert "time.time read directly at" in reads and __file__ in reads
-    assert "uuid.uuid4" in reads and "datetime.now" in reads
+    assert "uuid.uuid4" in reads and "datetime.now" in reads and "os.urandom" in reads
+    assert "time.time_ns read directly" in reads
     assert "unrecorded clock/randomness" in result.summary
 
 
@@ -515,6 +520,7 @@ def test_replay_cli_imports_a_file_or_a_module_of_the_current_folder(
     folder.mkdir()
     (folder / "cli_agent_here.py").write_text(AGENT_FILE)
     (folder / "broken_agent.py").write_text("def oops(:\n")
+    (folder / "script_agent.py").write_text("import sys\nsys.exit(2)\n")
     spec = importlib.util.spec_from_file_location("cli_agent_rec", folder / "cli_agent_here.py")
     assert spec is not None and spec.loader is not None
     spec.loader.exec_module(importlib.util.module_from_spec(spec))  # registers "cli-agent"
@@ -540,6 +546,7 @@ def test_replay_cli_imports_a_file_or_a_module_of_the_current_folder(
         ("no_such_module_here", "--import no_such_module_here: ModuleNotFoundError"),
         ("broken_agent", "--import broken_agent: SyntaxError"),
         ("./broken_agent.py", "--import ./broken_agent.py: SyntaxError"),
+        ("script_agent", "--import script_agent: it exited while being imported (SystemExit: 2)"),
     ]:
         bad = runner.invoke(app, ["replay", run_id, "--import", target, "--db", url])
         assert bad.exit_code == 1
@@ -681,3 +688,220 @@ def test_a_generators_items_are_encoded_and_decoded_one_by_one(sdk_store: EventS
     (call,) = [e.payload for e in sdk_store.read_run(run_id) if e.type == "ModelCalled"]
     assert call["response"] == [{"cents": 0}, {"cents": 5}, {"cents": 10}, {"cents": 15}]
     assert_identical(replay(sdk_store, run_id))
+
+
+# --- one change in concurrent code names the changed call, not the first one pending ------------
+
+
+def _gather_agent(changed: str | None = None) -> Any:
+    async def agent(topics: list[str]) -> dict[str, Any]:
+        with step("think") as s:
+            answers = await asyncio.gather(
+                *(
+                    think(f"{t}!" if t == changed else t, 0.03 * (len(topics) - i))
+                    for i, t in enumerate(topics)
+                )
+            )
+            s.output = {"texts": [a.text for a in answers]}
+        return dict(s.output)
+
+    return agent
+
+
+def _pool_agent(changed: str | None = None) -> Any:
+    def agent(urls: list[str]) -> dict[str, Any]:
+        with step("fetch-all") as s, ThreadPoolExecutor(4) as pool:
+            asked = [f"{u}?" if u == changed else u for u in urls]
+            s.output = {"pages": [p["body"] for p in pool.map(fetch, asked)]}
+        return dict(s.output)
+
+    return agent
+
+
+def _index_of(store: EventStore, run_id: str, first_argument: str) -> int:
+    (index,) = [
+        e.payload["call_index"]
+        for e in store.read_run(run_id)
+        if e.type in ("ModelCalled", "ToolCalled")
+        and (e.payload.get("request") or e.payload.get("args"))["args"][0] == first_argument
+    ]
+    return int(index)
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "inputs", "changed"),
+    [
+        ("gather-change", _gather_agent, {"topics": ["a", "b", "c"]}, "b"),
+        ("pool-change", _pool_agent, {"urls": [f"https://x/{i}" for i in range(6)]}, "https://x/3"),
+    ],
+    ids=["asyncio-gather", "thread-pool"],
+)
+def test_a_changed_concurrent_call_is_the_one_named(
+    sdk_store: EventStore, name: str, make: Any, inputs: dict[str, Any], changed: str
+) -> None:
+    register_agent(name)(make())
+    run_id = record(sdk_store, name, **inputs)
+    register_agent(name)(make())
+    assert_identical(replay(sdk_store, run_id))
+    register_agent(name)(make(changed))
+    before = dict(CALLS)
+    result = replay(sdk_store, run_id)
+    assert result.divergence is not None, result.summary
+    recorded = _index_of(sdk_store, run_id, changed)
+    assert recorded != 0  # recorded in completion order: not the first call pending
+    assert (result.divergence["step_index"], result.divergence["call_index"]) == (0, recorded)
+    assert f"call {recorded}" in result.summary
+    stored = [e.payload for e in sdk_store.read_run(result.run_id) if e.type == "ReplayDiverged"]
+    assert stored == [result.divergence]
+    assert before == CALLS  # nothing ran live, not even the changed call
+
+
+# --- one change to a retrying agent and to a typed/streaming agent -----------------------------
+
+
+def _retrying(prompt_suffix: str = "", tries: int = 5) -> Any:
+    def agent(prompt: str) -> dict[str, Any]:
+        with step("ask") as s:
+            for _ in range(tries):
+                try:
+                    s.output = flaky_model(prompt + prompt_suffix)
+                    break
+                except RateLimited as exc:
+                    s.attempt_failed(exc)
+        return dict(s.output)
+
+    return agent
+
+
+def _typed(extra: bool = False) -> Any:
+    def agent(city: str) -> dict[str, Any]:
+        with step("look") as s:
+            s.output = {"celsius": weather(city).celsius}
+        with step("speak") as s:
+            s.output = {"text": " ".join(chunk.delta for chunk in stream(f"nice day in {city}"))}
+            if extra:
+                s.output = {"again": [chunk.delta for chunk in stream("once more")]}
+        return dict(s.output)
+
+    return agent
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "change", "inputs", "where", "expected"),
+    [
+        ("retry-change", _retrying, {"prompt_suffix": "?"}, {"prompt": "hi"}, (0, 0),
+         "ModelCalled(flaky-model, step 0"),
+        ("retry-fewer", _retrying, {"tries": 2}, {"prompt": "hi"}, (0, 2),
+         "ModelCalled(flaky-model, step 0"),
+        ("typed-extra", _typed, {"extra": True}, {"city": "Oslo"}, (1, 2),
+         "no further call in step 1"),
+    ],
+    ids=["retry-changed-prompt", "retry-gives-up-sooner", "stream-extra-call"],
+)  # fmt: skip
+def test_one_change_to_retrying_and_streaming_agents(
+    sdk_store: EventStore,
+    name: str,
+    make: Any,
+    change: dict[str, Any],
+    inputs: dict[str, Any],
+    where: tuple[int, int],
+    expected: str,
+) -> None:
+    FLAKY.update(rate=0, timeout=0)
+    register_agent(name)(make())
+    run_id = record(sdk_store, name, **inputs)
+    assert_identical(replay(sdk_store, run_id))
+    register_agent(name)(make(**change))
+    result = replay(sdk_store, run_id)
+    assert result.divergence is not None, result.summary
+    assert (result.divergence["step_index"], result.divergence["call_index"]) == where
+    assert result.divergence["expected"].startswith(expected)
+
+
+# --- the network raising during a replay -------------------------------------------------------
+
+
+def _refuse_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("the network was used during a replay")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+HTTP_SERVER: dict[str, Any] = {}
+
+
+@model_call("http-model")
+def http_model(prompt: str) -> dict[str, Any]:
+    """A model call made with urllib, the way a hand-written client would."""
+    import json
+    import urllib.request
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": prompt}]})
+    request = urllib.request.Request(
+        f"{HTTP_SERVER['url']}/chat/completions",
+        data=body.encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        return dict(json.load(answer)["choices"][0]["message"])
+
+
+@register_agent("http-agent")
+def http_agent(goal: str) -> dict[str, Any]:
+    with step("plan") as s:
+        s.output = {"plan": http_model(f"plan {goal}")["content"]}
+    with step("act") as s:
+        s.output = {"done": http_model(f"act on {s.output or goal}")["content"]}
+    return dict(s.output)
+
+
+def test_the_network_raising_during_a_replay_changes_nothing_and_a_fork_reports_it(
+    sdk_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers.fake_llm import fake_llm
+
+    with fake_llm() as server:
+        HTTP_SERVER["url"] = server.openai_url
+        run_id = record(sdk_store, "http-agent", goal="tea")
+        assert len(server.requests) == 2
+        _refuse_network(monkeypatch)
+        assert_identical(replay(sdk_store, run_id))  # served: the network was never needed
+        fork = replay(sdk_store, run_id, fork_at_step=1, model_version="m-2")
+        assert len(server.requests) == 2
+    assert (fork.status, fork.divergence) == ("failed", None)
+    assert fork.agent_error is not None and "the network was used" in fork.agent_error
+    calls = [e.payload for e in sdk_store.read_run(fork.run_id) if e.type == "ModelCalled"]
+    assert [(c["step_index"], c["error"] is None) for c in calls] == [(0, True), (1, False)]
+
+
+def test_the_guard_sees_aliases_and_library_reads_not_and_restores_the_profilers() -> None:
+    import random
+    import threading
+    from time import time as clock  # an alias bound before the replay
+    from uuid import uuid4
+
+    from steplog.recorder.guard import NondeterminismGuard
+
+    def previous(*_: Any) -> None:
+        return None
+
+    sys_before, threads_before = __import__("sys").getprofile(), threading.getprofile()
+    threading.setprofile(previous)
+    try:
+        with NondeterminismGuard() as guard:
+            clock()
+            random.choice("abc")
+            uuid4()
+            random.Random(5).random()  # a seeded generator of its own: fine
+            asyncio.run(asyncio.sleep(0))  # the event loop reads the clock: library code
+        assert threading.getprofile() is previous
+        assert __import__("sys").getprofile() is sys_before
+    finally:
+        threading.setprofile(threads_before)
+    calls = [r["call"] for r in guard.reads]
+    assert calls == ["time.time", "random.choice", "uuid.uuid4"]
+    assert {r["file"] for r in guard.reads} == {__file__}

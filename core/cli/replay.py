@@ -101,6 +101,11 @@ def import_agent_code(target: str) -> None:
             importlib.import_module(target)
     except SteplogError:
         raise
+    except SystemExit as exc:  # a script run on import (argparse, sys.exit) must not end steplog
+        raise SteplogError(
+            f"--import {target}: it exited while being imported (SystemExit: {exc.code}); "
+            "put its script part under if __name__ == '__main__':"
+        ) from None
     except Exception as exc:
         first = (str(exc).splitlines() or [""])[0]
         raise SteplogError(f"--import {target}: {type(exc).__name__}: {first}") from None

@@ -17,6 +17,7 @@ import sys
 import sysconfig
 import threading
 import time
+import types
 import uuid
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -33,16 +34,27 @@ _C_METHODS = {
     (datetime.datetime, "today"): "datetime.today",
     (datetime.date, "today"): "date.today",
 }
-_PY_FUNCTIONS = {
-    uuid.uuid4.__code__: "uuid.uuid4",
-    uuid.uuid1.__code__: "uuid.uuid1",
-}
+_GLOBAL_RANDOM = getattr(random, "_inst", None)
 _RANDOM_METHODS = {
     getattr(random.Random, name).__code__: f"random.{name}"
     for name in ("choice", "choices", "randint", "randrange", "uniform", "shuffle", "sample")
     if hasattr(getattr(random.Random, name), "__code__")
 }
-_GLOBAL_RANDOM = getattr(random, "_inst", None)
+_PY_CODES: dict[Any, tuple[str, bool]] = {
+    uuid.uuid4.__code__: ("uuid.uuid4", False),
+    uuid.uuid1.__code__: ("uuid.uuid1", False),
+    **{code: (label, True) for code, label in _RANDOM_METHODS.items()},
+}
+"""Python functions watched: code object -> (label, only on the global ``random`` instance)."""
+_C_METHOD_NAMES = frozenset(
+    {method for _, method in _C_METHODS}
+    | {
+        name
+        for name in dir(_GLOBAL_RANDOM)
+        if isinstance(getattr(_GLOBAL_RANDOM, name, None), types.BuiltinMethodType)
+    }
+)
+"""Names of the C methods watched, checked first: most C calls are something else."""
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -96,29 +108,33 @@ class NondeterminismGuard:
         return known
 
     def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        # called for every call and return of every thread while a replay runs: the common
+        # cases (nothing watched) leave after one or two dictionary lookups
         if event == "c_call":
             name = _C_FUNCTIONS.get(id(arg))
             if name is None:
+                method = getattr(arg, "__name__", None)
+                if method not in _C_METHOD_NAMES:
+                    return
                 owner = getattr(arg, "__self__", None)
                 if owner is not None and owner is _GLOBAL_RANDOM:
-                    name = f"random.{arg.__name__}"
+                    name = f"random.{method}"
                 elif isinstance(owner, type):
-                    for (cls, method), label in _C_METHODS.items():
-                        if arg.__name__ == method and issubclass(owner, cls):
+                    for (cls, wanted), label in _C_METHODS.items():
+                        if method == wanted and issubclass(owner, cls):
                             name = label
                             break
-            if name is not None:
-                self._note(name, frame)
+                if name is None:
+                    return
+            self._note(name, frame)
         elif event == "call":
-            code = frame.f_code
-            name = _PY_FUNCTIONS.get(code)
-            if (
-                name is None
-                and code in _RANDOM_METHODS
-                and frame.f_locals.get("self") is _GLOBAL_RANDOM
-            ):
-                name = _RANDOM_METHODS[code]
-            if name is not None and frame.f_back is not None:
+            entry = _PY_CODES.get(frame.f_code)
+            if entry is None:
+                return
+            name, only_global_random = entry
+            if only_global_random and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
+                return
+            if frame.f_back is not None:
                 self._note(name, frame.f_back)
 
     def _note(self, name: str, site: FrameType) -> None:

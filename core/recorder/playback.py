@@ -11,6 +11,7 @@ recorded calls a step never asked for are reported when that step ends.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -34,6 +35,30 @@ def _same_arguments(payload: dict[str, Any], request: Any) -> bool:
     if args or not isinstance(kwargs, dict):
         return True
     return bool(jsonable(recorded) == jsonable(kwargs))
+
+
+def _shared(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` have in common."""
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def _closest(candidates: list[dict[str, Any]], request: Any) -> dict[str, Any]:
+    """The recorded call a changed request most resembles: with concurrent calls (recorded in
+    completion order) the first one pending is often not the one the code changed."""
+    if len(candidates) == 1 or request is None:
+        return candidates[0]
+    asked = json.dumps(jsonable(request), sort_keys=True)
+
+    def likeness(payload: dict[str, Any]) -> int:  # linear: requests can be whole chats
+        recorded = payload.get("request") if "request" in payload else payload.get("args")
+        text = json.dumps(jsonable(recorded), sort_keys=True)
+        prefix = _shared(asked, text)
+        return prefix + _shared(asked[prefix:][::-1], text[prefix:][::-1])
+
+    return max(candidates, key=likeness)  # the first of equals: recording order
 
 
 class SdkPlayback:
@@ -99,7 +124,7 @@ class SdkPlayback:
             )
             same_kind = [p for p in pending if p["_type"] == kind and _name(p) == name]
             if same_kind or pending:
-                expected = (same_kind or pending)[0]
+                expected = _closest(same_kind, request) if same_kind else pending[0]
                 raise self._diverged(
                     Divergence(
                         step_index,
