@@ -179,7 +179,7 @@ def test_replays_and_forks_are_not_counted_again(seeded: str) -> None:
                 "1",
                 "--json",
             )[1]
-        )[0]["run_id"]
+        )["runs"][0]["run_id"]
         replay(store, run_id)
         replay(store, run_id, fork_at_step=0, model_version="sim-v2")
         after = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off")
