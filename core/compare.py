@@ -44,6 +44,7 @@ from .stats import cluster_robust, clustered, paired, power, proportions
 from .stats.decision import (
     BORDERLINE,
     NO_DIFFERENCE,
+    alpha_of,
     decide_independent,
 )
 from .stats.decision import decide_paired as decide_paired_table
@@ -66,11 +67,6 @@ def _check_margin(margin: float | None) -> None:
 def level_text(confidence: float) -> str:
     """'95%', '99.9%': the confidence level as people write it."""
     return f"{round(confidence * 100, 6):g}%"
-
-
-def alpha_of(confidence: float) -> float:
-    """1 - confidence without floating-point noise (0.05, not 0.050000000000000044)."""
-    return round(1 - confidence, 10)
 
 
 # --- pieces ----------------------------------------------------------------------------------
