@@ -23,11 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .compare_decide import (
     PairedMode,
     beside_the_verdict,
     by_scenario,
     decide,
+    shared_codes,
     uses_pairs,
 )
 from .compare_metrics import (
@@ -395,6 +398,15 @@ def compare(
         ].astype(float)
         cs = confidence_sequence(diffs, confidence=confidence)
         report["sequential"] = cs.as_dict()
+        tasks = len(np.unique(shared_codes(base_runs, cand_runs)[1][pairs.candidate]))
+        report["sequential"]["task_instances"] = tasks
+        report["sequential"]["note"] = (
+            "valid when each pair's task instance was drawn at random (as run --compare "
+            "--until-decided does); pairs over a fixed list of tasks in a fixed order are not "
+            "independent draws"
+            if tasks < len(pairs)
+            else None
+        )
         report["fixed_sample_verdict"] = report["verdict"]
         report["verdict"] = sequential_verdict(cs)
     return report

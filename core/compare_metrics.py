@@ -55,6 +55,7 @@ def by_task_type(
                 "method": report["method"],
                 "p_value": report["p_value"],
                 "test": report["test"],
+                "reason": report["reason"],
             }
         )
     p_values = [row["p_value"] for row in rows]

@@ -252,6 +252,9 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         )
     if report.get("sequential"):
         console.print(f"fixed-sample view: {report['fixed_sample_verdict']}", highlight=False)
+        if report["sequential"].get("note"):
+            note = report["sequential"]["note"]
+            console.print(f"anytime-valid sequence: {note}", highlight=False)
     console.print(f"[bold]{report['verdict']}[/]", highlight=False)
 
 
