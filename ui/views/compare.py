@@ -198,11 +198,17 @@ def _rates(report: dict[str, Any], baseline: str, candidate: str) -> None:
     )[["version", "completed", "runs", "rate", "interval", "method"]]
     st.dataframe(shown, hide_index=True, width="stretch")
     d = report["difference"]
+    decision = report["decision"]
+    if report.get("paired"):
+        return  # paired runs are not independent samples: no unpaired test beside the pairs
+    label = "Not the decision -- runs as if independent"
+    if (d["method"], d["test"]) == (decision["method"], decision["test"]):
+        label = "Difference (the decision)"
     rr = d.get("relative_risk") or {}
     st.caption(
         md(
-            f"Unpaired difference {pts(d['estimate'])} {ci(d['ci'], pts)} ({d['method']}), "
-            f"{d['test']} p = {number(d['p_value'])}"
+            f"{label}: {pts(d['estimate'])} "
+            f"{ci(d['ci'], pts)} ({d['method']}), {d['test']} p = {number(d['p_value'])}"
             + (
                 f"; relative risk of completing {number(rr['estimate'])} "
                 f"{ci(rr['ci'], number)} ({rr['method']})"
@@ -232,9 +238,16 @@ def _paired(report: dict[str, Any]) -> None:
     )
     left, right = st.columns([3, 2])
     left.dataframe(paired_cells(p), width="stretch")
+    decision = report["decision"]
+    label = "difference (the decision)"
+    if decision["method"] != p["method"]:
+        label = (
+            f"not the decision (it uses {decision['method']}, clustered by task instance) -- "
+            "pairs as if independent"
+        )
     right.markdown(
         md(
-            f"difference {pts(p['estimate'])} {ci(p['ci'], pts)} ({p['method']}); "
+            f"{label}: {pts(p['estimate'])} {ci(p['ci'], pts)} ({p['method']}); "
             f"{p['test']} p = {number(p['p_value'])}, exact p = {number(p.get('exact_p_value'))}"
         )
     )
