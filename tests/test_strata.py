@@ -85,6 +85,9 @@ def test_compare_reports_each_scenario_and_the_strata(tmp_path: object) -> None:
     assert rows["customer-service"]["estimate"] == one["decision"]["estimate"]
     assert rows["customer-service"]["head"] == one["decision"]["head"]
     assert report["strata"]["strata"] == 2 and "homogeneous" in report["strata"]
+    adjusted = report["strata"]["scenario_adjusted_difference"]
+    assert adjusted["clusters"] == report["decision"]["task_instances"]
+    assert adjusted["ci"][0] < adjusted["estimate"] < adjusted["ci"][1]
     assert one["by_scenario"] is None and one["strata"] is None
     # long horizon per scenario: Aalen-Johansen of failure and abort on that scenario's runs
     # alone (statsmodels), each scenario with its own N

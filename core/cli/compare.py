@@ -216,6 +216,15 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
                 f"[{odds['ci'][0]:.2f}, {odds['ci'][1]:.2f}], CMH p={strata['cmh']['p_value']:.3g}",
                 highlight=False,
             )
+            adjusted = strata.get("scenario_adjusted_difference")
+            if adjusted:
+                console.print(
+                    f"  within scenarios, task instances as the unit: "
+                    f"{adjusted['estimate'] * 100:+.1f} {pts(*adjusted['ci'])}, "
+                    f"p={adjusted['p_value']:.3g} ({adjusted['method']}; "
+                    f"{adjusted['clusters']} task instances)",
+                    highlight=False,
+                )
         else:
             console.print(
                 f"scenarios disagree (Breslow-Day-Tarone p={bd_text}): no pooled odds ratio; "
