@@ -23,11 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .compare_decide import (
     PairedMode,
     beside_the_verdict,
     by_scenario,
     decide,
+    shared_codes,
     uses_pairs,
 )
 from .compare_metrics import (
@@ -44,6 +47,7 @@ from .stats import cluster_robust, clustered, paired, power, proportions
 from .stats.decision import (
     BORDERLINE,
     NO_DIFFERENCE,
+    alpha_of,
     decide_independent,
 )
 from .stats.decision import decide_paired as decide_paired_table
@@ -66,11 +70,6 @@ def _check_margin(margin: float | None) -> None:
 def level_text(confidence: float) -> str:
     """'95%', '99.9%': the confidence level as people write it."""
     return f"{round(confidence * 100, 6):g}%"
-
-
-def alpha_of(confidence: float) -> float:
-    """1 - confidence without floating-point noise (0.05, not 0.050000000000000044)."""
-    return round(1 - confidence, 10)
 
 
 # --- pieces ----------------------------------------------------------------------------------
@@ -399,6 +398,15 @@ def compare(
         ].astype(float)
         cs = confidence_sequence(diffs, confidence=confidence)
         report["sequential"] = cs.as_dict()
+        tasks = len(np.unique(shared_codes(base_runs, cand_runs)[1][pairs.candidate]))
+        report["sequential"]["task_instances"] = tasks
+        report["sequential"]["note"] = (
+            "valid when each pair's task instance was drawn at random (as run --compare "
+            "--until-decided does); pairs over a fixed list of tasks in a fixed order are not "
+            "independent draws"
+            if tasks < len(pairs)
+            else None
+        )
         report["fixed_sample_verdict"] = report["verdict"]
         report["verdict"] = sequential_verdict(cs)
     return report

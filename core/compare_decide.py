@@ -182,4 +182,27 @@ def by_scenario(
         pooled: dict[str, Any] | None = stratified(strata, confidence=confidence).as_dict()
     except ValueError:
         pooled = None
+    if pooled is not None:
+        pooled["scenario_adjusted_difference"] = _adjusted(baseline, candidate, confidence)
     return {"by_scenario": rows, "strata": pooled}
+
+
+def _adjusted(baseline: RunTable, candidate: RunTable, confidence: float) -> dict[str, Any] | None:
+    """Candidate minus baseline within scenarios, every run, CR2 by task instance."""
+    if baseline.scenarios is None or candidate.scenarios is None:
+        return None
+    base_codes, cand_codes = shared_codes(baseline, candidate)
+    names = [baseline.scenario_names[i] for i in baseline.scenarios.tolist()] + [
+        candidate.scenario_names[i] for i in candidate.scenarios.tolist()
+    ]
+    try:
+        robust = cluster_robust.stratified_difference(
+            np.concatenate([baseline.completed, candidate.completed]).astype(float),
+            np.r_[np.zeros(len(baseline), bool), np.ones(len(candidate), bool)],
+            np.unique(np.array(names, dtype=object), return_inverse=True)[1].reshape(-1),
+            np.concatenate([base_codes, cand_codes]),
+            confidence=confidence,
+        )
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+    return robust.as_dict()

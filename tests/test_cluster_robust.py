@@ -138,3 +138,26 @@ def test_rates_over_few_tasks_use_cr2_not_a_bootstrap() -> None:
         covered += interval.low <= truth <= interval.high
     assert interval.method.startswith("CR2")
     assert 0.93 <= covered / REPS <= 0.97
+
+
+def test_stratified_difference_is_ols_with_scenario_intercepts_and_dense_cr2() -> None:
+    from scipy.stats import t as student_t
+
+    from steplog.stats.cluster_robust import stratified_difference
+
+    rng = np.random.default_rng(8)
+    tasks = 24
+    scenario_of_task = np.arange(tasks) % 3  # tasks are nested in scenarios
+    codes = rng.integers(0, tasks, 300)
+    strata = scenario_of_task[codes]
+    candidate = rng.random(300) < 0.5
+    y = (rng.random(300) < expit(0.3 * strata + 0.5 * candidate + 0.2 * rng.normal())).astype(float)
+    ours = stratified_difference(y, candidate, strata, codes)
+    x = np.column_stack([candidate.astype(float), np.eye(3)[strata]])
+    fit = sm.OLS(y, x).fit()
+    assert ours.estimate == pytest.approx(fit.params[0], abs=1e-12)
+    se = np.sqrt(_dense_cr2(x, y, codes)[0, 0])
+    assert ours.se == pytest.approx(se, rel=1e-10)
+    assert ours.df == tasks - 4
+    q = student_t.ppf(0.975, tasks - 4)
+    assert (ours.low, ours.high) == pytest.approx((fit.params[0] - q * se, fit.params[0] + q * se))

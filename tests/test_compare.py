@@ -504,3 +504,41 @@ def test_power_is_inflated_by_the_design_effect() -> None:
     assert clustered["paired"]["pairs_needed"] == pytest.approx(
         2.5 * plain["paired"]["pairs_needed"]
     )
+
+
+def test_the_text_report_states_the_one_decision_with_its_unit_and_alpha(seeded: str) -> None:
+    _code, out, _ = invoke("compare-counts", "--baseline", "2/5", "--candidate", "5/5", "--json")
+    decision = json.loads(out)["decision"]
+    assert decision["alpha"] == 0.05  # not 0.050000000000000044
+    assert set(decision) >= {"head", "estimate", "ci", "test", "p_value", "unit", "n"}
+    _code, out, _ = invoke("compare-counts", "--baseline", "2/5", "--candidate", "5/5")
+    text = " ".join(out.split())
+    assert "decision: borderline: +60.0 [+0.1, +89.0] pts (95% CI, Miettinen-Nurminen" in text
+    assert "Miettinen-Nurminen score p=0.0495" in text and "Boschloo exact p=0.0618" in text
+    assert "better/worse only when p < 0.05" in text and "unit: 5+5 runs" in text
+    # the Newcombe interval is shown only as another view, never beside the decision
+    assert "other views (not the decision): runs as if independent: +60.0 [+3.0, +88.2]" in text
+    _code, out, _ = invoke(
+        "compare-counts",
+        "--baseline",
+        "2/5",
+        "--candidate",
+        "5/5",
+        "--confidence",
+        "0.99",
+        "--json",
+    )
+    assert json.loads(out)["decision"]["alpha"] == 0.01
+    _code, out, _ = invoke(
+        "compare", "--baseline", "sim-v1", "--candidate", "sim-v2", "--db", seeded
+    )
+    text = " ".join(out.split())
+    report = json.loads(
+        invoke(
+            "compare", "--baseline", "sim-v1", "--candidate", "sim-v2", "--db", seeded, "--json"
+        )[1]
+    )
+    d = report["decision"]
+    assert f"decision: {d['head']}: {d['estimate'] * 100:+.1f}" in text
+    assert f"unit: 60 pairs in {d['task_instances']} task instances" in text
+    assert d["test"] in text.split("decision:")[1].split("unit:")[0]

@@ -155,3 +155,76 @@ def test_clustered_logrank_holds_its_level_when_tasks_differ() -> None:
         naive_rejects += naive.p_value < 0.05
     assert clustered_rejects / reps <= 0.08
     assert naive_rejects / reps > 0.1, (naive_rejects, clustered_rejects)
+
+
+# --- per-step success with the task instance as the unit; p^N at each run's own length --------
+
+
+def _dense_cr2_mean(y: np.ndarray, codes: np.ndarray) -> float:
+    """Var of the mean of y by CR2 (Bell & McCaffrey 2002) straight from the matrix formula."""
+    import scipy.linalg
+
+    x = np.ones((len(y), 1))
+    bread = np.linalg.inv(x.T @ x)
+    resid = y - x @ (bread @ x.T @ y)
+    meat = np.zeros((1, 1))
+    for g in np.unique(codes):
+        rows = codes == g
+        xg = x[rows]
+        adjust = np.real(
+            scipy.linalg.inv(scipy.linalg.sqrtm(np.eye(rows.sum()) - xg @ bread @ xg.T))
+        )
+        u = xg.T @ adjust @ resid[rows]
+        meat += np.outer(u, u)
+    return float((bread @ meat @ bread)[0, 0])
+
+
+def test_step_success_over_few_tasks_is_cr2_on_the_person_steps() -> None:
+    from scipy.stats import t as student_t
+
+    from steplog.compare_metrics import step_success_by_task
+    from steplog.stats.clustered import Clusters
+    from steplog.stats.survival import StepOutcomes
+
+    rng = np.random.default_rng(5)
+    tasks = rng.integers(0, 6, 60)
+    hazard = np.array([0.02, 0.05, 0.1, 0.15, 0.08, 0.3])[tasks]
+    steps = np.minimum(rng.geometric(hazard), 10)
+    failed = (steps < 10) | (rng.random(60) < hazard)
+    items = StepOutcomes(steps.astype(np.int64), failed)
+    interval = step_success_by_task(items, Clusters.of([f"t{t}" for t in tasks]), 0.95)
+    run, _step, event = person_steps(items.steps, items.failed)
+    passed = 1.0 - event  # one row per step entered: 1 if the run got past it
+    se = np.sqrt(_dense_cr2_mean(passed, tasks[run]))
+    q = student_t.ppf(0.975, 5)
+    assert interval.estimate == pytest.approx(passed.mean(), abs=1e-12)
+    assert (interval.low, interval.high) == pytest.approx(
+        (passed.mean() - q * se, passed.mean() + q * se), abs=1e-10
+    )
+    assert "CR2" in interval.method
+
+
+def test_step_success_without_failures_is_wilson_on_the_steps() -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    from steplog.compare_metrics import step_success_by_task
+    from steplog.stats.clustered import Clusters
+    from steplog.stats.survival import StepOutcomes
+
+    items = StepOutcomes(np.full(30, 5, dtype=np.int64), np.zeros(30, dtype=bool))
+    interval = step_success_by_task(items, Clusters.of([f"t{i % 3}" for i in range(30)]), 0.95)
+    low, high = proportion_confint(150, 150, method="wilson")
+    assert (interval.low, interval.high) == pytest.approx((low, high), abs=1e-12)
+
+
+def test_implied_completion_uses_each_runs_own_length() -> None:
+    from steplog.stats.results import Interval
+    from steplog.stats.survival import implied_completion
+
+    p = Interval(0.9, 0.85, 0.95, "x", 100)
+    mixed = implied_completion(p, np.array([3, 3, 12]))
+    assert mixed.estimate == pytest.approx((2 * 0.9**3 + 0.9**12) / 3)
+    assert mixed.low == pytest.approx((2 * 0.85**3 + 0.85**12) / 3)
+    assert mixed.high == pytest.approx((2 * 0.95**3 + 0.95**12) / 3)
+    assert "N 3-12" in mixed.method
+    assert implied_completion(p, 7).estimate == pytest.approx(0.9**7)

@@ -358,3 +358,13 @@ def test_large_samples_use_the_score_test_instead_of_enumerating_tables() -> Non
     z = (p1 - p2) / (pooled * (1 - pooled) * (2 / 40_000)) ** 0.5
     assert result.statistic == pytest.approx(z)
     assert result.p_value == pytest.approx(0.00468, abs=1e-4)  # 2 * (1 - Phi(2.828))
+
+
+def test_a_mean_of_non_negative_values_keeps_its_lower_limit_at_zero() -> None:
+    values = np.array([0.0, 0.0, 0.0, 0.0, 10.0, 12.0, 0.0, 0.0])
+    keys = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    interval = clustered.mean_interval(keys, values)
+    sums = np.array([0.0, 0.0, 22.0, 0.0])
+    unclamped = clustered.cr2_ratio_interval(sums, np.full(4, 2.0), n=8)
+    assert unclamped.low < 0 and interval.low == 0.0
+    assert interval.high == pytest.approx(unclamped.high) and interval.estimate == 2.75

@@ -85,4 +85,49 @@ def test_compare_reports_each_scenario_and_the_strata(tmp_path: object) -> None:
     assert rows["customer-service"]["estimate"] == one["decision"]["estimate"]
     assert rows["customer-service"]["head"] == one["decision"]["head"]
     assert report["strata"]["strata"] == 2 and "homogeneous" in report["strata"]
+    adjusted = report["strata"]["scenario_adjusted_difference"]
+    assert adjusted["clusters"] == report["decision"]["task_instances"]
+    assert adjusted["ci"][0] < adjusted["estimate"] < adjusted["ci"][1]
     assert one["by_scenario"] is None and one["strata"] is None
+    # long horizon per scenario: Aalen-Johansen of failure and abort on that scenario's runs
+    # alone (statsmodels), each scenario with its own N
+    from statsmodels.duration.survfunc import CumIncidenceRight
+
+    from steplog.compare_runs import load_runs
+
+    store = EventStore.open(url)
+    try:
+        base, _cand = load_runs(store, "sim-v1", "sim-v2", "invoice-extraction")
+    finally:
+        store.close()
+    row = next(
+        r
+        for r in report["survival"]["baseline"]["by_scenario"]
+        if r["scenario"] == "invoice-extraction"
+    )
+    assert row["implied_completion"]["steps"] == 23 and row["runs"] == len(base)
+    steps = np.maximum(base.steps, 1)
+    aborted = base.aborted if base.aborted is not None else np.zeros(len(base), dtype=bool)
+    cause = np.where(base.failed, np.where(aborted, 2, 1), 0)
+    theirs = CumIncidenceRight(steps, cause)
+    by_step = {p["step"]: p for p in row["cumulative_incidence"]}
+    causes = sorted(set(cause[cause > 0].tolist()))
+    for i, t in enumerate(theirs.times):
+        for j, kind in enumerate(causes):
+            key = "failed" if kind == 1 else "aborted"
+            assert by_step[int(t)][key] == pytest.approx(theirs.cinc[j][i], abs=1e-12)
+    # the text report: a long-horizon table and the pooled odds ratio only when homogeneous
+    from typer.testing import CliRunner
+
+    from steplog.cli import app
+
+    out = (
+        CliRunner()
+        .invoke(app, ["compare", "--baseline", "sim-v1", "--candidate", "sim-v2", "--db", url])
+        .stdout
+    )
+    assert "long horizon" in out and "invoice-extraction" in out
+    if report["strata"]["homogeneous"]:
+        assert "Mantel-Haenszel odds ratio" in out
+    else:
+        assert "no pooled odds ratio" in out and "Mantel-Haenszel odds ratio" not in out

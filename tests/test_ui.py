@@ -266,6 +266,13 @@ def test_compare_paired_table_matches_compare_json_cell_by_cell(
     assert table.loc["candidate failed", "baseline failed"] == expected["neither"]
     # the margins agree with the completion counts the rates table shows (all runs are pairs)
     assert table.loc["candidate completed"].sum() <= expected["pairs"]
+    # one decision: paired runs get no unpaired test, and a Tango interval that is not the
+    # decision (tasks repeat: CR2 by task instance) is labelled as such
+    decision = json.loads(result.stdout)["decision"]
+    shown = " ".join(m.value for m in [*app.markdown, *app.caption])
+    assert "runs as if independent" not in shown
+    if decision["method"] != expected["method"]:
+        assert "not the decision" in shown
 
 
 def test_payload_markdown_and_html_are_shown_as_text(

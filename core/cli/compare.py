@@ -162,35 +162,13 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
             s["ci_method"],
         )
     console.print(table)
-    d = report["difference"]
-    p = report.get("paired")
-    if d and not p:  # paired runs are not independent samples: no independent test beside them
-        console.print(
-            f"independent: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} ({d['method']}), "
-            f"{d['test']} p={d['p_value']:.3g}",
-            highlight=False,
-        )
-    if p:
-        console.print(
-            f"paired on {p['pairs']} items: both {p['both']}, candidate only "
-            f"{p['candidate_only']}, baseline only {p['baseline_only']}, neither {p['neither']}: "
-            f"{p['estimate'] * 100:+.1f} {pts(*p['ci'])} ({p['method']}), {p['test']} "
-            f"p={p['p_value']:.3g}, mid-p={p['mid_p_value']:.3g}",
-            highlight=False,
-        )
-    decision = report.get("decision")
-    if decision:
-        extra = f" -- {decision['reason']}" if decision.get("reason") else ""
-        console.print(
-            f"decision rule: {decision['design']}; {decision['method']} with {decision['test']}"
-            f"{extra}",
-            highlight=False,
-        )
+    _print_decision(report, pts)
     for row in report.get("by_task_type") or []:
         console.print(
             f"  {row['task_type']}: {row['estimate'] * 100:+.1f} {pts(*row['ci'])}, "
-            f"p={row['p_value']:.3g} (Holm {row['p_holm']:.3g}, BH {row['p_bh']:.3g}), "
-            f"n={row['n']}",
+            f"{row['test']} p={row['p_value']:.3g} (Holm {row['p_holm']:.3g}, BH "
+            f"{row['p_bh']:.3g}), "
+            f"{_units(row['n'], row.get('unit'), row.get('task_instances'))}",
             highlight=False,
         )
     metrics = report.get("metrics")
@@ -215,51 +193,44 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         console.print(mt)
     surv = report.get("survival")
     if surv:
-        for side in ("baseline", "candidate"):
-            s = surv[side]
-            for row in s["by_scenario"]:
-                q, implied = row["step_success"], row["implied_completion"]
-                console.print(
-                    f"{side} {row['scenario']}: per-step success {q['estimate']:.3f} "
-                    f"[{q['ci'][0]:.3f}, {q['ci'][1]:.3f}] -> p^{implied['steps']} = "
-                    f"{implied['estimate']:.2f} (observed {row['observed_completion']:.2f})",
-                    highlight=False,
-                )
-            incidence = s.get("cumulative_incidence") or []
-            if incidence:
-                end = incidence[-1]
-                console.print(
-                    f"{side} by step {end['step']} (Aalen-Johansen): failed {end['failed']:.2f}, "
-                    f"aborted {end['aborted']:.2f}",
-                    highlight=False,
-                )
-            trend = s["hazard_trend"]
-            if trend:
-                console.print(
-                    f"{side} hazard trend per step: log-odds {trend['slope_per_step']:+.3f} "
-                    f"[{trend['ci'][0]:+.3f}, {trend['ci'][1]:+.3f}], t={trend['statistic']:.2f} "
-                    f"p={trend['p_value']:.3g} ({trend['df']} df)",
-                    highlight=False,
-                )
-        logrank = surv["logrank"]
-        console.print(f"{logrank['test']} p={logrank['p_value']:.3g}", highlight=False)
+        _print_survival(surv, level)
     for row in report.get("by_scenario") or []:
+        runs = f"{row['baseline_runs']}+{row['candidate_runs']} runs"
+        if row["unit"] == "pairs":
+            runs = f"{row['n']} pairs"
+        if row.get("task_instances") is not None:
+            runs += f" in {row['task_instances']} task instances"
         console.print(
             f"  scenario {row['scenario']}: {row['head']}, {row['estimate'] * 100:+.1f} "
-            f"{pts(*row['ci'])}, {row['test']} p={row['p_value']:.3g}, "
-            f"n={row['baseline_runs']}+{row['candidate_runs']} runs",
+            f"{pts(*row['ci'])}, {row['test']} p={row['p_value']:.3g}, {runs}",
             highlight=False,
         )
     strata = report.get("strata")
     if strata:
         odds, bd = strata["mh_odds_ratio"], strata["breslow_day_tarone"]
         bd_text = "n/a" if bd["p_value"] is None else f"{bd['p_value']:.3g}"
-        console.print(
-            f"pooled over {strata['strata']} scenarios: Mantel-Haenszel odds ratio "
-            f"{odds['estimate']:.2f} [{odds['ci'][0]:.2f}, {odds['ci'][1]:.2f}], CMH "
-            f"p={strata['cmh']['p_value']:.3g}; homogeneity (Breslow-Day-Tarone) p={bd_text}",
-            highlight=False,
-        )
+        if strata["homogeneous"]:
+            console.print(
+                f"pooled over {strata['strata']} scenarios (homogeneous: Breslow-Day-Tarone "
+                f"p={bd_text}): Mantel-Haenszel odds ratio {odds['estimate']:.2f} "
+                f"[{odds['ci'][0]:.2f}, {odds['ci'][1]:.2f}], CMH p={strata['cmh']['p_value']:.3g}",
+                highlight=False,
+            )
+            adjusted = strata.get("scenario_adjusted_difference")
+            if adjusted:
+                console.print(
+                    f"  within scenarios, task instances as the unit: "
+                    f"{adjusted['estimate'] * 100:+.1f} {pts(*adjusted['ci'])}, "
+                    f"p={adjusted['p_value']:.3g} ({adjusted['method']}; "
+                    f"{adjusted['clusters']} task instances)",
+                    highlight=False,
+                )
+        else:
+            console.print(
+                f"scenarios disagree (Breslow-Day-Tarone p={bd_text}): no pooled odds ratio; "
+                "read the per-scenario verdicts",
+                highlight=False,
+            )
     for side in ("baseline", "candidate"):
         curve = (report.get("pass_k") or {}).get(side)
         if curve and curve["values"]:
@@ -267,7 +238,20 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
                 f"pass^{k} {v['estimate']:.2f} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
                 for k, v in curve["values"].items()
             )
-            console.print(f"{side} on {curve['tasks']} tasks: {passes}", highlight=False)
+            console.print(
+                f"{side}, on one set of {curve['tasks']} tasks run >= "
+                f"{curve['min_runs_per_task']} times each: {passes}",
+                highlight=False,
+            )
+    if any(
+        ((report.get("pass_k") or {}).get(side) or {}).get("values")
+        for side in ("baseline", "candidate")
+    ):
+        console.print(
+            "  (pass^k is task-weighted: pass^1 is the mean per-task completion rate, not the "
+            "run-weighted rate above)",
+            highlight=False,
+        )
     bayes = report.get("bayes")
     if bayes:
         console.print(
@@ -277,4 +261,127 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         )
     if report.get("sequential"):
         console.print(f"fixed-sample view: {report['fixed_sample_verdict']}", highlight=False)
+        if report["sequential"].get("note"):
+            note = report["sequential"]["note"]
+            console.print(f"anytime-valid sequence: {note}", highlight=False)
     console.print(f"[bold]{report['verdict']}[/]", highlight=False)
+
+
+def _units(n: int, unit: str | None, tasks: int | None) -> str:
+    text = f"n={n} {unit or ''}".rstrip()
+    if tasks is None:
+        return text
+    return text + f" in {tasks} task instance{'' if tasks == 1 else 's'}"
+
+
+def _print_decision(report: dict[str, Any], pts: Any) -> None:
+    """The one decision (head, interval, test, unit, alpha), then other views labelled as such."""
+    from ..compare import level_text
+
+    d = report["decision"]
+    level = level_text(d["confidence"])
+    check = ""
+    if d.get("check_test"):
+        name = d["check_test"]
+        check = f"; exact check {name}{'=' if name.endswith('-p') else ' p='}"
+        check += f"{d['check_p_value']:.3g}"
+    console.print(
+        f"[bold]decision[/]: {d['head']}: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} "
+        f"({level} CI, {d['method']}); {d['test']} p={d['p_value']:.3g}{check}; "
+        f"better/worse only when p < {d['alpha']:g}",
+        highlight=False,
+    )
+    unit = f"{d['n']} {d['unit']}"
+    if d["unit"] == "runs":
+        unit = f"{report['baseline']['runs']}+{report['candidate']['runs']} runs"
+    if d.get("task_instances") is not None:
+        unit += f" in {d['task_instances']} task instances"
+    if d.get("design_effect") is not None:
+        unit += f", design effect {d['design_effect']:.2f}"
+    console.print(f"  unit: {unit} ({d['design'].replace(':', ' -')})", highlight=False)
+    if d.get("reason"):
+        console.print(f"  why: {d['reason']}", highlight=False)
+    p = report.get("paired")
+    if p:
+        console.print(
+            f"  pairs: both {p['both']}, candidate only {p['candidate_only']}, baseline only "
+            f"{p['baseline_only']}, neither {p['neither']}",
+            highlight=False,
+        )
+    others = []
+    if p and p["method"] != d["method"]:
+        others.append(
+            f"pairs as if independent: {p['estimate'] * 100:+.1f} {pts(*p['ci'])} "
+            f"({p['method']}), {p['test']} p={p['p_value']:.3g}, McNemar mid-p="
+            f"{p['mid_p_value']:.3g}"
+        )
+    diff = report.get("difference")
+    # paired runs are not independent samples: no independent test on them
+    if diff and not p and (diff["method"], diff["test"]) != (d["method"], d["test"]):
+        others.append(
+            f"runs as if independent: {diff['estimate'] * 100:+.1f} {pts(*diff['ci'])} "
+            f"({diff['method']}), {diff['test']} p={diff['p_value']:.3g}"
+        )
+    if others:
+        console.print("  other views (not the decision):", highlight=False)
+        for line in others:
+            console.print(f"    {line}", highlight=False)
+
+
+def _print_survival(surv: dict[str, Any], level: str) -> None:
+    """Long horizon, per scenario and version: per-step success, the completion it implies at
+    the scenario's own length(s), the observed one, and the Aalen-Johansen incidence of failure
+    and of abort by the last step; then each version's hazard trend and the logrank test."""
+    table = Table(
+        "scenario",
+        "version",
+        "runs (tasks)",
+        f"per-step success, {level} interval",
+        "steps N",
+        "implied p^N",
+        "observed",
+        "failed / aborted by step N",
+        box=None,
+        title="long horizon",
+        title_justify="left",
+    )
+    rows = [
+        (row["scenario"] or "-", side, row)
+        for side in ("baseline", "candidate")
+        for row in surv[side]["by_scenario"]
+    ]
+    for scenario, side, row in sorted(rows, key=lambda r: (r[0], r[1])):
+        q, implied = row["step_success"], row["implied_completion"]
+        steps = implied["steps"]
+        if implied.get("steps_min") not in (None, steps):
+            steps = f"{implied['steps_min']}-{steps}"
+        end = (row.get("cumulative_incidence") or [None])[-1]
+        tasks = row.get("task_instances")
+        table.add_row(
+            scenario,
+            side,
+            f"{row['runs']} ({tasks})" if tasks is not None else str(row["runs"]),
+            f"{q['estimate']:.3f} [{q['ci'][0]:.3f}, {q['ci'][1]:.3f}]",
+            str(steps),
+            f"{implied['estimate']:.2f} [{implied['ci'][0]:.2f}, {implied['ci'][1]:.2f}]",
+            f"{row['observed_completion']:.2f}",
+            f"{end['failed']:.2f} / {end['aborted']:.2f}" if end else "-",
+        )
+    console.print(table)
+    trends = [(side, surv[side]["hazard_trend"]) for side in ("baseline", "candidate")]
+    for side, trend in trends:
+        if trend:
+            console.print(
+                f"{side} hazard trend per step: log-odds {trend['slope_per_step']:+.3f} "
+                f"[{trend['ci'][0]:+.3f}, {trend['ci'][1]:+.3f}], t={trend['statistic']:.2f} "
+                f"p={trend['p_value']:.3g} ({trend['df']} df)",
+                highlight=False,
+            )
+    named = next((trend["test"] for _, trend in trends if trend), None)
+    if named:
+        console.print(f"  (hazard trend: {named}; > 0 is a rising hazard)", highlight=False)
+    logrank = surv["logrank"]
+    console.print(
+        f"do the survival curves differ? {logrank['test']} p={logrank['p_value']:.3g}",
+        highlight=False,
+    )

@@ -191,5 +191,30 @@ def clustered_difference(
     )
 
 
+def stratified_difference(
+    values: FloatArray,
+    is_candidate: npt.NDArray[np.bool_],
+    strata: npt.NDArray[np.intp],
+    codes: npt.NDArray[np.intp],
+    *,
+    confidence: float = 0.95,
+) -> RobustEstimate:
+    """Candidate minus baseline within strata (scenarios): OLS of the outcome on the candidate
+    indicator and one intercept per stratum, CR2 by ``codes`` (task instances), t on G - p df.
+    The pooled figure of the stratified view with the task instance as the unit."""
+    y = np.asarray(values, dtype=float)
+    levels = np.unique(np.asarray(strata), return_inverse=True)[1].reshape(-1)
+    dummies = np.eye(int(levels.max()) + 1)[levels] if len(levels) else np.zeros((0, 1))
+    x = np.column_stack([np.asarray(is_candidate, dtype=float), dummies])
+    return robust_estimate(
+        x,
+        y,
+        _compact(codes),
+        coefficient=0,
+        confidence=confidence,
+        method="CR2 cluster-robust, scenario intercepts, t on G-p df",
+    )
+
+
 def _compact(codes: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
     return np.unique(np.asarray(codes), return_inverse=True)[1].reshape(-1).astype(np.intp)

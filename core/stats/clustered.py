@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import comb
 from typing import Any
 
@@ -198,10 +198,15 @@ def _bootstrap(
 def mean_interval(
     keys: Sequence[str] | Clusters, values: Values, *, confidence: float = 0.95
 ) -> Interval:
-    """A process metric's mean per run, cluster-bootstrapped by task instance."""
-    return cluster_bootstrap(
+    """A process metric's mean per run, cluster-bootstrapped by task instance (the CR2 t below
+    20 tasks). A mean of non-negative values (tokens, cost, retries) keeps its lower limit at 0
+    or above: a t interval over few tasks can reach below what the data can take."""
+    interval = cluster_bootstrap(
         keys, values, method="cluster bootstrap (BCa) by task instance", confidence=confidence
     )
+    if interval.low < 0 <= float(np.min(values)):
+        interval = replace(interval, low=0.0)
+    return interval
 
 
 def pass_hat_k(successes: Sequence[int], trials: Sequence[int], k: int) -> float | None:

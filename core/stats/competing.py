@@ -37,5 +37,7 @@ def cumulative_incidence(steps: IntArray, cause: IntArray) -> list[dict[str, Any
             cif_failed += survival * failed[t] / n
             cif_aborted += survival * aborted[t] / n
             survival *= 1 - (failed[t] + aborted[t]) / n
-        points.append({"step": t, "at_risk": n, "failed": cif_failed, "aborted": cif_aborted})
+        points.append(
+            {"step": t, "at_risk": n, "failed": float(cif_failed), "aborted": float(cif_aborted)}
+        )
     return points

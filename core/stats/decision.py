@@ -55,6 +55,7 @@ class Decision:
             "estimate": i.estimate,
             "ci": [i.low, i.high],
             "confidence": i.confidence,
+            "alpha": alpha_of(i.confidence),
             "method": i.method,
             "test": self.test.test,
             "statistic": self.test.statistic,
@@ -84,6 +85,11 @@ def head_of(interval: Interval, test: TestResult, check: TestResult | None) -> t
     if not rejects:
         return NO_DIFFERENCE, ""
     return (BETTER if interval.low > 0 else WORSE), ""
+
+
+def alpha_of(confidence: float) -> float:
+    """1 - confidence without floating-point noise (0.05, not 0.050000000000000044)."""
+    return round(1 - confidence, 10)
 
 
 def _fmt_alpha(alpha: float) -> str:

@@ -59,6 +59,8 @@ class StratifiedResult:
             },
             "strata": self.strata,
             "homogeneous": self.homogeneous,
+            "unit": "runs, as independent within each scenario (the per-scenario verdicts and "
+            "the decision cluster by task instance)",
         }
 
 

@@ -139,9 +139,29 @@ def step_success(outcomes: Outcomes, *, confidence: float = 0.95) -> Interval:
     )
 
 
-def implied_completion(p: Interval, steps: int) -> Interval:
-    """p^N: the completion rate a constant per-step success implies for an N-step task."""
-    return Interval(p.estimate**steps, p.low**steps, p.high**steps, f"p^{steps}", p.n, p.confidence)
+def implied_completion(p: Interval, steps: int | Sequence[int] | npt.NDArray[np.int64]) -> Interval:
+    """p^N: the completion rate a constant per-step success implies for an N-step task.
+
+    With one N per run (tasks of different lengths) it is the mean of p^N over the runs; p^N
+    rises with p, so the limits are the same mean at p's limits.
+    """
+    lengths = np.atleast_1d(np.asarray(steps, dtype=np.int64))
+    if not len(lengths) or np.any(lengths < 0):
+        raise ValueError("need at least one non-negative number of steps")
+    low, high = int(lengths.min()), int(lengths.max())
+    method = f"p^{high}" if low == high else f"mean of p^N over runs, N {low}-{high}"
+
+    def mean_power(q: float) -> float:
+        return float(np.mean(float(q) ** lengths))
+
+    return Interval(
+        mean_power(p.estimate),
+        mean_power(p.low),
+        mean_power(p.high),
+        method,
+        p.n,
+        p.confidence,
+    )
 
 
 def cochran_armitage(

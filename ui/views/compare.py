@@ -198,11 +198,17 @@ def _rates(report: dict[str, Any], baseline: str, candidate: str) -> None:
     )[["version", "completed", "runs", "rate", "interval", "method"]]
     st.dataframe(shown, hide_index=True, width="stretch")
     d = report["difference"]
+    decision = report["decision"]
+    if report.get("paired"):
+        return  # paired runs are not independent samples: no unpaired test beside the pairs
+    label = "Not the decision -- runs as if independent"
+    if (d["method"], d["test"]) == (decision["method"], decision["test"]):
+        label = "Difference (the decision)"
     rr = d.get("relative_risk") or {}
     st.caption(
         md(
-            f"Unpaired difference {pts(d['estimate'])} {ci(d['ci'], pts)} ({d['method']}), "
-            f"{d['test']} p = {number(d['p_value'])}"
+            f"{label}: {pts(d['estimate'])} "
+            f"{ci(d['ci'], pts)} ({d['method']}), {d['test']} p = {number(d['p_value'])}"
             + (
                 f"; relative risk of completing {number(rr['estimate'])} "
                 f"{ci(rr['ci'], number)} ({rr['method']})"
@@ -232,9 +238,16 @@ def _paired(report: dict[str, Any]) -> None:
     )
     left, right = st.columns([3, 2])
     left.dataframe(paired_cells(p), width="stretch")
+    decision = report["decision"]
+    label = "difference (the decision)"
+    if decision["method"] != p["method"]:
+        label = (
+            f"not the decision (it uses {decision['method']}, clustered by task instance) -- "
+            "pairs as if independent"
+        )
     right.markdown(
         md(
-            f"difference {pts(p['estimate'])} {ci(p['ci'], pts)} ({p['method']}); "
+            f"{label}: {pts(p['estimate'])} {ci(p['ci'], pts)} ({p['method']}); "
             f"{p['test']} p = {number(p['p_value'])}, exact p = {number(p.get('exact_p_value'))}"
         )
     )
@@ -283,19 +296,54 @@ def _long_horizon(report: dict[str, Any], baseline: str, candidate: str) -> None
     rows = []
     for side in ("baseline", "candidate"):
         s = survival[side]
-        step, implied, trend = s["step_success"], s["implied_completion"], s["hazard_trend"]
-        pass_k = (report.get("pass_k") or {}).get(side, {})
-        rows.append(
-            {
-                "version": report[side]["model_version"],
-                "per-step p": f"{step['estimate']:.2%} {ci(step['ci'], lambda v: f'{v:.2%}')}",
-                "steps N": implied["steps"],
-                "p^N": f"{pct(implied['estimate'])} {ci(implied['ci'])}",
-                "hazard trend p": number(trend["p_value"]),
-                **{f"pass^{k}": pct(v) for k, v in pass_k.items()},
-            }
-        )
+        trend = s.get("hazard_trend") or {}
+        for row in s.get("by_scenario") or []:
+            step, implied = row["step_success"], row["implied_completion"]
+            steps = implied["steps"]
+            if implied.get("steps_min") not in (None, steps):
+                steps = f"{implied['steps_min']}-{steps}"
+            end = (row.get("cumulative_incidence") or [{}])[-1]
+            rows.append(
+                {
+                    "scenario": row["scenario"] or "-",
+                    "version": report[side]["model_version"],
+                    "runs (tasks)": f"{row['runs']} ({row.get('task_instances', '-')})",
+                    "per-step p": f"{step['estimate']:.2%} {ci(step['ci'], lambda v: f'{v:.2%}')}",
+                    "steps N": str(steps),
+                    "p^N": f"{pct(implied['estimate'])} {ci(implied['ci'])}",
+                    "observed": pct(row["observed_completion"]),
+                    "failed by N": pct(end.get("failed")),
+                    "aborted by N": pct(end.get("aborted")),
+                    "hazard trend p": number(trend.get("p_value")),
+                }
+            )
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption(
+        "Per-step p is clustered by task instance; p^N uses each run's own length; failed and "
+        "aborted by N are Aalen-Johansen cumulative incidences (an abort is a competing risk, "
+        "not a censored run); the hazard trend p (one per version) is a discrete-time logit "
+        "model with scenario intercepts, clustered by task instance."
+    )
+    passes = []
+    for side in ("baseline", "candidate"):
+        curve = (report.get("pass_k") or {}).get(side) or {}
+        if curve.get("values"):
+            passes.append(
+                {
+                    "version": report[side]["model_version"],
+                    "tasks": curve["tasks"],
+                    **{
+                        f"pass^{k}": f"{pct(v['estimate'])} {ci(v['ci'])}"
+                        for k, v in curve["values"].items()
+                    },
+                }
+            )
+    if passes:
+        st.dataframe(pd.DataFrame(passes), hide_index=True, width="stretch")
+        st.caption(
+            "pass^k on one set of tasks (each run at least as often as the largest k shown), "
+            "task-weighted: pass^1 is the mean per-task completion rate."
+        )
     curves = [
         {"version": report[side]["model_version"], **point}
         for side in ("baseline", "candidate")
