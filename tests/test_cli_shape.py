@@ -133,3 +133,17 @@ def test_bench_cli_measures_each_command_against_python() -> None:
         assert timing["verdict"] in ("ok", "MISSED", "-")
     assert by_command["steplog --help"]["target_s"] == 0.3
     assert by_command["steplog runs"]["target_s"] == 0.5
+
+
+def test_the_cli_imports_no_heavy_library_until_a_command_needs_it() -> None:
+    """Start-up stays fast by construction: help and argument parsing need only typer and rich
+    (a wall-clock target is checked by `steplog bench cli`, not here)."""
+    import subprocess
+    import sys
+
+    heavy = ("sqlalchemy", "scipy", "numpy", "pandas", "streamlit", "alembic", "pydantic", "httpx")
+    probe = f"import sys, steplog.cli\nprint(','.join(m for m in {heavy!r} if m in sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "", f"importing steplog.cli loads {loaded}: import it inside the command"

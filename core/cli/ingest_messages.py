@@ -8,11 +8,9 @@ from typing import Annotated
 import typer
 
 from ..errors import SteplogError
-from ..ingest.redaction import default_redactor
-from ..ingest.report import ImportReport
 from ..ingest.sniff import MESSAGES, MINI_SWE, require_kind
 from ._shared import DbOption, JsonOption
-from .ingest import FileArgument, RedactOption, _finish, _store, import_app
+from .ingest import FileArgument, RedactOption, _finish, _store, default_redactor, import_app
 
 ScenarioOption = Annotated[
     str | None, typer.Option("--scenario", help="Scenario of every run (default: the record's).")
@@ -73,6 +71,8 @@ def import_mini_swe_cmd(
     files = trajectory_files(path)
     if not files:
         raise SteplogError(f"{path} holds no *.traj.json file")
+    from ..ingest.report import ImportReport
+
     redactor = default_redactor(redact_patterns)
     report = ImportReport()
     with _store(db) as store:
