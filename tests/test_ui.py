@@ -303,7 +303,9 @@ def test_bench_ui_renders_every_page_cold(steplog_home: str) -> None:
 
     from steplog.cli import app as cli
 
-    result = CliRunner().invoke(cli, ["bench", "ui", "--runs", "1000", "--repeat", "1", "--json"])
+    result = CliRunner().invoke(
+        cli, ["bench", "ui", "--runs", "1000", "--repeat", "1", "--no-browser", "--json"]
+    )
     assert result.exit_code == 0, result.stdout
     import json
 

@@ -282,3 +282,28 @@ def test_run_to_replay_verdict_in_chromium(
     shot = shots(tmp_path) / "6-replay-verdict.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+
+
+def test_bench_ui_times_every_page_in_chromium(tmp_path: Path) -> None:
+    """`steplog bench ui --browser`: each page's time to settled next to its server render."""
+    if not Path(CHROMIUM).exists():
+        message = "chromium is not installed: sudo apt-get install chromium"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    env = {**os.environ, "STEPLOG_HOME": str(tmp_path / "home")}
+    result = subprocess.run(
+        [STEPLOG, "bench", "ui", "--runs", "1000", "--repeat", "1", "--browser", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr
+    pages = {p["page"]: p for p in json.loads(result.stdout)["pages"]}
+    assert set(pages) == {"overview", "failures", "run", "compare", "replay"}
+    for page in pages.values():
+        assert page["seconds"] > 0 and page["browser_seconds"] > 0
+        assert page["browser_ratio"] == page["browser_seconds"] / page["seconds"]
+        ok = page["browser_seconds"] < 1.5
+        assert page["verdict"] == f"< 1.5 s {'ok' if ok else 'MISSED'}"  # judged in the browser

@@ -9,6 +9,9 @@ What is timed is the page's script run. Each page's ``AppTest`` is set up and ru
 first: a fresh ``AppTest`` discovers Streamlit's installed components and the first run imports
 the page's modules (together about half a second on this machine), which a running server
 does once at start, not on every render.
+
+With ``--browser`` each page is also opened in chromium against a running ``steplog ui``
+(:mod:`.ui_browser`): the time until the page has settled, which is what a user waits for.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import sqlite3
 import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +42,24 @@ class PageTiming:
     page: str
     seconds: float
     runs: int
+    browser_seconds: float | None = None  # chromium, until the page has settled
 
     @property
     def verdict(self) -> str:
-        """Against the 1.5 s target."""
-        return f"< {TARGET_SECONDS} s {'ok' if self.seconds < TARGET_SECONDS else 'MISSED'}"
+        """Against the 1.5 s target (the browser's time when measured, else the render's)."""
+        measured = self.seconds if self.browser_seconds is None else self.browser_seconds
+        return f"< {TARGET_SECONDS} s {'ok' if measured < TARGET_SECONDS else 'MISSED'}"
+
+    @property
+    def browser_ratio(self) -> float | None:
+        """Browser time over the server-side render: what the page costs beyond its script."""
+        if self.browser_seconds is None or self.seconds <= 0:
+            return None
+        return self.browser_seconds / self.seconds
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
-        return {**asdict(self), "verdict": self.verdict}
+        return {**asdict(self), "verdict": self.verdict, "browser_ratio": self.browser_ratio}
 
 
 def build_store(path: Path, runs: int, progress: Console | None) -> int:
@@ -67,9 +79,14 @@ def build_store(path: Path, runs: int, progress: Console | None) -> int:
 
 
 def run_ui_benchmark(
-    *, runs: int = 100_000, repeat: int = 3, progress: Console | None = None
+    *,
+    runs: int = 100_000,
+    repeat: int = 3,
+    progress: Console | None = None,
+    browser: bool = False,
 ) -> tuple[int, list[PageTiming]]:
-    """(events in the store, median cold render per page)."""
+    """(events in the store, median cold render per page; with ``browser``, chromium's time
+    until each page has settled as well)."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -101,4 +118,18 @@ def run_ui_benchmark(
         timings.append(PageTiming(page, statistics.median(samples), runs))
         if progress is not None:
             progress.print(f"{page}: {timings[-1].seconds:.2f} s")
+    if browser:
+        from .ui_browser import browser_timings
+
+        if progress is not None:
+            progress.print("the same pages in chromium ...")
+        paths = {
+            "overview": "/",
+            "failures": "/failures",
+            "run": f"/run?run={failed}",
+            "compare": "/compare",
+            "replay": f"/replay?run={failed}",
+        }
+        seconds = browser_timings(f"sqlite:///{path}", paths, repeat)
+        timings = [replace(t, browser_seconds=seconds[t.page]) for t in timings]
     return events, timings

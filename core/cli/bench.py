@@ -211,20 +211,40 @@ def bench_cli(
 def bench_ui(
     runs: Annotated[int, typer.Option(min=1000, help="Runs in the store.")] = 100_000,
     repeat: Annotated[int, typer.Option(min=1, max=10, help="Renders per page; median.")] = 3,
+    browser: Annotated[
+        bool | None,
+        typer.Option(
+            "--browser/--no-browser",
+            help="Also time each page in chromium until settled (default: when installed).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Cold server-side render time of every UI page on a large store (target < 1.5 s)."""
+    """Render time of every UI page on a large store, server-side and in chromium (< 1.5 s)."""
     from ..bench.ui import run_ui_benchmark
+    from ..bench.ui_browser import chromium
 
     events, timings = run_ui_benchmark(
-        runs=runs, repeat=repeat, progress=None if as_json else err_console
+        runs=runs,
+        repeat=repeat,
+        progress=None if as_json else err_console,
+        browser=chromium() is not None if browser is None else browser,
     )
     if as_json:
         _print_json({"runs": runs, "events": events, "pages": [t.as_dict() for t in timings]})
         return
-    table = Table("page", "median render", "target", title=f"{runs:,} runs, {events:,} events")
+    table = Table(
+        "page",
+        "server render (cold)",
+        "browser (settled)",
+        "browser / render",
+        "target",
+        title=f"{runs:,} runs, {events:,} events",
+    )
     for t in timings:
-        table.add_row(t.page, f"{t.seconds:.2f} s", t.verdict)
+        in_browser = "-" if t.browser_seconds is None else f"{t.browser_seconds:.2f} s"
+        ratio = "-" if t.browser_ratio is None else f"{t.browser_ratio:.1f}x"
+        table.add_row(t.page, f"{t.seconds:.2f} s", in_browser, ratio, t.verdict)
     console.print(table)
 
 
