@@ -26,9 +26,6 @@ from .harness.playback import Playback
 from .harness.runner import RunStateError, fold_run, launch, registered_scenario
 from .projections.queries import refresh, regression_set
 from .projections.run_state import fold
-from .stats import paired as paired_stats
-from .stats.paired import PairedTable
-from .stats.proportions import proportion
 from .store import EventStore
 
 __all__ = [
@@ -247,6 +244,10 @@ def regress(
                     "divergence": None,
                 }
             )
+    from .stats import paired as paired_stats  # scipy: only a regression run needs it
+    from .stats.paired import PairedTable
+    from .stats.proportions import proportion
+
     passed = sum(r["status"] == "completed" for r in results)
     table = PairedTable(
         both=0, candidate_only=passed, baseline_only=0, neither=len(results) - passed

@@ -38,3 +38,15 @@ def test_importing_steplog_loads_no_database_or_pydantic() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert loaded == ""
+
+
+def test_replaying_loads_no_statistics_library() -> None:
+    """`steplog replay` needs neither scipy nor numpy (only `regress` computes an interval)."""
+    probe = (
+        "import sys, steplog.replay\n"
+        "print(','.join(m for m in ('scipy', 'numpy', 'pandas', 'streamlit') if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == ""
