@@ -33,14 +33,18 @@ def source_db(tmp_path: Path) -> str:
 
 def _top_signature(url: str) -> str:
     _, out, _ = invoke("failures", "--db", url, "--json")
-    return str(json.loads(out)[0]["signature"])
+    return str(json.loads(out)["signatures"][0]["signature"])
 
 
 def _views(url: str) -> tuple[list[dict[str, object]], list[dict[str, object]], object]:
     _, runs, _ = invoke("runs", "--db", url, "--limit", "1000", "--json")
     _, failures, _ = invoke("failures", "--db", url, "--json")
     _, metrics, _ = invoke("metrics", "--db", url, "--json")
-    return json.loads(runs), json.loads(failures), json.loads(metrics)
+    return (
+        json.loads(runs)["runs"],
+        json.loads(failures)["signatures"],
+        json.loads(metrics)["metrics"],
+    )
 
 
 def test_export_then_import_reproduces_the_projections(
@@ -69,7 +73,8 @@ def test_export_filters_by_run_and_scenario(source_db: str) -> None:
     assert code == 0
     runs = {json.loads(line)["run_id"] for line in out.splitlines()}
     _, listed, _ = invoke("runs", "--db", source_db, "--limit", "100", "--json")
-    wanted = {r["run_id"] for r in json.loads(listed) if r["scenario"] == "customer-service"}
+    listed_runs = json.loads(listed)["runs"]
+    wanted = {r["run_id"] for r in listed_runs if r["scenario"] == "customer-service"}
     assert runs == wanted and len(runs) == 10
     one = sorted(runs)[0]
     code, out, _ = invoke("export", "--db", source_db, "--run", one)
@@ -113,11 +118,11 @@ def test_search_treats_like_wildcards_as_text(source_db: str) -> None:
     from steplog.projections.queries import list_runs, refresh
     from steplog.store import EventStore
 
-    everything = json.loads(invoke("failures", "--db", source_db, "--json")[1])
+    everything = json.loads(invoke("failures", "--db", source_db, "--json")[1])["signatures"]
     for text in ("%", "_", "%_%"):
         code, out, err = invoke("failures", "--db", source_db, "--search", text, "--json")
         assert code == 0, err
-        found = json.loads(out)
+        found = json.loads(out)["signatures"]
         fields = ("message", "step", "error_type", "signature")
         assert all(any(text in str(f[k]) for k in fields) for f in found), (text, found)
         assert len(found) < len(everything)

@@ -398,7 +398,7 @@ def test_import_inspect_command(store_url: str, inspect_logs: Logs, tmp_path: Pa
     again = cli.invoke(app, ["import", "inspect", str(log), "--db", store_url, "--json"])
     assert json.loads(again.stdout)["appended"] == 0
     failures = cli.invoke(app, ["failures", "--db", store_url, "--json"])
-    assert any(f["scenario"] == TASK for f in json.loads(failures.stdout))
+    assert any(f["scenario"] == TASK for f in json.loads(failures.stdout)["signatures"])
     bad = tmp_path / "results.json"
     bad.write_text('{"accuracy": 0.5}')
     result = cli.invoke(app, ["import", "inspect", str(bad), "--db", store_url])

@@ -624,7 +624,7 @@ def test_quarantine_retry_resolves_a_record_once_it_fits(tmp_path: Path, store_u
     result = runner.invoke(app, ["import", "jsonl", str(path), "--db", store_url, "--json"])
     assert result.exit_code == 1 and "expected version 1" in result.stdout
     retried = runner.invoke(app, ["quarantine", "retry", "--all", "--db", store_url, "--json"])
-    assert retried.exit_code == 1 and json.loads(retried.stdout)[0]["resolved"] is False
+    assert retried.exit_code == 1 and json.loads(retried.stdout)["retried"][0]["resolved"] is False
     store = EventStore.open(store_url)
     try:
         from steplog.events import RunStarted
@@ -634,21 +634,22 @@ def test_quarantine_retry_resolves_a_record_once_it_fits(tmp_path: Path, store_u
         store.close()
     retried = runner.invoke(app, ["quarantine", "retry", "--all", "--db", store_url, "--json"])
     assert retried.exit_code == 0, retried.output
-    (outcome,) = json.loads(retried.stdout)
+    (outcome,) = json.loads(retried.stdout)["retried"]
     assert outcome["resolved"] and "stored at position 2" in outcome["detail"]
     again = runner.invoke(app, ["quarantine", "retry", "--all", "--db", store_url, "--json"])
-    assert json.loads(again.stdout) == []
+    assert json.loads(again.stdout)["retried"] == []
     listed = runner.invoke(app, ["quarantine", "list", "--db", store_url, "--json"])
-    assert listed.stdout.strip() == ""
+    assert json.loads(listed.stdout)["records"] == []
     listed = runner.invoke(app, ["quarantine", "list", "--resolved", "--db", store_url, "--json"])
-    assert json.loads(listed.stdout)["resolution"].startswith("stored at position 2")
+    (record,) = json.loads(listed.stdout)["records"]
+    assert record["resolution"].startswith("stored at position 2")
 
 
 def test_quarantine_retry_needs_ids_or_all(store: EventStore, store_url: str) -> None:
     result = runner.invoke(app, ["quarantine", "retry", "--db", store_url])
     assert result.exit_code == 1 and "name the record ids" in result.stderr
     result = runner.invoke(app, ["quarantine", "retry", "99", "--db", store_url, "--json"])
-    assert json.loads(result.stdout) == [
+    assert json.loads(result.stdout)["retried"] == [
         {"id": 99, "resolved": False, "detail": "no such quarantined record"}
     ]
 
