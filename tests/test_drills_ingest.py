@@ -33,6 +33,8 @@ from steplog.ingest.redaction import default_redactor
 from steplog.projections.queries import list_runs, refresh
 from steplog.store import EventStore
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("drills")]
+
 TERMINAL = ("RunCompleted", "RunFailed")
 
 
