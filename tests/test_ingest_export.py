@@ -73,9 +73,8 @@ def test_export_filters_by_run_and_scenario(source_db: str) -> None:
     assert code == 0
     runs = {json.loads(line)["run_id"] for line in out.splitlines()}
     _, listed, _ = invoke("runs", "--db", source_db, "--limit", "100", "--json")
-    wanted = {
-        r["run_id"] for r in json.loads(listed)["runs"] if r["scenario"] == "customer-service"
-    }
+    listed_runs = json.loads(listed)["runs"]
+    wanted = {r["run_id"] for r in listed_runs if r["scenario"] == "customer-service"}
     assert runs == wanted and len(runs) == 10
     one = sorted(runs)[0]
     code, out, _ = invoke("export", "--db", source_db, "--run", one)

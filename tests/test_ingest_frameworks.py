@@ -18,6 +18,7 @@ from helpers.frameworks import (
     run_langgraph,
     run_openai_agents,
     run_pydantic_ai,
+    run_raw_otel,
 )
 
 from steplog import compare
@@ -270,57 +271,13 @@ def test_openai_agents_crash_is_a_failed_run(
 # --- the raw OpenTelemetry SDK, GenAI conventions ---------------------------------------------
 
 
-def _raw_otel_run(capture: Capture, *, crash: bool) -> None:
-    from opentelemetry.trace import Status, StatusCode
-
-    tracer = capture.provider.get_tracer("my-agent")
-    root_attrs = {"steplog.task_instance_id": "r-1", "enduser.id": "user-9"}
-    with tracer.start_as_current_span("my task", attributes=root_attrs):
-        agent_attrs = {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": "planner",
-            "gen_ai.conversation.id": "conv-1",
-        }
-        with tracer.start_as_current_span("invoke_agent planner", attributes=agent_attrs) as agent:
-            chat_attrs = {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": "gpt-x",
-                "gen_ai.usage.input_tokens": 100,
-                "gen_ai.usage.output_tokens": 20,
-                "gen_ai.usage.cache_read.input_tokens": 64,
-                "gen_ai.usage.reasoning.output_tokens": 12,
-                "gen_ai.usage.cost": 0.0125,
-            }
-            with tracer.start_as_current_span("chat gpt-x", attributes=chat_attrs):
-                pass
-            tool_attrs = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": "fetch",
-                "gen_ai.tool.call.arguments": '{"url": "http://example.invalid/1"}',
-            }
-            with tracer.start_as_current_span(
-                "execute_tool fetch", attributes=tool_attrs, record_exception=False
-            ) as tool:
-                try:
-                    raise ConnectionError("fetch failed after 3 tries")
-                except ConnectionError as exc:
-                    tool.record_exception(exc)
-                    tool.set_status(Status(StatusCode.ERROR, str(exc)))
-                    if crash:
-                        agent.record_exception(exc)
-                        agent.set_status(Status(StatusCode.ERROR, str(exc)))
-            if not crash:
-                with tracer.start_as_current_span("chat gpt-x", attributes=chat_attrs):
-                    pass
-
-
 def test_raw_otel_sdk_keeps_cost_cache_reasoning_and_ids(sqlite_store: EventStore) -> None:
     capture = Capture()
-    _raw_otel_run(capture, crash=False)
+    run_raw_otel(capture, "recover")
     run = one_run(capture, sqlite_store)
     started = run.of(RunStarted)[0]
     assert (started.scenario, started.task_instance_id) == ("planner", "r-1")
-    assert (started.session_id, started.user_id) == ("conv-1", "user-9")
+    assert (started.session_id, started.user_id) == ("conv-r-1", "user-9")
     assert run.steps == ["chat", "execute_tool fetch", "chat"]
     model = run.of(ModelCalled)[0]
     assert (model.cached_input_tokens, model.reasoning_tokens, model.cost_usd) == (64, 12, 0.0125)
@@ -332,14 +289,14 @@ def test_raw_otel_sdk_keeps_cost_cache_reasoning_and_ids(sqlite_store: EventStor
     assert attempt.detail and "Traceback" in attempt.detail
     assert run.summary["status"] == "completed"
     assert run.summary["cost_usd"] == pytest.approx(0.025)
-    assert [r["run_id"] for r in list_runs(sqlite_store, session="conv-1")] == [
+    assert [r["run_id"] for r in list_runs(sqlite_store, session="conv-r-1")] == [
         run.summary["run_id"]
     ]  # sessions group runs
 
 
 def test_raw_otel_sdk_agent_error_fails_the_run(sqlite_store: EventStore) -> None:
     capture = Capture()
-    _raw_otel_run(capture, crash=True)
+    run_raw_otel(capture, "crash")
     run = one_run(capture, sqlite_store)
     (failed,) = run.of(RunFailed)
     assert (failed.step, failed.error_type) == ("execute_tool fetch", "ConnectionError")

@@ -138,6 +138,10 @@ def test_samples_become_runs_with_the_right_outcomes(store: EventStore, inspect_
     assert lookup.steps[0].last_error_type == "tool_error"
     assert lookup.first_step_correct is False and lookup.retries == 0
     assert (lookup.model_calls, lookup.tool_calls) == (2, 1)
+    lookup_events = store.read_run(_run(inspect_logs[BASELINE]["eval"], "lookup"))
+    (call,) = [e.payload for e in lookup_events if e.type == "ToolCalled"]
+    assert (call["tool"], call["args"], call["status"]) == ("lookup", {"key": "atlantis"}, "error")
+    assert "no record for 'atlantis'" in call["error"]
 
     delete_events = store.read_run(_run(inspect_logs[BASELINE]["eval"], "delete"))
     types = [e.type for e in delete_events]

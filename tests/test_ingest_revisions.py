@@ -192,8 +192,9 @@ def test_the_run_page_shows_an_incomplete_run_and_its_session(
     db = tmp_path / "store.db"
     assert runner.invoke(app, ["import", "otlp", str(path), "--db", str(db)]).exit_code == 0
     monkeypatch.setenv("STEPLOG_DATABASE_URL", f"sqlite:///{db}")
-    views = Path(__file__).resolve().parent.parent / "ui" / "views"
-    page = AppTest.from_file(str(views / "run.py"), default_timeout=60)
+    entry = Path(__file__).resolve().parent.parent / "ui" / "app.py"
+    page = AppTest.from_file(str(entry), default_timeout=60)
+    page.switch_page("views/run.py")  # through the app, so its links to other pages resolve
     page.query_params["run"] = f"otel-{trace}"
     page.run()
     assert not page.exception, page.exception

@@ -533,6 +533,7 @@ class _SampleMapper:
                 status="error" if error is not None else "ok",
                 error_type=error_type,
                 latency_ms=max(float(event.working_time or 0.0) * 1000, 0.0),
+                error=self.text(str(error.message)) if error is not None else None,
             ),
             event.timestamp,
         )

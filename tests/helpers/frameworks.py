@@ -8,6 +8,7 @@ error is not handled / the model raises on its second call).
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -106,6 +107,7 @@ def run_langgraph(capture: Capture, mode: str, *, version: str, instance: str) -
         "steplog.scenario": "weather",
         "steplog.task_instance_id": instance,
         "steplog.model_version": version,
+        "steplog.seed": 1,
         "session.id": f"session-{instance}",
     }
     with capture.root(**attributes):
@@ -242,11 +244,117 @@ def run_openai_agents(capture: Capture, mode: str, *, version: str, instance: st
         assert mode == "crash"
 
 
+# --- the raw OpenTelemetry SDK, GenAI semantic conventions by hand ---------------------------
+
+
+def run_raw_otel(
+    capture: Capture, mode: str, *, version: str = "gpt-x", instance: str = "r-1"
+) -> None:
+    """An agent traced by hand: a root of one's own, ``invoke_agent``, then ``chat`` and
+    ``execute_tool`` spans. ``recover``: the fetch fails and the agent asks the model again;
+    ``crash``: the fetch error ends the agent span with an error status."""
+    from opentelemetry.trace import Status, StatusCode
+
+    tracer = capture.provider.get_tracer("my-agent")
+    root_attrs = {"steplog.task_instance_id": instance, "steplog.seed": 1, "enduser.id": "user-9"}
+    with tracer.start_as_current_span("my task", attributes=root_attrs):
+        agent_attrs = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "planner",
+            "gen_ai.conversation.id": f"conv-{instance}",
+        }
+        with tracer.start_as_current_span("invoke_agent planner", attributes=agent_attrs) as agent:
+            chat_attrs = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": version,
+                "gen_ai.usage.input_tokens": 100,
+                "gen_ai.usage.output_tokens": 20,
+                "gen_ai.usage.cache_read.input_tokens": 64,
+                "gen_ai.usage.reasoning.output_tokens": 12,
+                "gen_ai.usage.cost": 0.0125,
+            }
+            with tracer.start_as_current_span(f"chat {version}", attributes=chat_attrs):
+                pass
+            url = "http://example.invalid/1"
+            tool_attrs = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "fetch",
+                "gen_ai.tool.call.arguments": f'{{"url": "{url}"}}',
+            }
+            with tracer.start_as_current_span(
+                "execute_tool fetch", attributes=tool_attrs, record_exception=False
+            ) as tool:
+                if mode != "ok":
+                    try:
+                        raise ConnectionError("fetch failed after 3 tries")
+                    except ConnectionError as exc:
+                        tool.record_exception(exc)
+                        tool.set_status(Status(StatusCode.ERROR, str(exc)))
+                        if mode == "crash":
+                            agent.record_exception(exc)
+                            agent.set_status(Status(StatusCode.ERROR, str(exc)))
+            if mode != "crash":
+                with tracer.start_as_current_span(f"chat {version}", attributes=chat_attrs):
+                    pass
+
+
+# --- opentelemetry-util-genai: the GenAI telemetry handler instrumentations are built on -----
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def run_util_genai(capture: Capture, mode: str, *, version: str, instance: str) -> None:
+    """An agent instrumented with ``TelemetryHandler`` (agent, inference and tool invocations),
+    message content captured on spans (so tool arguments are recorded). ``crash``: the model
+    raises on its second call."""
+    from opentelemetry.util.genai.handler import TelemetryHandler
+
+    with _environment(OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT="SPAN_ONLY"):
+        handler = TelemetryHandler(tracer_provider=capture.provider)
+    script = _script(mode)
+    with capture.root(**{"steplog.task_instance_id": instance, "steplog.seed": 1}):
+        try:
+            with handler.invoke_local_agent(
+                agent_name="weather", request_model=version, conversation_id=f"conv-{instance}"
+            ):
+                for n, city in enumerate(script):
+                    with handler.inference("scripted", request_model=version) as call:
+                        call.input_tokens, call.output_tokens = 10, 5
+                        if mode == "crash" and n == 1:
+                            raise RuntimeError("model backend exploded")
+                    try:
+                        with handler.tool("lookup") as tool:
+                            tool.arguments = {"city": city}
+                            tool.tool_result = lookup_weather(city)
+                    except ValueError:
+                        pass  # the error goes back to the model, which tries another city
+                with handler.inference("scripted", request_model=version) as call:
+                    call.input_tokens, call.output_tokens = 20, 4
+                    call.cache_read_input_tokens = 8
+        except RuntimeError:
+            assert mode == "crash"
+
+
 # --- mini-swe-agent: DeterministicModel, local shell, the trajectory it saves -----------------
 
 
-def run_mini_swe_agent(mode: str, folder: Any, *, version: str = "det-v1") -> Any:
-    """Run mini-swe-agent's text-based agent; return the path of the trajectory it saved."""
+def run_mini_swe_agent(
+    mode: str, folder: Any, *, version: str = "det-v1", instance: str | None = None
+) -> Any:
+    """Run mini-swe-agent's text-based agent; return the path of the trajectory it saved
+    (``folder/INSTANCE/INSTANCE.traj.json``, the instance ``task-MODE`` unless named)."""
     from pathlib import Path
 
     import minisweagent
@@ -272,7 +380,8 @@ def run_mini_swe_agent(mode: str, folder: Any, *, version: str = "det-v1") -> An
                 raise RuntimeError("model backend exploded")
             return super().query(messages, **kwargs)
 
-    path = Path(folder) / f"task-{mode}" / f"task-{mode}.traj.json"
+    name = instance or f"task-{mode}"
+    path = Path(folder) / name / f"{name}.traj.json"
     agent = DefaultAgent(
         Scripted(outputs=outputs, model_name=version),
         LocalEnvironment(cwd=str(folder)),

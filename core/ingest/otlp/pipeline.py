@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic_core import from_json, to_json
-from sqlalchemy import case, delete, func, select
+from sqlalchemy import bindparam, case, delete, func, select
 
 from ...database import connect_or_explain, is_sqlite, with_retries, write_transaction
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
@@ -388,16 +388,20 @@ class OtlpIngest:
         (and is assembled, or found late, in a later round)."""
         t = staged_spans_table.c
 
+        keys = [
+            {"trace": trace_id, "span": span.span_id}
+            for trace_id, spans in loaded.items()
+            for span in spans
+        ]
+        by_key = delete(staged_spans_table).where(
+            t.trace_id == bindparam("trace"), t.span_id == bindparam("span")
+        )
+
         def delete_loaded() -> None:  # idempotent: retried on a dropped connection
+            if not keys:
+                return
             with write_transaction(self.store.engine) as conn:
-                for trace_id, spans in loaded.items():
-                    ids = [span.span_id for span in spans]
-                    for start in range(0, len(ids), 500):
-                        conn.execute(
-                            delete(staged_spans_table).where(
-                                t.trace_id == trace_id, t.span_id.in_(ids[start : start + 500])
-                            )
-                        )
+                conn.execute(by_key, keys)  # one batched statement, not one per trace
 
         with_retries(self.store.engine, delete_loaded)
 
