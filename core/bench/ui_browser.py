@@ -5,8 +5,8 @@ a new tab (a new Streamlit session: no widget state, a fresh websocket) opening 
 in a browser profile that has loaded it once (its HTTP cache holds Streamlit's scripts, as a
 returning user's does); the clock stops when the page's script has finished, its title is
 shown and no element placeholder is left. The untimed first load per page also makes the
-server import the page's modules once, as it does after a start. The server's query caches are warm after that
-first load; the AppTest column next to it is the cold server-side render.
+server import the page's modules once, as it does after a start, and warms its query caches;
+the AppTest column next to it is the cold server-side render.
 """
 
 from __future__ import annotations
