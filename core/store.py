@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from pydantic_core import from_json
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
@@ -54,8 +54,10 @@ from .errors import (
     PayloadTooLargeError,
     SteplogError,
 )
-from .events import Catalogue, Event, JsonDict, catalogue
 from .models import events_table, quarantine_table
+
+if TYPE_CHECKING:  # the event models (pydantic) load on first use: reading needs none of them
+    from .events import Catalogue, Event, JsonDict
 
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 MAX_RUN_ID_LENGTH: Final = 255
@@ -79,6 +81,12 @@ _SELECT: Final = (
 )
 _NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 """A JSON escape of NUL (not a literal backslash followed by ``u0000``)."""
+
+
+def _default_catalogue() -> Catalogue:
+    from .events import catalogue
+
+    return catalogue
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +121,9 @@ class StoredEvent(NamedTuple):
         key = self.event_key
         return key if isinstance(key, uuid.UUID) else _uuid_from_hex(key)
 
-    def to_event(self, using: Catalogue = catalogue) -> Event:
-        """The payload as its typed event model."""
-        return using.parse(self.type, self.payload, self.schema_version)
+    def to_event(self, using: Catalogue | None = None) -> Event:
+        """The payload as its typed event model (``using`` the default catalogue)."""
+        return (using or _default_catalogue()).parse(self.type, self.payload, self.schema_version)
 
     def to_json(self) -> JsonDict:
         """The portable form: one JSON object per event (the JSONL line format)."""
@@ -182,12 +190,13 @@ class EventStore:
         self,
         engine: Engine,
         *,
-        catalogue: Catalogue = catalogue,
+        catalogue: Catalogue | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         retries: int = 5,
     ) -> None:
         self.engine = engine
-        self.catalogue = catalogue
+        self._catalogue = catalogue
+        self._versions: dict[str, int] | None = None
         self.max_payload_bytes = max_payload_bytes
         self.retries = retries
         """How many times a transient database failure is retried (with backoff) before
@@ -195,9 +204,25 @@ class EventStore:
         self._sqlite = is_sqlite(engine)
         if self._sqlite:
             sqlite_busy_timeout(engine.url)  # a bad ?timeout= is a clear error now, not later
-        self._current_versions = {
-            name: catalogue.model(name).schema_version for name in catalogue.names()
-        }
+
+    @property
+    def catalogue(self) -> Catalogue:
+        """The event types this store accepts (the default catalogue unless given one)."""
+        if self._catalogue is None:
+            self._catalogue = _default_catalogue()
+        return self._catalogue
+
+    @catalogue.setter
+    def catalogue(self, value: Catalogue) -> None:
+        self._catalogue = value
+        self._versions = None
+
+    @property
+    def _current_versions(self) -> dict[str, int]:
+        if self._versions is None:
+            found = self.catalogue
+            self._versions = {name: found.model(name).schema_version for name in found.names()}
+        return self._versions
 
     @classmethod
     def open(
@@ -400,6 +425,8 @@ class EventStore:
         return prepared
 
     def _not_in_catalogue(self, index: int, event: object) -> InvalidEventError:
+        from .events import Event
+
         if not isinstance(event, Event):
             return InvalidEventError(
                 f"event #{index} is a {type(event).__name__}, not a steplog Event"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +51,25 @@ def test_replaying_loads_no_statistics_library() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert loaded == ""
+
+
+def test_reading_a_caught_up_store_loads_no_event_models(tmp_path: Path) -> None:
+    """`steplog runs` on a store whose read models are current decodes no event: the event
+    models (pydantic) stay unloaded, which keeps the everyday read commands quick."""
+    db = tmp_path / "store.db"
+    seed = [sys.executable, "-m", "steplog", "run", "sandbox", "-m", "sim-v1", "--db", str(db)]
+    subprocess.run(seed, check=True, capture_output=True)
+    probe = (
+        "import sys\n"
+        "from steplog.__main__ import main\n"
+        f"sys.argv = ['steplog', 'runs', '--db', {str(db)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('loaded' if 'steplog.events' in sys.modules else 'not loaded')"
+    )
+
+    def events_module_after_runs() -> str:
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+        return result.stdout.strip().splitlines()[-1]
+
+    assert events_module_after_runs() == "loaded"  # the first read folds the new events
+    assert events_module_after_runs() == "not loaded"  # later reads find the models current

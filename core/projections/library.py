@@ -35,7 +35,7 @@ from .lease import UNSUPPORTED, HolderLock, take_holder_lock
 from .run_state import RunState, fold, fold_from
 from .signature import Signature, signature_of
 
-NAME = "library"
+NAME = "library"  # queries.LIBRARY reads this row without importing this module
 LEASE = f"{NAME}:rebuild"
 LEASE_SECONDS = 120
 """A rebuild renews its lease every page; one silent for this long is taken to have died even

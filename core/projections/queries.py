@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqlalchemy import Select, String, case, cast, func, or_, select
 from sqlalchemy.exc import DBAPIError
@@ -22,12 +22,18 @@ from ..errors import (
     DatabaseReadOnlyError,
     SteplogError,
 )
+from ..models import checkpoints_table
 from ..models import failure_signatures_table as sig_t
 from ..models import regression_members_table as members_t
 from ..models import run_summaries_table as runs_t
 from ..store import EventStore
-from .library import LibraryProjection, ProgressCallback
 from .signature import normalize_step
+
+if TYPE_CHECKING:
+    from .library import ProgressCallback
+
+LIBRARY = "library"
+"""The library projection's row in ``projection_checkpoints`` (``library.NAME``)."""
 
 FINISHED = ("completed", "failed", "aborted")
 
@@ -39,6 +45,10 @@ def refresh(store: EventStore, progress: ProgressCallback | None = None) -> int:
     lock held past the busy timeout), the read models are served as last caught up, and a
     warning on standard error says how far behind they are.
     """
+    if _caught_up(store):  # the usual case of a read: no event models to load, nothing to lock
+        return 0
+    from .library import LibraryProjection
+
     projection = LibraryProjection(store)
     try:
         return projection.catch_up(progress=progress)
@@ -58,6 +68,18 @@ def refresh(store: EventStore, progress: ProgressCallback | None = None) -> int:
         flush=True,
     )
     return 0
+
+
+def _caught_up(store: EventStore) -> bool:
+    """Whether the read models already reflect the whole log (one indexed read each)."""
+    try:
+        with store.engine.connect() as conn:
+            checkpoint = conn.execute(
+                select(checkpoints_table.c.position).where(checkpoints_table.c.name == LIBRARY)
+            ).scalar()
+    except DBAPIError:
+        return False  # let the catch-up meet the problem and say what it is
+    return checkpoint is not None and int(checkpoint) >= store.last_position()
 
 
 def _utc(value: Any) -> Any:
