@@ -340,6 +340,30 @@ def _refuse_foreign(engine: Engine) -> None:
         )
 
 
+@contextmanager
+def _sqlite_migration_lock(engine: Engine) -> Iterator[None]:
+    """Let one process at a time migrate a SQLite file (an ``flock`` on ``<file>-migrate.lock``).
+
+    Two commands opening a new file at once would otherwise both start migrating it, and the
+    second would fail on a table the first has just created. Without a usable lock file (a
+    read-only folder), migrating goes on alone and meets the folder's error with its message.
+    """
+    path = sqlite_path(engine.url.render_as_string(hide_password=False))
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    try:
+        handle = path.with_name(f"{path.name}-migrate.lock").open("a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
 def ensure_schema(engine: Engine, *, auto_migrate: bool | None = None) -> None:
     """Make sure the schema is at head: migrate SQLite automatically, explain otherwise.
 
@@ -361,7 +385,9 @@ def ensure_schema(engine: Engine, *, auto_migrate: bool | None = None) -> None:
         )
     migrate = is_sqlite(engine) if auto_migrate is None else auto_migrate
     if migrate:
-        upgrade(engine)
+        with _sqlite_migration_lock(engine):
+            if current_revision(engine) != head:  # not migrated meanwhile by another process
+                upgrade(engine)
         return
     where = redact(engine.url.render_as_string(hide_password=False))
     state = "is empty" if current is None else f"is at revision {current}"

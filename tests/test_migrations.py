@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -71,3 +72,23 @@ def test_schema_head_constant_is_alembics_head() -> None:
     from steplog.database import SCHEMA_HEAD
 
     assert head_revision() == SCHEMA_HEAD
+
+
+def test_processes_opening_a_new_sqlite_file_at_once_migrate_it_once(tmp_path: Path) -> None:
+    """One process at a time migrates (a file lock), the others find the schema current."""
+    import subprocess
+    import sys
+
+    for attempt in range(3):
+        url = f"sqlite:///{tmp_path}/new-{attempt}.db"
+        code = f"from steplog.store import EventStore; EventStore.open({url!r}).close()"
+        processes = [
+            subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+            for _ in range(4)
+        ]
+        for process in processes:
+            _, err = process.communicate(timeout=120)
+            assert process.returncode == 0, err
+        engine = create_engine_for(url)
+        assert current_revision(engine) == head_revision()
+        engine.dispose()

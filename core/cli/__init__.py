@@ -7,9 +7,10 @@ groups them in ``steplog --help`` by the job they serve. Heavy libraries (SQLAlc
 Streamlit, alembic) are imported inside the commands that need them, so help answers at once.
 """
 
+import sys
 from importlib import import_module
 
-from ._shared import app, readable_command
+from ._shared import app, interrupt_reported, readable_command
 
 TOPICS = (
     "runs",
@@ -58,4 +59,10 @@ __all__ = ["PANELS", "app", "main"]
 
 def main() -> None:
     """Entry point of the ``steplog`` console script."""
-    app()
+    try:
+        app()
+    except SystemExit as exc:
+        # typer turns Ctrl-C outside a command (while parsing) into a silent exit 130
+        if exc.code == 130 and not interrupt_reported():
+            sys.stderr.write("interrupted\n")
+        raise

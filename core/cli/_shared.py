@@ -5,7 +5,7 @@ import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -32,8 +32,7 @@ class _Group(TyperGroup):
         except SteplogError as exc:
             _print_error(str(exc))
         except KeyboardInterrupt:
-            err_console.print("interrupted", highlight=False)
-            raise typer.Exit(130) from None
+            interrupted()
         except Exception as exc:
             # The database failed mid-command, outside the store's retries. SQLAlchemy is only
             # imported by commands that use it, so without it no such error can be raised.
@@ -43,6 +42,22 @@ class _Group(TyperGroup):
             from ..database import explain
 
             _print_error(str(explain(None, exc)))
+
+
+_reported = {"interrupt": False}
+
+
+def interrupted(message: str = "interrupted") -> NoReturn:
+    """Say that Ctrl-C stopped the command (once), and exit 130."""
+    if not _reported["interrupt"]:
+        err_console.print(message, highlight=False, soft_wrap=True)
+        _reported["interrupt"] = True
+    raise typer.Exit(130)
+
+
+def interrupt_reported() -> bool:
+    """Whether :func:`interrupted` has already told the user."""
+    return _reported["interrupt"]
 
 
 def _print_error(message: str) -> None:

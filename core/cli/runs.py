@@ -16,6 +16,7 @@ from ._shared import (
     console,
     err_console,
     fits_bigint,
+    interrupted,
 )
 
 # --- runs ----------------------------------------------------------------------------------
@@ -223,8 +224,7 @@ def _report_interrupted(url: str, plans: list[Any], finished: set[str], workers:
                 else ""
             )
         )
-    err_console.print(message, highlight=False, soft_wrap=True)
-    raise typer.Exit(130)
+    interrupted(message)
 
 
 def _run_compare(
