@@ -7,6 +7,7 @@ groups them in ``steplog --help`` by the job they serve. Heavy libraries (SQLAlc
 Streamlit, alembic) are imported inside the commands that need them, so help answers at once.
 """
 
+import logging
 import sys
 from importlib import import_module
 
@@ -59,6 +60,9 @@ __all__ = ["PANELS", "app", "main"]
 
 def main() -> None:
     """Entry point of the ``steplog`` console script."""
+    # The pool logs a connection it could not reset (e.g. Ctrl-C in the middle) with a traceback
+    # through logging's last resort; the command reports what went wrong itself.
+    logging.getLogger("sqlalchemy.pool").addHandler(logging.NullHandler())
     try:
         app()
     except SystemExit as exc:
