@@ -401,9 +401,11 @@ def test_columns_give_the_per_run_definitions(awkward: str) -> None:
 
 def test_comparable_lists_versions_with_finished_original_runs(awkward: str) -> None:
     from steplog.compare import comparable
+    from steplog.projections.queries import refresh
 
     store = EventStore.open(awkward)
     try:
+        refresh(store)  # comparable reads the read models; callers catch them up first
         assert comparable(store) == [("customer-service", "sim-v1"), ("customer-service", "sim-v2")]
     finally:
         store.close()
