@@ -49,8 +49,10 @@ def test_ctrl_c_while_starting_up_is_one_line(tmp_path: Path) -> None:
             break
         if code == -signal.SIGINT and "steplog" not in err:  # still in Python's start-up
             continue
-        assert code == 130, err
+        # 130, or killed by SIGINT after saying so (a shell shows both as 130)
+        assert code in (130, -signal.SIGINT), err
         assert "Traceback" not in err and err.strip().endswith("interrupted"), err
+        assert len(err.strip().splitlines()) == 1, err
         return
     pytest.skip("steplog runs finished before an interrupt could land in it")
 

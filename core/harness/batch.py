@@ -125,8 +125,10 @@ def execute_all(
             on_done(outcome)
 
     if workers <= 1:
-        for plan in plans:
-            done(execute(db, plan))
+        with _ctrl_c_between_runs() as stop:
+            for plan in plans:
+                stop()
+                done(execute(db, plan))
         return outcomes
     plans = list(plans)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
@@ -134,13 +136,43 @@ def execute_all(
         with _workers_ignore_ctrl_c():  # the first submissions start the worker processes
             futures = [pool.submit(execute, db, plan) for plan in plans[:workers]]
         futures += [pool.submit(execute, db, plan) for plan in plans[workers:]]
-        for future in as_completed(futures):
-            done(future.result())
+        with _ctrl_c_between_runs() as stop:
+            for future in as_completed(futures):
+                done(future.result())
+                stop()
     except BaseException:  # Ctrl-C, or a failed run: drop the runs not started, finish the rest
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown()
     return outcomes
+
+
+@contextmanager
+def _ctrl_c_between_runs() -> Iterator[Callable[[], None]]:
+    """Ctrl-C stops the batch between runs: it yields a check that raises KeyboardInterrupt once
+    Ctrl-C was pressed. A KeyboardInterrupt raised at a random point could land where a library
+    swallows it (SQLAlchemy's pool logs and drops one raised while it resets a connection), and
+    the batch would go on. A second Ctrl-C interrupts at once."""
+    pressed = threading.Event()
+
+    def check() -> None:
+        if pressed.is_set():
+            raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield check
+        return
+
+    def on_ctrl_c(signum: int, frame: object) -> None:
+        if pressed.is_set():
+            raise KeyboardInterrupt
+        pressed.set()
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield check
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
