@@ -197,6 +197,8 @@ def test_demo_creates_the_default_store(steplog_home: str) -> None:
         (["events", "tail", "--after", "99999999999999999999"], "Invalid value"),
         (["quarantine", "show", "12345"], "no quarantined record 12345"),
         (["import", "jsonl", "/no/such/file.jsonl"], "does not exist"),
+        (["show", "[/x]"], "no run '[/x]'"),  # was a MarkupError traceback
+        (["show", "[red]abc"], "no run '[red]abc'"),  # was printed as "no run 'abc'"
     ],
 )
 def test_user_mistakes_get_one_clear_message_and_no_traceback(
@@ -212,6 +214,24 @@ def test_user_mistakes_get_one_clear_message_and_no_traceback(
     assert message in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
     assert "hunter2" not in result.stderr
+
+
+def test_bracketed_data_prints_as_written(steplog_home: str, tmp_path: Path) -> None:
+    """Run ids and failure messages are data, never rich markup: "[/x]" once crashed the CLI."""
+    source = EXAMPLE.read_text()
+    assert "example-1" in source and "read_pdf timed out after 30 s" in source
+    bracketed = source.replace("example-1", "[red]run-1").replace(
+        "read_pdf timed out after 30 s", "read_pdf [/bold] timed out"
+    )
+    path = tmp_path / "bracketed.jsonl"
+    path.write_text(bracketed)
+    assert invoke("import", "jsonl", str(path))[0] == 0
+    code, out, err = invoke("runs")
+    assert code == 0, err
+    assert "[red]run-1" in out
+    code, out, err = invoke("show", "[red]run-1")
+    assert code == 0, err
+    assert "[red]run-1" in out and "[/bold]" in out
 
 
 def test_bench_append_reports_ratios(tmp_path: Path) -> None:

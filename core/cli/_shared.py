@@ -9,15 +9,35 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from ..errors import SteplogError
 
 if TYPE_CHECKING:
+    from rich.progress import ProgressColumn
+
     from ..store import EventStore
 
-console = Console() if sys.stdout.isatty() else Console(width=160)  # no wrapping when piped
-err_console = Console(stderr=True, soft_wrap=True)  # one line per message, grep-able
+# Markup is off: run ids, failure messages and file names are data, and a "[/x]" or "[red]" in
+# them must print as written (with markup on it raised MarkupError or vanished). Styled parts
+# are built explicitly with :func:`styled`.
+console = (
+    Console(markup=False) if sys.stdout.isatty() else Console(width=160, markup=False)
+)  # no wrapping when piped
+err_console = Console(stderr=True, soft_wrap=True, markup=False)  # one line per message
+
+
+def description_column() -> "ProgressColumn":
+    """A progress bar's description column that prints file names and labels as written."""
+    from rich.progress import TextColumn
+
+    return TextColumn("{task.description}", style="progress.description", markup=False)
+
+
+def styled(*parts: "str | tuple[str, str]") -> Text:
+    """One line from plain parts and ``(text, style)`` parts; no part is parsed as markup."""
+    return Text.assemble(*parts)
 
 
 class _Group(TyperGroup):
@@ -61,7 +81,7 @@ def interrupt_reported() -> bool:
 
 
 def _print_error(message: str) -> None:
-    err_console.print("[bold red]error:[/]", message, highlight=False)
+    err_console.print(styled(("error:", "bold red"), " ", message), highlight=False)
     raise typer.Exit(1)
 
 

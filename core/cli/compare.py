@@ -4,6 +4,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import SteplogError
 from ._shared import (
@@ -13,6 +14,7 @@ from ._shared import (
     _print_json,
     app,
     console,
+    styled,
 )
 
 # --- statistics ----------------------------------------------------------------------------
@@ -264,7 +266,7 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         if report["sequential"].get("note"):
             note = report["sequential"]["note"]
             console.print(f"anytime-valid sequence: {note}", highlight=False)
-    console.print(f"[bold]{report['verdict']}[/]", highlight=False)
+    console.print(Text(report["verdict"], style="bold"), highlight=False)
 
 
 def _units(n: int, unit: str | None, tasks: int | None) -> str:
@@ -286,9 +288,12 @@ def _print_decision(report: dict[str, Any], pts: Any) -> None:
         check = f"; exact check {name}{'=' if name.endswith('-p') else ' p='}"
         check += f"{d['check_p_value']:.3g}"
     console.print(
-        f"[bold]decision[/]: {d['head']}: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} "
-        f"({level} CI, {d['method']}); {d['test']} p={d['p_value']:.3g}{check}; "
-        f"better/worse only when p < {d['alpha']:g}",
+        styled(
+            ("decision", "bold"),
+            f": {d['head']}: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} "
+            f"({level} CI, {d['method']}); {d['test']} p={d['p_value']:.3g}{check}; "
+            f"better/worse only when p < {d['alpha']:g}",
+        ),
         highlight=False,
     )
     unit = f"{d['n']} {d['unit']}"

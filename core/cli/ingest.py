@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress
 
 from ..errors import SteplogError
 from ..ingest.sniff import INSPECT, JSONL, OTLP, require_kind
@@ -23,11 +22,15 @@ from ._shared import (
     app,
     bench_app,
     console,
+    description_column,
     err_console,
     quarantine_app,
+    styled,
 )
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from ..ingest.redaction import Redactor
     from ..ingest.report import ImportReport
     from ..store import EventStore
@@ -60,9 +63,11 @@ RedactOption = Annotated[
 FileArgument = Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="File to import.")]
 
 
-def _progress(as_json: bool) -> Progress:
+def _progress(as_json: bool) -> "Progress":
+    from rich.progress import BarColumn, DownloadColumn, Progress
+
     return Progress(
-        "[progress.description]{task.description}",
+        description_column(),
         BarColumn(),
         DownloadColumn(),
         console=err_console,
@@ -168,6 +173,8 @@ def import_inspect_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Import Inspect AI evaluation logs: each sample and epoch becomes a run."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress
+
     from ..ingest.inspect import import_inspect
 
     require_kind(path, INSPECT)
@@ -175,7 +182,7 @@ def import_inspect_cmd(
     with (
         _store(db) as store,
         Progress(
-            "[progress.description]{task.description}",
+            description_column(),
             BarColumn(),
             MofNCompleteColumn(),
             console=err_console,
@@ -316,8 +323,11 @@ def serve_cmd(
     redactor: Redactor = default_redactor(redact_patterns)
     if host not in ("127.0.0.1", "localhost", "::1"):
         err_console.print(
-            f"[bold yellow]warning:[/] listening on {host}: the receiver has no authentication; "
-            "anyone who can reach this address can write runs",
+            styled(
+                ("warning:", "bold yellow"),
+                f" listening on {host}: the receiver has no authentication; "
+                "anyone who can reach this address can write runs",
+            ),
             highlight=False,
         )
     from ..store import EventStore
@@ -441,8 +451,8 @@ def quarantine_retry(
         _print_json({"retried": [o.as_dict() for o in outcomes]})
     else:
         for o in outcomes:
-            mark = "[green]resolved[/]" if o.resolved else "[red]still failing[/]"
-            console.print(f"#{o.record_id} {mark}: {o.detail}", highlight=False)
+            mark = ("resolved", "green") if o.resolved else ("still failing", "red")
+            console.print(styled(f"#{o.record_id} ", mark, f": {o.detail}"), highlight=False)
         if not outcomes:
             console.print("nothing to retry", highlight=False)
     if any(not o.resolved for o in outcomes):

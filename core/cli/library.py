@@ -3,7 +3,6 @@
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
 from ..errors import SteplogError
@@ -15,7 +14,9 @@ from ._shared import (
     _typer,
     app,
     console,
+    description_column,
     err_console,
+    styled,
 )
 
 # --- failures, labels, regression sets, metrics -------------------------------------------
@@ -130,12 +131,14 @@ def failure_cmd(
         _print_json({**view.as_dict(), "samples": runs})
         return
     console.print(
-        f"[bold]{view.signature}[/]  {view.scenario} / {view.step} / {view.error_type}  "
-        f"[{view.status}]\n{view.message}\n"
-        f"{view.count} run(s): "
-        + ", ".join(f"{k} {n}" for k, n in view.counts_by_version.items())
-        + f"\nfirst seen {view.first_seen_at:%Y-%m-%d %H:%M}, last seen "
-        f"{view.last_seen_at:%Y-%m-%d %H:%M}",
+        styled(
+            (view.signature, "bold"),
+            f"  {view.scenario} / {view.step} / {view.error_type}  [{view.status}]\n"
+            f"{view.message}\n{view.count} run(s): "
+            + ", ".join(f"{k} {n}" for k, n in view.counts_by_version.items())
+            + f"\nfirst seen {view.first_seen_at:%Y-%m-%d %H:%M}, last seen "
+            f"{view.last_seen_at:%Y-%m-%d %H:%M}",
+        ),
         highlight=False,
     )
     for item in view.labels:
@@ -307,6 +310,8 @@ def rebuild_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Rebuild read models from position 0 into shadow tables, then swap them in."""
+    from rich.progress import BarColumn, Progress, TimeRemainingColumn
+
     from ..projections.library import NAME, LibraryProjection
 
     if projection != NAME:
@@ -314,7 +319,7 @@ def rebuild_cmd(
     with (
         _opened(db) as store,
         Progress(
-            "[progress.description]{task.description}",
+            description_column(),
             BarColumn(),
             "{task.completed:,}/{task.total:,} events",
             TimeRemainingColumn(),

@@ -4,7 +4,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..errors import SteplogError
@@ -170,10 +169,10 @@ def _print_diff(result: dict[str, Any]) -> None:
         table.add_row(
             row["mark"],
             index(row["index_a"]),
-            escape(row["name_a"] or ""),
+            row["name_a"] or "",
             cell(row["a"]),
             index(row["index_b"]),
-            escape(row["name_b"] or ""),
+            row["name_b"] or "",
             cell(row["b"]),
         )
     console.print(table)

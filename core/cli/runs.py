@@ -3,8 +3,8 @@
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, Progress, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import SteplogError
 from ._shared import (
@@ -14,9 +14,11 @@ from ._shared import (
     _print_json,
     app,
     console,
+    description_column,
     err_console,
     fits_bigint,
     interrupted,
+    styled,
 )
 
 # --- runs ----------------------------------------------------------------------------------
@@ -87,6 +89,8 @@ def _execute_with_progress(
     finished: set[str] | None = None,
 ) -> list[Any]:
     """Run ``plans`` with a progress bar; ``finished`` collects run ids as they end."""
+    from rich.progress import BarColumn, Progress, TimeRemainingColumn
+
     from ..harness.batch import execute_all
 
     def done(outcome: Any) -> None:
@@ -95,7 +99,7 @@ def _execute_with_progress(
             finished.add(outcome.run_id)
 
     with Progress(
-        "[progress.description]{task.description}",
+        description_column(),
         BarColumn(),
         "{task.completed}/{task.total}",
         TimeRemainingColumn(),
@@ -282,7 +286,7 @@ def _run_compare(
         )
     )
     console.print(f"stopped: {result['stopped_because']}", highlight=False)
-    console.print(f"[bold]{sentence}[/]", highlight=False)
+    console.print(Text(sentence, style="bold"), highlight=False)
 
 
 def _print_outcomes(outcomes: list[Any]) -> None:
@@ -407,10 +411,14 @@ def show_cmd(
 
 def _print_state(state: Any) -> None:
     console.print(
-        f"[bold]{state.run_id}[/]  {state.scenario} / {state.task_instance_id} on "
-        f"{state.model_version} (seed {state.seed})\n"
-        f"status [bold]{state.status}[/]  mode {state.run_mode}  retries {state.retries}  "
-        f"tokens {state.input_tokens + state.output_tokens:,}  cost ${state.cost_usd:.4f}",
+        styled(
+            (state.run_id, "bold"),
+            f"  {state.scenario} / {state.task_instance_id} on "
+            f"{state.model_version} (seed {state.seed})\nstatus ",
+            (state.status, "bold"),
+            f"  mode {state.run_mode}  retries {state.retries}  "
+            f"tokens {state.input_tokens + state.output_tokens:,}  cost ${state.cost_usd:.4f}",
+        ),
         highlight=False,
     )
     if state.failure_type:

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ..errors import SteplogError
-from ._shared import DbOption, app, console, err_console
+from ._shared import DbOption, app, console, err_console, styled
 from .runs import _execute_with_progress, info
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -62,8 +62,11 @@ def serve_ui(url: str, host: str, port: int) -> None:
 
     if host not in LOOPBACK:
         err_console.print(
-            f"[bold yellow]warning:[/] serving on {host}: the UI has no authentication; anyone "
-            "who can reach this address can read every run and trigger replays",
+            styled(
+                ("warning:", "bold yellow"),
+                f" serving on {host}: the UI has no authentication; anyone "
+                "who can reach this address can read every run and trigger replays",
+            ),
             highlight=False,
         )
     ensure_port_free(host, port)
