@@ -32,7 +32,7 @@ from sqlalchemy import Connection, insert, select, update
 from ...database import with_retries, write_transaction
 from ...errors import InvalidEventError
 from ...models import events_table, quarantine_table
-from ...store import EventStore, NewEvent, StoredEvent, _storable
+from ...store import EventStore, NewEvent, StoredEvent, _storable, _utc
 from ..ids import stable_event_id
 from ..report import ImportReport, Rejected, Rejection
 from . import archive
@@ -104,6 +104,7 @@ class _Writer:
         self.report = outcome.report
         self.now = ctx.clock()
         self.position = 0
+        self.rows: list[tuple[Any, ...]] = []
 
     def run(self, loaded: dict[str, list[Span]], premapped: dict[str, _Premapped]) -> None:
         store, conn = self.store, self.conn
@@ -134,6 +135,7 @@ class _Writer:
                 kept = self._new_run(trace_id, spans, exists=run_id_for(trace_id) in existing)
                 if kept is not None:
                     fresh.append(kept)
+        self._flush()
         archive.save_in(conn, fresh, self.now, existing=set())
 
     # --- claiming ------------------------------------------------------------------------------
@@ -173,8 +175,45 @@ class _Writer:
     # --- writing -------------------------------------------------------------------------------
 
     def _append(self, run_id: str, seq: int, batch: list[_Prepared]) -> None:
-        self.store._insert(self.conn, run_id, seq, self.position, batch)
+        """Queue ``batch`` for run ``run_id`` from ``seq`` on, at the next positions (every
+        queued event is inserted by :meth:`_flush`, in one statement)."""
+        if self.store._sqlite:
+            default = _sqlite_text(self.now)
+            self.rows.extend(
+                (
+                    self.position + i,
+                    item.event_id.hex,
+                    run_id,
+                    seq + i,
+                    item.type,
+                    item.schema_version,
+                    default if item.recorded_at is None else _sqlite_text(item.recorded_at),
+                    item.payload_json,
+                )
+                for i, item in enumerate(batch)
+            )
+        else:
+            self.rows.extend(
+                (
+                    self.position + i,
+                    item.event_id,
+                    run_id,
+                    seq + i,
+                    item.type,
+                    item.schema_version,
+                    self.now if item.recorded_at is None else _utc(item.recorded_at),
+                    item.payload_json,
+                )
+                for i, item in enumerate(batch)
+            )
         self.position += len(batch)
+
+    def _flush(self) -> None:
+        """Insert the queued events: one driver-level ``executemany`` for the whole round, in
+        the form :meth:`EventStore._insert` uses."""
+        if self.rows:
+            self.conn.exec_driver_sql(self.store._insert_sql, self.rows)
+            self.rows = []
 
     def _read_run(self, run_id: str) -> list[StoredEvent]:
         store = self.store
@@ -326,6 +365,12 @@ def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> 
         if not makes_event or candidates & stored_ids:
             held.add(span.span_id)
     return held
+
+
+def _sqlite_text(moment: datetime) -> str:
+    """What ``store._sqlite_datetime`` writes (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC), from the
+    C ``isoformat`` rather than ``strftime``: this runs for every assembled event."""
+    return _utc(moment).isoformat(" ", "microseconds")[:26]
 
 
 def merge(into: ImportReport, part: ImportReport) -> None:
