@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from ...store import _Prepared
 
 _CHUNK = 400
+_COPY_EVENTS = (
+    "COPY events (position, event_id, run_id, seq, type, schema_version, recorded_at, payload) "
+    "FROM STDIN"
+)
 
 
 @dataclass(slots=True)
@@ -211,9 +215,19 @@ class _Writer:
     def _flush(self) -> None:
         """Insert the queued events: one driver-level ``executemany`` for the whole round, in
         the form :meth:`EventStore._insert` uses."""
-        if self.rows:
+        if not self.rows:
+            return
+        if self.store._sqlite:
             self.conn.exec_driver_sql(self.store._insert_sql, self.rows)
-            self.rows = []
+        else:  # COPY: psycopg's executemany sends a statement per row
+            cursor = self.conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                with cursor.copy(_COPY_EVENTS) as copy:
+                    for row in self.rows:
+                        copy.write_row(row)
+            finally:
+                cursor.close()
+        self.rows = []
 
     def _read_run(self, run_id: str) -> list[StoredEvent]:
         store = self.store
