@@ -2,21 +2,26 @@
 
 A client in this process sends pre-encoded OTLP protobuf requests (gzip, 512 spans each, as the
 SDK's batch processor does) at a fixed span rate for a fixed time to a ``steplog serve`` running
-as a separate process on a fresh store. Every trace is an agent run of ``spans_per_trace`` spans
-(an ``invoke_agent`` root over alternating ``chat`` and ``execute_tool`` children), so the
-number of events each trace must become is known. After the last acknowledgement the benchmark
-waits for the receiver to assemble everything, then counts what was stored.
+as a separate process. Every trace is an agent run of ``spans_per_trace`` spans (an
+``invoke_agent`` root over alternating ``chat`` and ``execute_tool`` children), so the events
+each trace must become are known. After the last acknowledgement the benchmark waits for the
+receiver to assemble everything, then looks up every trace it sent, by id.
+
+**Baseline** (measured in the same run, before steplog): the same client, same requests, same two
+connections, unpaced, against a receiver in its own process that parses each request with
+steplog's own decoder (gunzip, protobuf, spans) and discards it -- the floor of receiving, with
+nothing redacted, stored or assembled. Acknowledged and assembled rates are reported against it.
 
 Reported: spans acknowledged per second against the target rate, request latencies; assembly
 throughput (spans turned into runs per second, from the first request to the last run visible);
 how long each run took to become visible (its terminal event stored) after the last of its
-spans was acknowledged -- median, p99 and worst, target <= 10 s; how long assembly lagged behind
-the last acknowledgement; and events missing (of acknowledged spans but not stored: must be 0).
-The baseline is the same client against a receiver that decodes nothing and stores nothing: the
-ratio shows how much of the client's capacity steplog sustains.
+spans was acknowledged -- median, p99 and worst, target <= 10 s; loss counted per trace sent
+(its run found by id with every expected event), so a non-empty ``--db`` cannot hide a loss;
+the machine's load average; and whether the store was fresh (cold: a new ``serve`` process on an
+empty store; the baseline is a new process too).
 
 ``db`` may be a PostgreSQL URL: the benchmark then runs in a fresh schema of that database
-(``steplog_bench_ingest_PID``, dropped afterwards), so the counts are its own.
+(``steplog_bench_ingest_PID``, dropped afterwards).
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -90,35 +94,66 @@ class IngestBench:
     visible_max_seconds: float | None  # None unless every run was seen
     engine: str
     traces_sent: int
-    runs_stored: int
-    events_stored: int
-    events_expected: int
+    traces_found: int  # sent trace ids whose run holds every expected event
+    events_expected: int  # of the traces sent
+    events_found: int  # of the traces sent, looked up by run id
+    spans_left_staged: int  # of the traces sent, never assembled
+    assemblers: int
+    store: str  # "fresh" or "existing: N events before"
+    load_average: tuple[float, float]  # 1-minute load average before and after
 
     @property
     def events_missing(self) -> int:
-        """Events of acknowledged spans that never reached the store: must be 0."""
-        return max(0, self.events_expected - self.events_stored)
+        """Events of the traces sent that are not in their runs: must be 0."""
+        return max(0, self.events_expected - self.events_found)
+
+    @property
+    def assembly_keeps_up(self) -> bool:
+        """Every trace assembled whole, at >= 98% of the acknowledged rate, each run visible
+        within :data:`VISIBLE_WITHIN` seconds of its last span."""
+        worst = self.visible_max_seconds
+        return (
+            self.traces_found == self.traces_sent
+            and self.events_missing == 0
+            and self.assembly_spans_per_second >= 0.98 * self.spans_per_second
+            and worst is not None
+            and worst <= VISIBLE_WITHIN
+        )
 
     @property
     def keeps_up(self) -> bool:
-        """Acknowledged within 2% of the target rate, nothing acknowledged lost, and every run
-        visible within :data:`VISIBLE_WITHIN` seconds of its last span."""
+        """Acknowledged within 2% of the target rate and assembly keeps up (nothing lost)."""
         fast_enough = self.spans_per_second >= 0.98 * self.target_spans_per_second
-        whole = self.events_missing == 0 and self.runs_stored == self.traces_sent
-        worst = self.visible_max_seconds
-        return fast_enough and whole and worst is not None and worst <= VISIBLE_WITHIN
+        return fast_enough and self.assembly_keeps_up
 
     @property
     def ratio(self) -> float:
-        """steplog's sustained rate over the do-nothing receiver's, same client."""
+        """Acknowledged spans/s over the parse-and-discard receiver's, same client."""
         return self.spans_per_second / self.baseline_spans_per_second
+
+    @property
+    def assembly_ratio(self) -> float:
+        """Assembled spans/s over the parse-and-discard receiver's."""
+        return self.assembly_spans_per_second / self.baseline_spans_per_second
+
+    @property
+    def conditions(self) -> str:
+        """Cold or warm, and the machine's load."""
+        before, after = self.load_average
+        start = "cold (a new serve process" + (
+            ", fresh store)" if self.store == "fresh" else f", {self.store})"
+        )
+        return f"{start}; load average {before:.1f} before, {after:.1f} after"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form, with the verdict."""
         return asdict(self) | {
             "events_missing": self.events_missing,
             "keeps_up": self.keeps_up,
+            "assembly_keeps_up": self.assembly_keeps_up,
             "ratio": self.ratio,
+            "assembly_ratio": self.assembly_ratio,
+            "conditions": self.conditions,
         }
 
 
@@ -272,24 +307,108 @@ def _post(conn: http.client.HTTPConnection, body: bytes) -> bool:
         return False
 
 
-class _NullHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+def serve_discarding() -> None:
+    """A receiver that parses requests as ``steplog serve`` does and discards them: the
+    benchmark's baseline (run as ``python -c``; prints its port, stops on SIGTERM)."""
+    import signal
+    from typing import cast
 
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+    from ..ingest.otlp.pipeline import OtlpIngest, Received
+    from ..ingest.otlp.server import OtlpReceiver
+    from ..ingest.otlp.spans import DecodedRequest
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet."""
+    class Discard:
+        def receive(self, decoded: DecodedRequest) -> Received:
+            return Received(accepted=len(decoded.spans), rejected=list(decoded.rejected))
+
+    receiver = OtlpReceiver(("127.0.0.1", 0), cast(OtlpIngest, Discard()), assembler="none")
+
+    def stop(signum: int, frame: object) -> None:
+        threading.Thread(target=receiver.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    print(receiver.server_address[1], flush=True)
+    try:
+        receiver.serve_forever(poll_interval=0.1)
+    finally:
+        receiver.server_close()
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def measure_baseline(bodies: list[bytes], counts: list[int]) -> ClientResult:
+    """The same client and requests, unpaced, against :func:`serve_discarding` in its own
+    process."""
+    code = "from steplog.bench.ingest import serve_discarding; serve_discarding()"
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        if not line.strip().isdigit():
+            raise RuntimeError(f"the baseline receiver did not start: {line}")
+        return send_at_rate(int(line), bodies, counts, 10**9)
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What the store holds of the traces sent, looked up by id."""
+
+    traces_found: int
+    events_found: int
+    spans_left_staged: int
+
+
+def find_sent(url: str, trace_ids: list[str], events_each: int) -> Found:
+    """Look every sent trace up by its run id: a trace is found when its run holds
+    ``events_each`` events, the last of them terminal; spans of sent traces still staged are
+    counted too. Other runs in the store are not counted."""
+    from sqlalchemy import case, func, select
+
+    from ..database import create_engine_for
+    from ..ingest.otlp.genai import run_id_for
+    from ..models import events_table, staged_spans_table
+
+    e, s = events_table.c, staged_spans_table.c
+    engine = create_engine_for(url)
+    found = events = staged = 0
+    terminal = ("RunCompleted", "RunFailed")
+    try:
+        with engine.connect() as conn:
+            for start in range(0, len(trace_ids), 500):
+                chunk = trace_ids[start : start + 500]
+                runs = [run_id_for(t) for t in chunk]
+                query = (
+                    select(
+                        e.run_id,
+                        func.count(),
+                        func.sum(case((e.type.in_(terminal), 1), else_=0)),
+                    )
+                    .where(e.run_id.in_(runs))
+                    .group_by(e.run_id)
+                )
+                for _, count, ends in conn.execute(query):
+                    events += min(int(count), events_each)
+                    found += int(count) == events_each and int(ends or 0) == 1
+                staged += int(
+                    conn.execute(
+                        select(func.count())
+                        .select_from(staged_spans_table)
+                        .where(s.trace_id.in_(chunk))
+                    ).scalar()
+                    or 0
+                )
+    finally:
+        engine.dispose()
+    return Found(found, events, staged)
 
 
 def run_ingest_benchmark(
@@ -299,39 +418,34 @@ def run_ingest_benchmark(
     spans_per_trace: int = 10,
     db: str | None = None,
     workers: int = 1,
+    assemblers: int = 1,
     progress: Callable[[str], None] = lambda message: None,
 ) -> IngestBench:
-    """Measure the null receiver, then ``steplog serve``; watch runs appear; count what was
-    stored."""
+    """Measure the parse-and-discard receiver, then ``steplog serve``; watch runs appear; look
+    up every trace sent."""
+    load_before = os.getloadavg()[0]
     traces = max(1, int(rate * seconds) // spans_per_trace)
     progress(f"encoding {traces:,} traces of {spans_per_trace} spans")
     bodies, counts, trace_ids = build_requests(traces, spans_per_trace)
 
-    progress("baseline: the same client against a receiver that stores nothing")
-    null = ThreadingHTTPServer(("127.0.0.1", 0), _NullHandler)
-    null.daemon_threads = True
-    thread = threading.Thread(target=null.serve_forever, daemon=True)
-    thread.start()
-    try:
-        baseline = send_at_rate(null.server_address[1], bodies, counts, rate * 10)
-    finally:
-        null.shutdown()
-        null.server_close()
+    progress("baseline: the same requests, unpaced, to a receiver that parses and discards them")
+    baseline = measure_baseline(bodies, counts)
 
     with (
         tempfile.TemporaryDirectory(prefix="steplog-bench-ingest-") as folder,
         _fresh_store(db, Path(folder)) as url,
     ):
+        before = _last_position(url)
         port = _free_port()
-        command = [sys.executable, "-m", "steplog.cli", "serve", "--db", url]
+        command = [sys.executable, "-m", "steplog.cli", "serve", "--db", url, "--port", str(port)]
         server = subprocess.Popen(
-            [*command, "--port", str(port), "--workers", str(workers)],
+            [*command, "--workers", str(workers), "--assemblers", str(assemblers)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        watcher = _RunWatcher(url)
+        watcher = _RunWatcher(url, after=before)
         try:
             assert server.stdout is not None
             banner = server.stdout.readline()
@@ -344,20 +458,18 @@ def run_ingest_benchmark(
             progress("waiting for the receiver to assemble every trace")
             lag_started = time.perf_counter()
             expected = traces * events_per_trace(spans_per_trace)
-            store = EventStore.open(url)
-            try:
-                events = _wait_for_events(store, expected, stalled=60.0)
-                lag = time.perf_counter() - lag_started
-                runs = store.count_runs()
-            finally:
-                store.close()
+            _wait_for_events(url, before + expected, stalled=60.0)
+            lag = time.perf_counter() - lag_started
             watcher.stop_and_join()
+            found = find_sent(url, trace_ids, events_per_trace(spans_per_trace))
         finally:
             watcher.stop_and_join()
             server.terminate()
             server.communicate(timeout=60)
     visible = _visibility_lags(trace_ids, spans_per_trace, result.acknowledged_at, watcher.seen_at)
-    last_visible = max(watcher.seen_at.values(), default=sending_started)
+    sent_runs = {f"otel-{t}" for t in trace_ids}
+    seen = [at for run, at in watcher.seen_at.items() if run in sent_runs]
+    last_visible = max(seen, default=sending_started)
     assembly_seconds = last_visible - sending_started
     return IngestBench(
         target_spans_per_second=rate,
@@ -372,17 +484,29 @@ def run_ingest_benchmark(
         failed_requests=result.failed_requests,
         assembly_lag_seconds=lag,
         assembly_spans_per_second=(
-            len(watcher.seen_at) * spans_per_trace / assembly_seconds if assembly_seconds else 0.0
+            len(seen) * spans_per_trace / assembly_seconds if assembly_seconds > 0 else 0.0
         ),
         visible_p50_seconds=statistics.median(visible) if visible else None,
         visible_p99_seconds=_percentile(visible, 0.99) if visible else None,
         visible_max_seconds=max(visible) if len(visible) == traces else None,
         engine="postgresql" if url.startswith("postgresql") else "sqlite",
         traces_sent=traces,
-        runs_stored=runs,
-        events_stored=events,
+        traces_found=found.traces_found,
         events_expected=expected,
+        events_found=found.events_found,
+        spans_left_staged=found.spans_left_staged,
+        assemblers=assemblers,
+        store="fresh" if before == 0 else f"existing: {before:,} events before",
+        load_average=(load_before, os.getloadavg()[0]),
     )
+
+
+def _last_position(url: str) -> int:
+    store = EventStore.open(url)
+    try:
+        return store.last_position()
+    finally:
+        store.close()
 
 
 BENCH_SCHEMA = "steplog_bench_ingest"
@@ -431,9 +555,9 @@ class _RunWatcher(threading.Thread):
     """Polls the store for runs that ended (their terminal event is stored) and notes when each
     was first seen: a cheap query on two columns, not a read of the events."""
 
-    def __init__(self, url: str, every: float = 0.2) -> None:
+    def __init__(self, url: str, every: float = 0.2, *, after: int = 0) -> None:
         super().__init__(daemon=True)
-        self.url, self.every = url, every
+        self.url, self.every, self.after = url, every, after
         self.seen_at: dict[str, float] = {}
         self._stopping = threading.Event()
 
@@ -445,7 +569,7 @@ class _RunWatcher(threading.Thread):
 
         t = events_table.c
         engine = create_engine_for(self.url)
-        after = 0
+        after = self.after
         try:
             while True:
                 stopping = self._stopping.is_set()
@@ -492,17 +616,22 @@ def _visibility_lags(
     return lags
 
 
-def _wait_for_events(store: EventStore, expected: int, *, stalled: float) -> int:
-    """Wait until ``expected`` events are stored, or until none was added for ``stalled``
-    seconds (a slow assembler is measured to the end; a stuck one is not waited for)."""
-    stored = store.last_position()
-    progress_at = time.monotonic()
-    while stored < expected and time.monotonic() - progress_at < stalled:
-        time.sleep(0.25)
-        now = store.last_position()
-        if now > stored:
-            stored, progress_at = now, time.monotonic()
-    return stored
+def _wait_for_events(url: str, expected: int, *, stalled: float) -> int:
+    """Wait until the store's last position reaches ``expected``, or until none was added for
+    ``stalled`` seconds (a slow assembler is measured to the end; a stuck one is not waited
+    for)."""
+    store = EventStore.open(url)
+    try:
+        stored = store.last_position()
+        progress_at = time.monotonic()
+        while stored < expected and time.monotonic() - progress_at < stalled:
+            time.sleep(0.25)
+            now = store.last_position()
+            if now > stored:
+                stored, progress_at = now, time.monotonic()
+        return stored
+    finally:
+        store.close()
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -11,12 +11,24 @@ from __future__ import annotations
 import hashlib
 import uuid
 
+_blake2b = hashlib.blake2b
+_new_uuid = uuid.UUID.__new__
+_set = object.__setattr__
+_UNKNOWN = uuid.SafeUUID.unknown
+_RAND_LOW = (1 << 62) - 1
+_MAX_MILLIS = (1 << 48) - 1
+_FIXED = (0x7 << 76) | (0b10 << 62)  # version 7, RFC 4122 variant
+
 
 def stable_event_id(unix_ms: int, *identity: str | int) -> uuid.UUID:
     """A UUIDv7 whose time is ``unix_ms`` and whose remaining bits hash ``identity``."""
-    digest = hashlib.blake2b("\x1f".join(map(str, identity)).encode(), digest_size=10).digest()
+    digest = _blake2b("\x1f".join(map(str, identity)).encode(), digest_size=10).digest()
     rand = int.from_bytes(digest, "big")  # 80 bits; 74 are used
-    millis = max(0, min(unix_ms, (1 << 48) - 1))
-    value = (millis << 80) | (0x7 << 76) | ((rand >> 68) & 0xFFF) << 64
-    value |= (0b10 << 62) | (rand & ((1 << 62) - 1))
-    return uuid.UUID(int=value)
+    millis = unix_ms if 0 <= unix_ms <= _MAX_MILLIS else max(0, min(unix_ms, _MAX_MILLIS))
+    value = (millis << 80) | _FIXED | ((rand >> 68) & 0xFFF) << 64 | (rand & _RAND_LOW)
+    # what ``uuid.UUID(int=value)`` builds, without its argument checks (this runs for every
+    # imported event; ``value`` is 128 bits by construction)
+    made = _new_uuid(uuid.UUID)
+    _set(made, "int", value)
+    _set(made, "is_safe", _UNKNOWN)
+    return made

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic_core import from_json, to_json
-from sqlalchemy import insert, select, update
+from sqlalchemy import Connection, insert, select, update
 
 from ...database import connect_or_explain, write_transaction
 from ...models import archived_traces_table
@@ -54,16 +54,19 @@ def merged(old: Sequence[Span], new: Iterable[Span]) -> list[Span]:
 
 def load(store: EventStore, trace_ids: Sequence[str]) -> dict[str, ArchivedTrace]:
     """The archived traces among ``trace_ids``."""
+    with connect_or_explain(store.engine) as conn:
+        return load_in(conn, trace_ids)
+
+
+def load_in(conn: Connection, trace_ids: Sequence[str]) -> dict[str, ArchivedTrace]:
+    """The archived traces among ``trace_ids``, read on ``conn`` (inside its transaction)."""
     t = archived_traces_table.c
     found: dict[str, ArchivedTrace] = {}
-    with connect_or_explain(store.engine) as conn:
-        for start in range(0, len(trace_ids), _CHUNK):
-            chunk = list(trace_ids[start : start + _CHUNK])
-            query = select(t.trace_id, t.run_id, t.spans, t.assembled_at).where(
-                t.trace_id.in_(chunk)
-            )
-            for trace_id, run_id, blob, assembled_at in conn.execute(query):
-                found[trace_id] = ArchivedTrace(trace_id, run_id, _unpack(blob), assembled_at)
+    for start in range(0, len(trace_ids), _CHUNK):
+        chunk = list(trace_ids[start : start + _CHUNK])
+        query = select(t.trace_id, t.run_id, t.spans, t.assembled_at).where(t.trace_id.in_(chunk))
+        for trace_id, run_id, blob, assembled_at in conn.execute(query):
+            found[trace_id] = ArchivedTrace(trace_id, run_id, _unpack(blob), assembled_at)
     return found
 
 
@@ -96,20 +99,29 @@ def save(
     replaced (its first assembly time kept)."""
     if not traces:
         return
+    with write_transaction(store.engine) as conn:
+        save_in(conn, traces, now, existing=existing)
+
+
+def save_in(
+    conn: Connection,
+    traces: Sequence[tuple[str, str, list[Span]]],
+    now: datetime,
+    *,
+    existing: set[str],
+) -> None:
+    """:func:`save` inside the caller's write transaction."""
     t = archived_traces_table.c
     rows: list[dict[str, Any]] = []
-    with write_transaction(store.engine) as conn:
-        for trace_id, run_id, spans in traces:
-            values = {"run_id": run_id, "span_count": len(spans), "spans": _pack(spans)}
-            if trace_id in existing:
-                conn.execute(
-                    update(archived_traces_table)
-                    .where(t.trace_id == trace_id)
-                    .values(**values, updated_at=now)
-                )
-            else:
-                rows.append(
-                    {"trace_id": trace_id, **values, "assembled_at": now, "updated_at": now}
-                )
-        if rows:
-            conn.execute(insert(archived_traces_table), rows)
+    for trace_id, run_id, spans in traces:
+        values = {"run_id": run_id, "span_count": len(spans), "spans": _pack(spans)}
+        if trace_id in existing:
+            conn.execute(
+                update(archived_traces_table)
+                .where(t.trace_id == trace_id)
+                .values(**values, updated_at=now)
+            )
+        else:
+            rows.append({"trace_id": trace_id, **values, "assembled_at": now, "updated_at": now})
+    if rows:
+        conn.execute(insert(archived_traces_table), rows)

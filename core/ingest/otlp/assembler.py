@@ -1,7 +1,11 @@
 """The assembler: a loop that turns ready staged traces into runs, in a thread or its own process.
 
-``steplog serve`` runs it in a separate process by default, so decoding requests and mapping
-traces use two cores instead of sharing one interpreter lock; tests run it in a thread.
+``steplog serve`` runs it in separate processes (``--assemblers N``), so decoding requests and
+mapping traces use several cores instead of sharing one interpreter lock; tests run it in a
+thread. Assembler ``i`` of ``N`` reads and maps the traces whose last hex digit is ``i`` modulo
+``N`` (no work done twice); each round's transaction claims its traces (:mod:`.rounds`), so even
+assemblers that do not know of each other (two ``serve`` on one store) never assemble one trace
+twice.
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ def assemble_until(
             stop.wait(POLL_SECONDS)
 
 
-def _process_main(url: str, settle: float, idle: float, assembled: Any) -> None:
+def _process_main(
+    url: str, settle: float, idle: float, assembled: Any, shard: tuple[int, int]
+) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
     from .lifecycle import die_with_parent, stop_on_sigterm
@@ -56,15 +62,15 @@ def _process_main(url: str, settle: float, idle: float, assembled: Any) -> None:
     die_with_parent()
     stop = threading.Event()
     stop_on_sigterm(stop.set)
-    with suppress(OSError, AttributeError):  # acknowledging spans comes first; runs can lag
-        os.nice(10)
+    with suppress(OSError, AttributeError):  # acknowledging spans comes first, but a run must
+        os.nice(2)  # be visible within seconds: a mild preference (at 10 it starved on a busy host)
 
     store = EventStore.open(url)
     ingest = OtlpIngest(store, default_redactor(), settle_seconds=settle, idle_seconds=idle)
 
     def once() -> int:
-        runs = ingest.assemble().runs
-        assembled.value += runs  # this process is the only writer
+        runs = ingest.assemble(shard=shard).runs
+        assembled[shard[0]] += runs  # this process is the only writer of its slot
         return runs
 
     try:
@@ -74,27 +80,37 @@ def _process_main(url: str, settle: float, idle: float, assembled: Any) -> None:
 
 
 class AssemblerProcess:
-    """The assembler in a child process of its own: restarted (and the death logged) by
-    :meth:`check` when it dies, stopped with :meth:`stop`. No lock is shared with the child, so
-    a child killed at any moment cannot block the parent."""
+    """The assembler in ``count`` child processes of its own: each restarted (and the death
+    logged) by :meth:`check` when it dies, stopped with :meth:`stop`. No lock is shared with the
+    children, so a child killed at any moment cannot block the parent."""
 
     def __init__(
-        self, url: str, *, settle: float, idle: float, log: Callable[[str], None] = print
+        self,
+        url: str,
+        *,
+        settle: float,
+        idle: float,
+        count: int = 1,
+        log: Callable[[str], None] = print,
     ) -> None:
         self._context = multiprocessing.get_context("spawn")
-        self._assembled: Any = self._context.RawValue("q", 0)
+        self._assembled: Any = self._context.RawArray("q", count)
         self._args = (url, settle, idle, self._assembled)
+        self._count = count
         self._log = log
         self.restarts = 0
         self._not_before = 0.0
         self._stopping = False
-        self._process = self._start()
+        self._processes = [self._start(n) for n in range(count)]
 
-    def _start(self) -> multiprocessing.process.BaseProcess:
+    def _start(self, n: int) -> multiprocessing.process.BaseProcess:
         from .lifecycle import start_shielded
 
         process = self._context.Process(
-            target=_process_main, args=self._args, name="steplog-assembler", daemon=True
+            target=_process_main,
+            args=(*self._args, (n, self._count)),
+            name=f"steplog-assembler-{n}" if self._count > 1 else "steplog-assembler",
+            daemon=True,
         )
         start_shielded(process)
         return process
@@ -102,40 +118,52 @@ class AssemblerProcess:
     @property
     def runs(self) -> int:
         """Runs assembled so far."""
-        return int(self._assembled.value)
+        return int(sum(self._assembled))
 
     @property
     def pid(self) -> int | None:
-        """The assembler process's id."""
-        return self._process.pid
+        """The (first) assembler process's id."""
+        return self._processes[0].pid
+
+    @property
+    def pids(self) -> list[int]:
+        """Every assembler process's id."""
+        return [p.pid for p in self._processes if p.pid is not None]
 
     @property
     def alive(self) -> bool:
-        """Whether the assembler process is running."""
-        return self._process.is_alive()
+        """Whether every assembler process is running."""
+        return all(p.is_alive() for p in self._processes)
 
     def check(self) -> None:
-        """Restart the assembler if it died (call from the thread that started it: the child's
+        """Restart an assembler that died (call from the thread that started it: the child's
         parent-death signal follows that thread)."""
-        if self._stopping or self._process.is_alive():
+        if self._stopping or self.alive:
             return
         if time.monotonic() < self._not_before:
             return  # one that dies at once is not restarted in a tight loop
         self._not_before = time.monotonic() + RESTART_PAUSE
-        code = self._process.exitcode
-        self.restarts += 1
-        self._log(
-            f"steplog: the assembler process died (exit code {code}); restarting it "
-            f"(restart {self.restarts})"
-        )
-        self._process = self._start()
+        for n, process in enumerate(self._processes):
+            if process.is_alive():
+                continue
+            self.restarts += 1
+            self._log(
+                f"steplog: the assembler process died (exit code {process.exitcode}); "
+                f"restarting it (restart {self.restarts})"
+            )
+            self._processes[n] = self._start(n)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Finish the current round and exit (killed after ``timeout`` seconds)."""
+        """Finish the current rounds and exit (killed after ``timeout`` seconds)."""
         from .lifecycle import stop_child
 
         self._stopping = True
-        stop_child(self._process, timeout)
+        for process in self._processes:
+            if process.is_alive():
+                with suppress(OSError):
+                    process.terminate()
+        for process in self._processes:
+            stop_child(process, timeout)
 
 
 class AssemblerThread:

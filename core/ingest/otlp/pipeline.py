@@ -6,14 +6,16 @@ requests, and an acknowledgement must mean *committed*:
 1. :meth:`OtlpIngest.receive` redacts the spans of one request and commits them to the
    ``otlp_spans`` staging table (a re-sent span is ignored); rejected spans go to the
    quarantine. Only then does the receiver answer 200.
-2. :meth:`OtlpIngest.assemble` turns every *ready* trace into one run, appended as one batch with
-   deterministic event ids, then deletes its staged spans. A trace is ready once its root span has
-   been staged for ``settle_seconds`` (late siblings get a moment), or when nothing has arrived
-   for it for ``idle_seconds`` (a root that never comes), or at the end of a file import.
+2. :meth:`OtlpIngest.assemble` turns every *ready* trace into one run. A trace is ready once its
+   root span has been staged for ``settle_seconds`` (late siblings get a moment), or when nothing
+   has arrived for it for ``idle_seconds`` (a root that never comes), or at the end of a file
+   import. Each round claims its traces, stores their runs with deterministic event ids, keeps
+   their spans (compressed) and unstages them in one transaction (:mod:`.rounds`), so several
+   assemblers can share the staged traces and each trace is assembled once.
 
-A crash between the append and the delete only means the trace is assembled again: the same
-events, which the store recognises as a re-send. Spans that arrive after their trace became a run
-and would change it are quarantined with that reason, never silently dropped.
+A crash mid-round rolls the round back: its spans stay staged. Spans that arrive after their
+trace became a run revise it within the late window and are quarantined after it, never silently
+dropped.
 """
 
 from __future__ import annotations
@@ -26,18 +28,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic_core import from_json, to_json
-from sqlalchemy import bindparam, case, delete, func, select
+from sqlalchemy import case, func, select
 
 from ...database import connect_or_explain, is_sqlite, with_retries, write_transaction
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
 from ...models import archived_traces_table, staged_spans_table
 from ...store import EventStore, _sqlite_datetime
-from ..ids import stable_event_id
 from ..redaction import Redactor
 from ..report import ImportReport, Rejected
 from . import archive
-from .genai import MappedRun, find_roots, map_trace, run_id_for
+from .genai import find_roots, map_trace, run_id_for
 from .revise import revise
+from .rounds import RoundContext, assemble_round, merge
 from .spans import (
     DecodedRequest,
     RejectedSpan,
@@ -236,11 +238,24 @@ class OtlpIngest:
             ).one()
         return int(row[0]), int(row[1])
 
-    def ready_traces(self, *, everything: bool = False, limit: int = TRACES_PER_ROUND) -> list[str]:
-        """Trace ids ready to become runs (all staged traces with ``everything``)."""
+    def ready_traces(
+        self,
+        *,
+        everything: bool = False,
+        limit: int = TRACES_PER_ROUND,
+        shard: tuple[int, int] | None = None,
+    ) -> list[str]:
+        """Trace ids ready to become runs (all staged traces with ``everything``); with
+        ``shard=(i, n)`` only those whose last hex digit is ``i`` modulo ``n``, so that ``n``
+        assemblers of one receiver do not read and map the same traces (their transactions
+        claim traces anyway: see :mod:`.rounds`)."""
         t = staged_spans_table.c
         now = self.clock()
         query = select(t.trace_id).group_by(t.trace_id)
+        if shard is not None and shard[1] > 1:
+            index, count = shard
+            digits = [f"{d:x}" for d in range(16) if d % count == index]
+            query = query.where(func.substr(t.trace_id, 32, 1).in_(digits))
         if not everything:
             has_root = func.max(case((t.is_root, 1), else_=0))
             settled = func.max(t.received_at) <= now - self.settle
@@ -257,82 +272,21 @@ class OtlpIngest:
 
         return with_retries(self.store.engine, read)
 
-    def assemble(self, *, everything: bool = False) -> ImportReport:
-        """Turn ready traces into runs until none is left; report what was stored."""
+    def assemble(
+        self, *, everything: bool = False, shard: tuple[int, int] | None = None
+    ) -> ImportReport:
+        """Turn ready traces (of ``shard``, see :meth:`ready_traces`) into runs until none is
+        left; report what was stored."""
         report = ImportReport()
         while True:
-            traces = self.ready_traces(everything=everything)
+            traces = self.ready_traces(everything=everything, shard=shard)
             if not traces:
                 return report
-            loaded = self._load(traces)
-            self._assemble_many(loaded, report)
-            self._unstage(loaded)
+            outcome = assemble_round(self._round_context(), self._load(traces))
+            merge(report, outcome.report)
 
-    def _assemble_many(self, traces: dict[str, list[Span]], report: ImportReport) -> None:
-        """Map every trace; store the new runs in one transaction, the rest one by one; keep
-        the spans of every stored run (late spans of an archived trace revise its run)."""
-        archived = archive.load(self.store, [t for t, spans in traces.items() if spans])
-        mapped: list[tuple[MappedRun, list[Span]]] = []
-        for trace_id, spans in traces.items():
-            if not spans:
-                continue
-            if trace_id in archived:
-                self._late(archived[trace_id], spans, report)
-                continue
-            try:
-                mapped.append((map_trace(spans), spans))
-            except (ValueError, TypeError) as exc:  # a payload the catalogue refuses
-                reason = f"cannot map the trace to a run: {exc}"
-                self._quarantine_trace(trace_id, spans, reason, report)
-        try:
-            self.store.append_new_runs([(run.run_id, run.events) for run, _ in mapped])
-        except REFUSALS:  # a re-send or a late span among them: sort it out run by run
-            stored = [(run, spans) for run, spans in mapped if self._append_one(run, spans, report)]
-        else:
-            stored = mapped
-            for run, _ in mapped:
-                report.stored(run.run_id, len(run.events), duplicate=False)
-        keep = [(run.trace_id, run.run_id, spans) for run, spans in stored]
-        archive.save(self.store, keep, self.clock(), existing=set())
-
-    def _late(self, trace: archive.ArchivedTrace, spans: list[Span], report: ImportReport) -> None:
-        """Spans of a trace that is already a run: revise the run within the late window,
-        quarantine them after it."""
-        spans_now = archive.merged(trace.spans, spans)
-        late = spans_now[len(trace.spans) :]
-        if not late:  # every span was a re-send: the run holds them already
-            report.stored(trace.run_id, self.store.version(trace.run_id), duplicate=True)
-            return
-        assembled_at = trace.assembled_at
-        if assembled_at.tzinfo is None:
-            assembled_at = assembled_at.replace(tzinfo=UTC)
-        age = (self.clock() - assembled_at).total_seconds()
-        if age > self.late_window.total_seconds():
-            for span in late:
-                reason = (
-                    f"span {span.name!r} arrived {age:.0f} s after trace {span.trace_id} became "
-                    f"run {trace.run_id}: later than the {self.late_window.total_seconds():.0f} s "
-                    "in which late spans revise a run"
-                )
-                where = f"trace {span.trace_id} span {span.span_id}"
-                report.reject(
-                    self.store, self.source, Rejected(where, reason, json.dumps(span.to_json()))
-                )
-            return
-        try:
-            mapped = map_trace(spans_now)
-        except (ValueError, TypeError) as exc:
-            reason = f"cannot map the trace with its late spans to a run: {exc}"
-            self._quarantine_trace(trace.trace_id, late, reason, report)
-            return
-        done = revise(self.store, trace.run_id, mapped.events, f"{len(late)} late span(s) arrived")
-        archive.save(
-            self.store,
-            [(trace.trace_id, trace.run_id, spans_now)],
-            self.clock(),
-            existing={trace.trace_id},
-        )
-        report.stored(trace.run_id, done.appended, duplicate=done.appended == 0)
+    def _round_context(self) -> RoundContext:
+        return RoundContext(self.store, self.source, self.late_window, self.clock)
 
     def reassemble(self, trace_ids: Sequence[str] | None = None) -> ReassembleReport:
         """Map archived traces (all of them by default) again; revise runs that now read
@@ -362,10 +316,11 @@ class OtlpIngest:
         report = ImportReport()
         for chunk in range(0, len(traces), TRACES_PER_ROUND):
             loaded = self._load(traces[chunk : chunk + TRACES_PER_ROUND])
-            self._assemble_many(loaded, report)
-            self._unstage(loaded)
-            for trace_id, spans in loaded.items():  # assembled meanwhile by a running receiver
-                version = 0 if spans else self.store.version(run_id_for(trace_id))
+            outcome = assemble_round(self._round_context(), loaded)
+            merge(report, outcome.report)
+            gone = [t for t, spans in loaded.items() if not spans]
+            for trace_id in [*gone, *outcome.taken_elsewhere]:  # assembled by a receiver
+                version = self.store.version(run_id_for(trace_id))
                 if version:
                     report.stored(run_id_for(trace_id), version, duplicate=True)
         return report
@@ -382,97 +337,6 @@ class OtlpIngest:
             return grouped
 
         return with_retries(self.store.engine, read)
-
-    def _unstage(self, loaded: dict[str, list[Span]]) -> None:
-        """Delete exactly the spans that were loaded: one that arrived meanwhile stays staged
-        (and is assembled, or found late, in a later round)."""
-        t = staged_spans_table.c
-
-        keys = [
-            {"trace": trace_id, "span": span.span_id}
-            for trace_id, spans in loaded.items()
-            for span in spans
-        ]
-        by_key = delete(staged_spans_table).where(
-            t.trace_id == bindparam("trace"), t.span_id == bindparam("span")
-        )
-
-        def delete_loaded() -> None:  # idempotent: retried on a dropped connection
-            if not keys:
-                return
-            with write_transaction(self.store.engine) as conn:
-                conn.execute(by_key, keys)  # one batched statement, not one per trace
-
-        with_retries(self.store.engine, delete_loaded)
-
-    def _append_one(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> bool:
-        """Store one run; whether it is stored now (appended, or already there as mapped)."""
-        try:
-            result = self.store.append_batch(mapped.run_id, mapped.events, expected_version=0)
-        except (ConcurrencyError, IdempotencyError):  # stored before, without its spans kept
-            self._reconcile(mapped, spans, report)
-            return False
-        except InvalidEventError as exc:  # the store refuses the run itself (e.g. too large)
-            reason = f"the store refused the run of this trace: {exc}"
-            self._quarantine_trace(mapped.trace_id, spans, reason, report)
-            return False
-        report.stored(mapped.run_id, len(mapped.events), duplicate=result.duplicate)
-        return True
-
-    def _reconcile(self, mapped: MappedRun, spans: list[Span], report: ImportReport) -> None:
-        """The run exists and differs: keep spans it already holds, quarantine the rest."""
-        stored_ids = {event.event_id for event in self.store.read_run(mapped.run_id)}
-        known = [e for e in mapped.events if e.event_id in stored_ids]
-        report.stored(mapped.run_id, len(known), duplicate=True)
-        held = _span_ids_of(mapped, stored_ids, spans)
-        for span in spans:
-            if span.span_id in held:
-                continue
-            report.reject(
-                self.store,
-                self.source,
-                Rejected(
-                    location=f"trace {span.trace_id} span {span.span_id}",
-                    reason=(
-                        f"span {span.name!r} arrived after trace {span.trace_id} was stored as run "
-                        f"{mapped.run_id}, and would change it; runs are immutable"
-                    ),
-                    raw=json.dumps(span.to_json()),
-                ),
-            )
-
-    def _quarantine_trace(
-        self, trace_id: str, spans: list[Span], reason: str, report: ImportReport
-    ) -> None:
-        """One record for the whole trace (one OTLP/JSON request), so a retry sees it whole."""
-        request: dict[str, Any] = {"resourceSpans": []}
-        for span in spans:
-            request["resourceSpans"].extend(span.to_json()["resourceSpans"])
-        report.reject(
-            self.store,
-            self.source,
-            Rejected(
-                location=f"trace {trace_id} ({len(spans)} spans)",
-                reason=reason,
-                raw=json.dumps(request),
-            ),
-        )
-
-
-def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> set[str]:
-    """Spans whose events are all in the stored run (spans that make no event count as held)."""
-
-    held = set()
-    roles = ("run-started", "step-started", "call")
-    for span in spans:
-        candidates = {
-            stable_event_id(span.start_ns // 1_000_000, span.trace_id, span.span_id, role)
-            for role in roles
-        }
-        makes_event = any(e.event_id in candidates for e in mapped.events)
-        if not makes_event or candidates & stored_ids:
-            held.add(span.span_id)
-    return held
 
 
 def import_documents(

@@ -46,10 +46,21 @@ def current_reading(events: list[StoredEvent]) -> tuple[list[Event], int]:
 def revise(store: EventStore, run_id: str, events: list[NewEvent], reason: str) -> Revision:
     """Make ``run_id`` read as ``events`` (a full run, ``RunStarted`` first)."""
     stored = store.read_run(run_id)
+    batch, revision = revision_batch(stored, run_id, events, reason)
+    if batch:
+        store.append_batch(run_id, batch, expected_version=len(stored))
+    return Revision(run_id, len(batch), revision)
+
+
+def revision_batch(
+    stored: list[StoredEvent], run_id: str, events: list[NewEvent], reason: str
+) -> tuple[list[NewEvent], int]:
+    """What to append to a run holding ``stored`` so that it reads as ``events`` (nothing when
+    it already does), and the revision number it then has."""
     reading, revision = current_reading(stored)
     wanted = [new.event for new in events]
     if reading == wanted:
-        return Revision(run_id, 0, revision)
+        return [], revision
     started = wanted[0]
     if not isinstance(started, RunStarted):
         raise ValueError("a revised run starts with RunStarted")
@@ -78,5 +89,4 @@ def revise(store: EventStore, run_id: str, events: list[NewEvent], reason: str) 
                 recorded_at=when,
             )
         )
-    store.append_batch(run_id, batch, expected_version=len(stored))
-    return Revision(run_id, len(batch), revision)
+    return batch, revision

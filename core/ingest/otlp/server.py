@@ -81,6 +81,7 @@ class OtlpReceiver(ThreadingHTTPServer):
         max_body_bytes: int = DEFAULT_MAX_BODY,
         assemble_every: float = 0.5,
         assembler: Literal["thread", "process", "none"] = "thread",
+        assemblers: int = 1,
         reuse_port: bool = False,
     ) -> None:
         self._assembler: AssemblerThread | AssemblerProcess | None = None
@@ -99,6 +100,7 @@ class OtlpReceiver(ThreadingHTTPServer):
                 ingest.store.engine.url.render_as_string(hide_password=False),
                 settle=ingest.settle.total_seconds(),
                 idle=ingest.idle.total_seconds(),
+                count=assemblers,
                 log=lambda message: print(message, file=sys.stderr, flush=True),
             )
         elif assembler == "thread":

@@ -1,0 +1,398 @@
+"""One assembly round: claim staged traces and store their runs, all in one transaction.
+
+The expensive work -- reading the staged spans, mapping each trace to a run, serialising its
+events -- happens before the transaction, so the write lock is held only for the writes. The
+transaction then
+
+1. takes the store's position lock (PostgreSQL; SQLite's write lock is already held), so two
+   assemblers' rounds never interleave;
+2. **claims** the round's traces: it deletes their staged spans, returning what it deleted.
+   A trace whose spans another assembler deleted first is simply not this round's any more (it
+   returns nothing); spans that arrived after the read come back with it and are mapped too;
+3. appends the new runs in one batch, archives their spans (compressed, for late spans and
+   ``steplog reassemble``), revises runs whose traces got late spans, and quarantines what
+   cannot be stored -- all on the same connection.
+
+So a trace is assembled by exactly one assembler, once; a crash anywhere rolls the round back
+and leaves every span staged; nothing acknowledged is lost and no span is taken for "late"
+because another assembler was working on the same trace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import from_json
+from sqlalchemy import Connection, insert, select, update
+
+from ...database import with_retries, write_transaction
+from ...errors import InvalidEventError
+from ...models import events_table, quarantine_table
+from ...store import EventStore, NewEvent, StoredEvent, _storable, _utc
+from ..ids import stable_event_id
+from ..report import ImportReport, Rejected, Rejection
+from . import archive
+from .genai import MappedRun, map_trace, run_id_for
+from .revise import revision_batch
+from .spans import Span
+
+if TYPE_CHECKING:
+    from ...store import _Prepared
+
+_CHUNK = 400
+_COPY_EVENTS = (
+    "COPY events (position, event_id, run_id, seq, type, schema_version, recorded_at, payload) "
+    "FROM STDIN"
+)
+
+
+@dataclass(slots=True)
+class _Premapped:
+    run: MappedRun
+    batch: list[_Prepared]
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What one round did: its report, and the traces it found claimed by someone else."""
+
+    report: ImportReport = field(default_factory=ImportReport)
+    taken_elsewhere: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RoundContext:
+    """What a round needs from the pipeline."""
+
+    store: EventStore
+    source: str
+    late_window: timedelta
+    clock: Callable[[], datetime]
+
+
+def assemble_round(ctx: RoundContext, loaded: dict[str, list[Span]]) -> Outcome:
+    """Claim and store the traces of ``loaded`` (trace id -> the staged spans read for it)."""
+    store = ctx.store
+    archived_before = archive.load(store, [t for t, spans in loaded.items() if spans])
+    premapped: dict[str, _Premapped] = {}
+    for trace_id, spans in loaded.items():
+        if not spans or trace_id in archived_before:
+            continue
+        try:
+            run = map_trace(spans)
+            premapped[trace_id] = _Premapped(run, store._prepare(run.events))
+        except (ValueError, TypeError, InvalidEventError):
+            continue  # decided (and quarantined) inside the transaction
+
+    def attempt() -> Outcome:
+        outcome = Outcome()
+        with write_transaction(store.engine) as conn:
+            _Writer(ctx, conn, outcome).run(loaded, premapped)
+        return outcome
+
+    return with_retries(store.engine, attempt)  # a retried round claims afresh
+
+
+class _Writer:
+    """The transaction of one round."""
+
+    def __init__(self, ctx: RoundContext, conn: Connection, outcome: Outcome) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.conn = conn
+        self.outcome = outcome
+        self.report = outcome.report
+        self.now = ctx.clock()
+        self.position = 0
+        self.rows: list[tuple[Any, ...]] = []
+
+    def run(self, loaded: dict[str, list[Span]], premapped: dict[str, _Premapped]) -> None:
+        store, conn = self.store, self.conn
+        store._lock_positions(conn)
+        wanted = [trace_id for trace_id, spans in loaded.items() if spans]
+        claimed = self._claim(wanted, loaded)
+        self.outcome.taken_elsewhere = [t for t in wanted if t not in claimed]
+        if not claimed:
+            return
+        archived = archive.load_in(conn, list(claimed))
+        existing = self._existing_runs([run_id_for(t) for t in claimed])
+        self.position = store._last_position(conn) + 1
+        fresh: list[tuple[str, str, list[Span]]] = []
+        for trace_id, spans in claimed.items():
+            ready = premapped.get(trace_id)
+            if (
+                ready is not None
+                and len(spans) == len(loaded[trace_id])
+                and trace_id not in archived
+                and ready.run.run_id not in existing
+            ):
+                self._append(ready.run.run_id, 0, ready.batch)
+                self.report.stored(ready.run.run_id, len(ready.batch), duplicate=False)
+                fresh.append((trace_id, ready.run.run_id, spans))
+            elif trace_id in archived:
+                self._late(archived[trace_id], spans)
+            else:
+                kept = self._new_run(trace_id, spans, exists=run_id_for(trace_id) in existing)
+                if kept is not None:
+                    fresh.append(kept)
+        self._flush()
+        archive.save_in(conn, fresh, self.now, existing=set())
+
+    # --- claiming ------------------------------------------------------------------------------
+
+    def _claim(self, traces: list[str], loaded: dict[str, list[Span]]) -> dict[str, list[Span]]:
+        """Delete the staged spans of ``traces``; return them by trace (read spans reused, spans
+        staged since the read decoded)."""
+        mark = "?" if self.store._sqlite else "%s"
+        known = {(s.trace_id, s.span_id): s for spans in loaded.values() for s in spans}
+        claimed: dict[str, list[Span]] = {}
+        for start in range(0, len(traces), _CHUNK):
+            part = traces[start : start + _CHUNK]
+            rows = self.conn.exec_driver_sql(
+                f"DELETE FROM otlp_spans WHERE trace_id IN ({', '.join([mark] * len(part))}) "
+                "RETURNING trace_id, span_id, body",
+                tuple(part),
+            ).all()
+            for trace_id, span_id, body in rows:
+                span = known.get((trace_id, span_id))
+                if span is None:
+                    span = Span.from_compact(from_json(body))
+                claimed.setdefault(trace_id, []).append(span)
+        for trace_id, spans in claimed.items():  # the order they were read in, new ones last
+            order = {s.span_id: i for i, s in enumerate(loaded.get(trace_id, ()))}
+            spans.sort(key=lambda s: order.get(s.span_id, len(order)))
+        return claimed
+
+    def _existing_runs(self, run_ids: list[str]) -> set[str]:
+        e = events_table.c
+        found: set[str] = set()
+        for start in range(0, len(run_ids), _CHUNK):
+            part = run_ids[start : start + _CHUNK]
+            query = select(e.run_id).where(e.run_id.in_(part), e.seq == 0)
+            found.update(row[0] for row in self.conn.execute(query))
+        return found
+
+    # --- writing -------------------------------------------------------------------------------
+
+    def _append(self, run_id: str, seq: int, batch: list[_Prepared]) -> None:
+        """Queue ``batch`` for run ``run_id`` from ``seq`` on, at the next positions (every
+        queued event is inserted by :meth:`_flush`, in one statement)."""
+        if self.store._sqlite:
+            default = _sqlite_text(self.now)
+            self.rows.extend(
+                (
+                    self.position + i,
+                    item.event_id.hex,
+                    run_id,
+                    seq + i,
+                    item.type,
+                    item.schema_version,
+                    default if item.recorded_at is None else _sqlite_text(item.recorded_at),
+                    item.payload_json,
+                )
+                for i, item in enumerate(batch)
+            )
+        else:
+            self.rows.extend(
+                (
+                    self.position + i,
+                    item.event_id,
+                    run_id,
+                    seq + i,
+                    item.type,
+                    item.schema_version,
+                    self.now if item.recorded_at is None else _utc(item.recorded_at),
+                    item.payload_json,
+                )
+                for i, item in enumerate(batch)
+            )
+        self.position += len(batch)
+
+    def _flush(self) -> None:
+        """Insert the queued events: one driver-level ``executemany`` for the whole round, in
+        the form :meth:`EventStore._insert` uses."""
+        if not self.rows:
+            return
+        if self.store._sqlite:
+            self.conn.exec_driver_sql(self.store._insert_sql, self.rows)
+        else:  # COPY: psycopg's executemany sends a statement per row
+            cursor = self.conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                with cursor.copy(_COPY_EVENTS) as copy:
+                    for row in self.rows:
+                        copy.write_row(row)
+            finally:
+                cursor.close()
+        self.rows = []
+
+    def _read_run(self, run_id: str) -> list[StoredEvent]:
+        store = self.store
+        mark = "?" if store._sqlite else "%s"
+        rows = store._fetch(
+            self.conn,
+            "SELECT position, event_id, run_id, seq, type, schema_version, recorded_at, payload "
+            f"FROM events WHERE run_id = {mark} ORDER BY seq",
+            (run_id,),
+        )
+        return [store._to_stored(row) for row in rows]
+
+    def _new_run(
+        self, trace_id: str, spans: list[Span], *, exists: bool
+    ) -> tuple[str, str, list[Span]] | None:
+        """A trace that was not mapped before the transaction (spans came meanwhile, the map
+        failed, or its run exists): store it now; what to archive, if anything."""
+        try:
+            mapped = map_trace(spans)
+        except (ValueError, TypeError) as exc:  # a payload the catalogue refuses
+            self._quarantine_trace(trace_id, spans, f"cannot map the trace to a run: {exc}")
+            return None
+        if exists:
+            return self._reconcile(mapped, spans)
+        try:
+            batch = self.store._prepare(mapped.events)
+        except InvalidEventError as exc:  # the store refuses the run itself (e.g. too large)
+            reason = f"the store refused the run of this trace: {exc}"
+            self._quarantine_trace(trace_id, spans, reason)
+            return None
+        self._append(mapped.run_id, 0, batch)
+        self.report.stored(mapped.run_id, len(batch), duplicate=False)
+        return (trace_id, mapped.run_id, spans)
+
+    def _reconcile(
+        self, mapped: MappedRun, spans: list[Span]
+    ) -> tuple[str, str, list[Span]] | None:
+        """The run exists without an archived trace (stored before spans were kept): the same
+        events are a re-send; otherwise keep the spans it holds and quarantine the rest."""
+        stored_ids = {event.event_id for event in self._read_run(mapped.run_id)}
+        known = [e for e in mapped.events if e.event_id in stored_ids]
+        self.report.stored(mapped.run_id, len(known), duplicate=True)
+        if len(known) == len(mapped.events):
+            return (mapped.trace_id, mapped.run_id, spans)
+        held = _span_ids_of(mapped, stored_ids, spans)
+        for span in spans:
+            if span.span_id in held:
+                continue
+            self._reject(
+                Rejected(
+                    location=f"trace {span.trace_id} span {span.span_id}",
+                    reason=(
+                        f"span {span.name!r} arrived after trace {span.trace_id} was stored as run "
+                        f"{mapped.run_id}, and would change it; runs are immutable"
+                    ),
+                    raw=json.dumps(span.to_json()),
+                )
+            )
+        return None
+
+    def _late(self, trace: archive.ArchivedTrace, spans: list[Span]) -> None:
+        """Spans of a trace that is already a run: revise the run within the late window,
+        quarantine them after it."""
+        spans_now = archive.merged(trace.spans, spans)
+        late = spans_now[len(trace.spans) :]
+        run_id = trace.run_id
+        if not late:  # every span was a re-send: the run holds them already
+            self.report.stored(run_id, self.store._version(self.conn, run_id), duplicate=True)
+            return
+        assembled_at = trace.assembled_at
+        if assembled_at.tzinfo is None:
+            assembled_at = assembled_at.replace(tzinfo=UTC)
+        age = (self.now - assembled_at).total_seconds()
+        window = self.ctx.late_window.total_seconds()
+        if age > window:
+            for span in late:
+                reason = (
+                    f"span {span.name!r} arrived {age:.0f} s after trace {span.trace_id} became "
+                    f"run {run_id}: later than the {window:.0f} s in which late spans revise a run"
+                )
+                where = f"trace {span.trace_id} span {span.span_id}"
+                self._reject(Rejected(where, reason, json.dumps(span.to_json())))
+            return
+        try:
+            mapped = map_trace(spans_now)
+        except (ValueError, TypeError) as exc:
+            reason = f"cannot map the trace with its late spans to a run: {exc}"
+            self._quarantine_trace(trace.trace_id, late, reason)
+            return
+        stored = self._read_run(run_id)
+        reason = f"{len(late)} late span(s) arrived"
+        batch, _ = revision_batch(stored, run_id, mapped.events, reason)
+        if batch:
+            self._append(run_id, len(stored), self.store._prepare(batch))
+        archive.save_in(
+            self.conn, [(trace.trace_id, run_id, spans_now)], self.now, existing={trace.trace_id}
+        )
+        self.report.stored(run_id, len(batch), duplicate=not batch)
+
+    # --- quarantine ------------------------------------------------------------------------------
+
+    def _quarantine_trace(self, trace_id: str, spans: list[Span], reason: str) -> None:
+        """One record for the whole trace (one OTLP/JSON request), so a retry sees it whole."""
+        request: dict[str, Any] = {"resourceSpans": []}
+        for span in spans:
+            request["resourceSpans"].extend(span.to_json()["resourceSpans"])
+        where = f"trace {trace_id} ({len(spans)} spans)"
+        self._reject(Rejected(where, reason, json.dumps(request)))
+
+    def _reject(self, bad: Rejection) -> None:
+        """Quarantine ``bad`` in this transaction (like :meth:`EventStore.quarantine`: a record
+        still waiting with the same content is kept once, its reason brought up to date)."""
+        row = {
+            "received_at": datetime.now(UTC),
+            "source": _storable(self.ctx.source)[:500],
+            "location": _storable(bad.location)[:200],
+            "reason": _storable(bad.reason),
+            "raw": _storable(bad.raw),
+        }
+        q = quarantine_table.c
+        same = select(q.id).where(
+            q.source == row["source"],
+            q.location == row["location"],
+            q.raw == row["raw"],
+            q.resolved_at.is_(None),
+        )
+        existing = self.conn.execute(same.limit(1)).scalar()
+        if existing is not None:
+            self.conn.execute(
+                update(quarantine_table)
+                .where(q.id == existing)
+                .values(reason=row["reason"], received_at=row["received_at"])
+            )
+        else:
+            self.conn.execute(insert(quarantine_table).values(row))
+        self.report.quarantined.append(bad)
+
+
+def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> set[str]:
+    """Spans whose events are all in the stored run (spans that make no event count as held)."""
+    held = set()
+    roles = ("run-started", "step-started", "call")
+    for span in spans:
+        candidates = {
+            stable_event_id(span.start_ns // 1_000_000, span.trace_id, span.span_id, role)
+            for role in roles
+        }
+        makes_event = any(e.event_id in candidates for e in mapped.events)
+        if not makes_event or candidates & stored_ids:
+            held.add(span.span_id)
+    return held
+
+
+def _sqlite_text(moment: datetime) -> str:
+    """What ``store._sqlite_datetime`` writes (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC), from the
+    C ``isoformat`` rather than ``strftime``: this runs for every assembled event."""
+    return _utc(moment).isoformat(" ", "microseconds")[:26]
+
+
+def merge(into: ImportReport, part: ImportReport) -> None:
+    """Add ``part``'s counts to ``into``."""
+    into.appended += part.appended
+    into.already_stored += part.already_stored
+    into.run_ids |= part.run_ids
+    into.quarantined.extend(part.quarantined)
+
+
+__all__ = ["NewEvent", "Outcome", "RoundContext", "assemble_round", "merge"]
