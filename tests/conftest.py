@@ -3,7 +3,9 @@
 PostgreSQL comes from ``STEPLOG_TEST_PG_URL`` (default: the local server at 127.0.0.1:5432,
 database ``test``). Each test session works in its own schema, dropped at the end. When the
 server is unreachable the PostgreSQL tests are skipped on a developer machine and *fail* in CI
-(``CI`` set), where PostgreSQL is part of the contract.
+(``CI`` set), where PostgreSQL is part of the contract. The same rule holds for optional test
+dependencies: ``pytest.importorskip`` skips on a developer machine and fails in CI
+(helpers/ci_rules.py).
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from helpers.ci_rules import pytest_make_collect_report, pytest_runtest_makereport
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from steplog.database import create_engine_for, normalize_url, upgrade, with_schema
 from steplog.models import metadata
 from steplog.store import EventStore
+
+__all__ = ["pytest_make_collect_report", "pytest_runtest_makereport"]  # hooks, registered here
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 

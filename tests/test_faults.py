@@ -5,7 +5,7 @@ Each drill checks what the user sees (an append that returns, or one clear stepl
 clean ``error:`` line from the CLI) and what the store holds afterwards: every acknowledged event
 exactly once, seqs and positions gapless, nothing half-written, SQLite's integrity check ok.
 They are bounded (a few seconds each); ``STEPLOG_HEAVY_DRILLS=1`` makes the randomized ones five
-times longer and adds a multi-process one. Process-level crashes and many concurrent writer
+times longer and the multi-process one bigger. Process-level crashes and many concurrent writer
 processes are drilled in ``test_store_durability.py`` and ``test_drills_*.py``.
 """
 
@@ -752,8 +752,9 @@ def test_busy_timeout_in_the_url_must_be_a_number(tmp_path: Path) -> None:
     assert_clean_error(code, output, "timeout='soon'")
 
 
-FRESH_WRITERS = 3
-FRESH_ROUNDS = 20
+FRESH_WRITERS = 4 if HEAVY else 3
+FRESH_ROUNDS = 60 if HEAVY else 8
+"""Bounded in the default suite; the heavy drills run more writers for longer."""
 
 
 def _fresh_writer(url: str, writer: int, barrier: Any, results: Any) -> None:
@@ -783,7 +784,6 @@ def _fresh_writer(url: str, writer: int, barrier: Any, results: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HEAVY, reason="heavy drill: set STEPLOG_HEAVY_DRILLS=1 to run it")
 def test_writer_processes_on_a_fresh_database_never_see_a_lock(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/fresh.db"
     context = multiprocessing.get_context("spawn")

@@ -288,15 +288,24 @@ def test_catch_up_under_concurrent_writers_on_postgres(pg_schemas: Any) -> None:
         try:
             spec = get_scenario("customer-service")
             execute_all(pg_url, plan_runs(spec, model_version="sim-v1", runs=6, seed=seed))
-        except BaseException as exc:  # pragma: no cover - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
-    def follow() -> None:
-        while not stop.is_set():
-            LibraryProjection(store, page_size=25).catch_up()
+    catch_ups = [0, 0]
+
+    def follow(index: int) -> None:
+        try:
+            while True:  # at least once, and once more after the writers are done
+                done = stop.is_set()
+                LibraryProjection(store, page_size=25).catch_up()
+                catch_ups[index] += 1
+                if done:
+                    return
+        except BaseException as exc:  # reported below: a dead follower must fail the test
+            errors.append(exc)
 
     writers = [threading.Thread(target=write, args=(s * 100,)) for s in range(3)]
-    followers = [threading.Thread(target=follow) for _ in range(2)]
+    followers = [threading.Thread(target=follow, args=(i,)) for i in range(2)]
     for thread in (*writers, *followers):
         thread.start()
     for thread in writers:
@@ -304,7 +313,9 @@ def test_catch_up_under_concurrent_writers_on_postgres(pg_schemas: Any) -> None:
     stop.set()
     for thread in followers:
         thread.join()
-    assert not errors
+    if errors:  # a writer's or a follower's exception, with its own traceback
+        raise errors[0]
+    assert min(catch_ups) >= 1, f"a follower never finished a catch-up: {catch_ups}"
     refresh(store)
     incremental = snapshot(store)
     assert len(incremental["runs"]) == 18

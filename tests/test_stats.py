@@ -1,5 +1,7 @@
-"""Every method against a published worked example (to the published decimals), plus the
-coverage of the interval methods in simulation."""
+"""Methods against published worked examples (to the published decimals), plus the coverage of
+the interval methods in simulation. Methods without a published example to cite (Jeffreys,
+Boschloo, the cluster bootstrap) and the non-default levels are checked against independent
+computations in tests/test_published_examples.py."""
 
 from __future__ import annotations
 
