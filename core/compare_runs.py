@@ -158,6 +158,7 @@ def load_runs(
         runs_t.c.status.in_(FINISHED),
         runs_t.c.replay_of.is_(None),  # replays and forks re-use recorded answers:
         runs_t.c.forked_from.is_(None),  # counting them would count those answers twice
+        runs_t.c.rerun_of.is_(None),  # regression reruns too
     )
     if scenario:
         query = query.where(runs_t.c.scenario == scenario)
@@ -261,6 +262,7 @@ def comparable(store: EventStore) -> list[tuple[str, str]]:
             run.c.status.in_(FINISHED),
             run.c.replay_of.is_(None),
             run.c.forked_from.is_(None),
+            run.c.rerun_of.is_(None),  # regression reruns too
         )
         .exists()
     )

@@ -19,7 +19,7 @@ from .errors import SteplogError
 from .projections.run_state import RunState, StepState, fold
 from .store import EventStore, StoredEvent
 
-REPLAY_LINKS = ("replay_of", "forked_from", "fork_step")
+REPLAY_LINKS = ("replay_of", "forked_from", "fork_step", "rerun_of")
 
 ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
 """People's notes about a run, appended later: not part of what the run did."""

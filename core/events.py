@@ -179,6 +179,11 @@ class RunStarted(Event):
     replay_of: str | None = None
     forked_from: str | None = None
     fork_step: int | None = Field(default=None, ge=0)
+    rerun_of: str | None = Field(
+        default=None,
+        description="the run this one re-runs from step 0 on the same task instance (a "
+        "regression check): like replays and forks, not new evidence",
+    )
     session_id: str | None = Field(
         default=None, description="the session or conversation the run belongs to (v2)"
     )

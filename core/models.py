@@ -161,6 +161,8 @@ run_summaries_table = Table(
     Column("replay_of", String(255)),
     Column("forked_from", String(255)),
     Column("fork_step", Integer()),
+    # A rerun of another run (a regression check): excluded from evidence like replays/forks.
+    Column("rerun_of", String(255)),
     # The session or conversation the run belongs to (runs of one session group together).
     Column("session_id", String(200)),
     # The run's source has known gaps (spans whose parent never arrived).
@@ -174,6 +176,7 @@ run_summaries_table = Table(
     Index("ix_run_summaries_started_at", "started_at"),
     Index("ix_run_summaries_replay_of", "replay_of"),
     Index("ix_run_summaries_forked_from", "forked_from"),
+    Index("ix_run_summaries_rerun_of", "rerun_of"),
     Index("ix_run_summaries_session", "session_id", "started_at"),
 )
 

@@ -9,6 +9,8 @@ replay a regression set.
   version; the new run records ``forked_from`` and K.
 * **Diff** (:mod:`steplog.diff`) aligns two runs' steps and names the first behavioural
   divergence.
+* **Regress** (:mod:`steplog.regress`) runs a regression set on a candidate version against a
+  control arm on the original version.
 Only registered scenarios replay; nothing is ever imported from event data.
 """
 
@@ -23,9 +25,9 @@ from .diff import ANNOTATIONS, MODEL_SPECIFIC, REPLAY_LINKS, canonical, diff_run
 from .diff import first_difference as first_difference
 from .errors import SteplogError
 from .harness.playback import Playback
-from .harness.runner import RunStateError, fold_run, launch, registered_scenario
-from .projections.queries import refresh, regression_set
+from .harness.runner import RunStateError, launch, registered_scenario
 from .projections.run_state import fold
+from .regress import regress as regress
 from .store import EventStore
 
 __all__ = [
@@ -99,7 +101,13 @@ class ReplayResult:
                     else ""
                 )
             return f"not identical: see first_difference{crash}"
-        change = "still fails" if self.status != "completed" else "now completes"
+        was, now = self.original_status == "completed", self.status == "completed"
+        change = {
+            (False, True): "now completes",
+            (True, True): "completes, as the original did",
+            (True, False): "no longer completes (the original did)",
+            (False, False): "still fails" if self.status == "failed" else "still does not complete",
+        }[(was, now)]
         return (
             f"fork at step {self.fork_step} on {self.model_version}: {self.status} "
             f"(original {self.original_status}) -- {change}"
@@ -197,83 +205,3 @@ def replay(
         fork_step=fork_at_step,
         model_version=version,
     )
-
-
-def regress(
-    store: EventStore, set_name: str, *, model_version: str, mode: Literal["fork", "rerun"] = "fork"
-) -> dict[str, Any]:
-    """Replay every sample of a regression set onto ``model_version``; how many pass now."""
-    refresh(store)
-    members = regression_set(store, set_name)
-    if not members:
-        raise SteplogError(f"no regression set {set_name!r} (or it is empty)")
-    originals = [fold_run(store, member["run_id"]) for member in members]
-    for original in originals:  # refuse before writing anything
-        scenario = registered_scenario(original)
-        scenario.model(model_version)
-    results = []
-    for original in originals:
-        if mode == "fork":
-            step = original.failure_step_index if original.failure_step_index is not None else 0
-            outcome = replay(store, original.run_id, fork_at_step=step, model_version=model_version)
-            results.append(
-                {
-                    "original": original.run_id,
-                    "run_id": outcome.run_id,
-                    "status": outcome.status,
-                    "fork_step": step,
-                    "divergence": outcome.divergence,
-                }
-            )
-        else:
-            scenario = registered_scenario(original)
-            ending = launch(
-                store,
-                scenario,
-                instance_id=original.task_instance_id or "",
-                model_version=model_version,
-                seed=original.seed,
-                gate_policy=original.gate_policy,  # type: ignore[arg-type]
-            )
-            results.append(
-                {
-                    "original": original.run_id,
-                    "run_id": ending.run_id,
-                    "status": ending.status,
-                    "fork_step": None,
-                    "divergence": None,
-                }
-            )
-    from .stats import paired as paired_stats  # scipy: only a regression run needs it
-    from .stats.paired import PairedTable
-    from .stats.proportions import proportion
-
-    passed = sum(r["status"] == "completed" for r in results)
-    table = PairedTable(
-        both=0, candidate_only=passed, baseline_only=0, neither=len(results) - passed
-    )
-    interval = paired_stats.tango(table)
-    test = paired_stats.mcnemar_mid_p(table)
-    fix_rate = proportion(passed, len(results))
-    refresh(store)
-    return {
-        "regression_set": set_name,
-        "model_version": model_version,
-        "mode": mode,
-        "samples": len(results),
-        "now_pass": passed,
-        "still_fail": len(results) - passed,
-        "paired": {
-            **table.as_dict(),
-            "estimate": interval.estimate,
-            "ci": [interval.low, interval.high],
-            "method": interval.method,
-            "p_value": test.p_value,
-            "test": test.test,
-        },
-        "results": results,
-        "fix_rate": fix_rate.as_dict(),
-        "verdict": f"{passed}/{len(results)} samples of {set_name!r} now pass on {model_version} "
-        f"({mode}); fix rate {fix_rate.estimate:.0%} [{fix_rate.low:.0%}, {fix_rate.high:.0%}] "
-        f"(Wilson), paired {test.test} p={test.p_value:.3g}",
-    }

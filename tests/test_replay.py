@@ -154,7 +154,8 @@ def test_regression_set_replay(store: EventStore) -> None:
     add_to_regression_set(store, "nightly", failed)
     result = regress(store, "nightly", model_version="uniform-0.0")
     assert (result["samples"], result["now_pass"]) == (len(failed), len(failed))
-    assert result["paired"]["candidate_only"] == len(failed)
+    paired = result["paired"]  # against the control arm: the original version, same seeds
+    assert paired["both"] + paired["candidate_only"] == len(failed)
     rerun = regress(store, "nightly", model_version="uniform-0.0", mode="rerun")
     assert rerun["now_pass"] == len(failed)
     assert "now pass on uniform-0.0" in rerun["verdict"]

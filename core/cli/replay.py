@@ -192,15 +192,22 @@ def _kinds(first: dict[str, Any]) -> str:
 @app.command("regress")
 def regress_cmd(
     regression_set: Annotated[str, typer.Argument(help="The regression set.")],
-    model_version: Annotated[str, typer.Option(help="The version to replay the samples on.")],
-    mode: Annotated[str, typer.Option(help="fork (at the failed step) or rerun (whole run).")] = (
-        "fork"
-    ),
+    model_version: Annotated[
+        str, typer.Option(help="The candidate version to run the samples on.")
+    ],
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="fork (at the earliest step that can change each sample's outcome) or rerun "
+            "(the whole task again)."
+        ),
+    ] = "fork",
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Replay every sample of a regression set onto a model version: how many pass now?"""
-    from ..replay import regress
+    """Run a regression set on a candidate version and, as a control, on the samples' own
+    version (same fork steps, same seeds): the paired difference and the fix rate per failure."""
+    from ..regress import regress
 
     with _opened(db) as store:
         result = regress(
@@ -212,13 +219,39 @@ def regress_cmd(
     if as_json:
         _print_json(result)
         return
-    table = Table("original", "new run", "status", "fork step", box=None)
+    _print_regress(result)
+
+
+def _print_regress(result: dict[str, Any]) -> None:
+    def outcome(arm: dict[str, Any]) -> str:
+        return "pass" if arm["passed"] else arm["status"]
+
+    table = Table("sample", "fork step", "why there", "control", "candidate", box=None)
     for r in result["results"]:
         table.add_row(
             r["original"],
-            r["run_id"],
-            r["status"],
             "" if r["fork_step"] is None else str(r["fork_step"]),
+            escape(r["fork_reason"]),
+            outcome(r["control"]),
+            outcome(r["candidate"]),
         )
     console.print(table)
-    console.print(result["verdict"], highlight=False)
+    by_signature = Table("failure", "samples", "fix rate (Wilson 95%)", "control passes", box=None)
+    for group in result["by_signature"]:
+        rate = group["fix_rate"]
+        by_signature.add_row(
+            escape(group["failure"]),
+            str(group["samples"]),
+            f"{group['fixed']}/{group['samples']} = {rate['estimate']:.0%} "
+            f"[{rate['ci'][0]:.0%}, {rate['ci'][1]:.0%}]",
+            f"{group['control_pass']}/{group['samples']}",
+        )
+    console.print(by_signature)
+    fix = result["fix_rate"]
+    console.print(
+        f"fix rate {result['now_pass']}/{result['compared']} = {fix['estimate']:.0%} "
+        f"[{fix['ci'][0]:.0%}, {fix['ci'][1]:.0%}] (Wilson)",
+        highlight=False,
+        markup=False,
+    )
+    console.print(result["verdict"], highlight=False, markup=False)

@@ -34,10 +34,13 @@ GateOption = Annotated[
 
 @app.command("scenarios")
 def scenarios_cmd(as_json: JsonOption = False) -> None:
-    """List the registered scenarios, their task instances and model versions."""
-    from ..harness.scenario import registered_scenarios
+    """List the registered scenarios (every version), task instances and model versions.
 
-    found = registered_scenarios()
+    New runs use a scenario's newest version; a run replays with the version it recorded.
+    """
+    from ..harness.scenario import scenario_versions
+
+    found = scenario_versions()
     if as_json:
         _print_json(
             {
@@ -45,6 +48,9 @@ def scenarios_cmd(as_json: JsonOption = False) -> None:
                     {
                         "name": s.name,
                         "version": s.version,
+                        "versions": [
+                            {"version": e.spec.version, "file": str(e.path)} for e in entries
+                        ],
                         "description": s.description,
                         "source": s.source,
                         "instances": len(s.all_instances()),
@@ -53,16 +59,19 @@ def scenarios_cmd(as_json: JsonOption = False) -> None:
                         "demo_versions": s.versions_for_demo(),
                         "config": s.config.model_dump(exclude_none=True),
                     }
-                    for s in found.values()
+                    for entries in found.values()
+                    for s in [entries[0].spec]
                 ]
             }
         )
         return
-    table = Table("scenario", "instances", "steps", "model versions", "limits", "about")
-    for s in found.values():
+    table = Table("scenario", "versions", "instances", "steps", "model versions", "limits", "about")
+    for entries in found.values():
+        s = entries[0].spec
         steps = sorted({len(s.steps_for(i)) for i in s.all_instances()})
         table.add_row(
             s.name,
+            ", ".join(e.spec.version for e in entries),
             str(len(s.all_instances())),
             ", ".join(map(str, steps)),
             ", ".join(s.models),

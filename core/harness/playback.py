@@ -43,6 +43,23 @@ class Divergence(SteplogError):
         }
 
 
+class ForkPointError(SteplogError):
+    """A fork at a step the recording cannot serve up to (after the step where it stopped)."""
+
+
+def stopped_at(events: list[StoredEvent]) -> tuple[int, str] | None:
+    """The step index and name where a failed or aborted run stopped, if it names one."""
+    for event in reversed(events):
+        if event.type in ("RunFailed", "RunAborted"):
+            step = event.payload.get("step_index")
+            if step is None:
+                return None
+            return int(step), str(event.payload.get("step") or f"step {step}")
+        if event.type == "RunCompleted":
+            return None
+    return None
+
+
 def describe(event_type: str, payload: dict[str, Any]) -> str:
     """A short human description of a recorded call."""
     name = payload.get("model") or payload.get("tool") or payload.get("kind") or ""
@@ -72,13 +89,32 @@ class Playback:
         live_from_step: int | None = None,
         names_from_step: int = 0,
     ) -> Playback:
-        """The playback of a run's events (only the steps before ``live_from_step``)."""
+        """The playback of a run's events (only the steps before ``live_from_step``).
+
+        The run's start clock (read before its first step) is always served, so a fork at
+        step 0 keeps the original's clock. A fork after the step where the run stopped is
+        refused: it would only replay the failure.
+        """
+        if live_from_step is not None:
+            stop = stopped_at(events)
+            if stop is not None and live_from_step > stop[0]:
+                raise ForkPointError(
+                    f"the run stopped at step {stop[0]} ({stop[1]}): a fork at step "
+                    f"{live_from_step} would only replay that; fork at a step from 0 to {stop[0]}"
+                )
+        stepped = False
 
         def served(event: StoredEvent) -> bool:
             step = event.payload.get("step_index")
+            if not stepped and event.type == "ClockRead":
+                return True  # the run's start time
             return live_from_step is None or step is None or step < live_from_step
 
-        calls = [e for e in events if e.type in CALL_TYPES and served(e)]
+        calls = []
+        for event in events:
+            stepped = stepped or event.type == "StepStarted"
+            if event.type in CALL_TYPES and served(event):
+                calls.append(event)
         decisions = {
             e.payload["step_index"]: e.payload
             for e in events

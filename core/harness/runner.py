@@ -141,10 +141,14 @@ class RunContext:
         playback = self.playback
         return playback if playback is not None and playback.serving(step_index) else None
 
-    def now(self) -> float:
-        """The run's clock in seconds (simulated: advanced by call latencies), recorded."""
+    def now(self, *, start: bool = False) -> float:
+        """The run's clock in seconds (simulated: advanced by call latencies), recorded.
+
+        ``start``: the run's start time, read before any step. A replay or fork (even one at
+        step 0) serves it from the recording, so its clock and limits match the original's.
+        """
         value = round(self.clock_ms / 1000, 3)
-        playback = self._served(self.step_index)
+        playback = self.playback if start else self._served(self.step_index)
         if playback is not None:
             value = playback.take("ClockRead", self.step_index)["value"]
             self.clock_ms = value * 1000
@@ -300,10 +304,12 @@ def launch(
     replay_of: str | None = None,
     forked_from: str | None = None,
     fork_step: int | None = None,
+    rerun_of: str | None = None,
 ) -> Ending:
     """Like :func:`start_run`, returning only how it ended (no final fold): the batch path.
 
-    With ``playback`` the recorded calls are served instead of made (replay and fork).
+    With ``playback`` the recorded calls are served instead of made (replay and fork);
+    ``rerun_of`` links a fresh run of an earlier run's task instance (a regression check).
     """
     instance = scenario.instance(instance_id)
     scenario.model(model_version)  # a clear error for an unknown version, before writing
@@ -327,6 +333,7 @@ def launch(
             replay_of=replay_of,
             forked_from=forked_from,
             fork_step=fork_step,
+            rerun_of=rerun_of,
         )
     )
     start_clock = time.time() * 1000
@@ -334,7 +341,7 @@ def launch(
         recorder, scenario, instance, model_version, seed, start_clock, playback=playback
     )
     try:
-        context.now()  # the run's start time, recorded: replays serve it back
+        context.now(start=True)  # the run's start time, recorded: replays serve it back
     except Divergence as divergence:
         return _diverged(recorder, divergence, None)
     context.started_ms = context.clock_ms  # a replay's clock starts where the original's did
@@ -424,23 +431,16 @@ def approve(
 
 
 def registered_scenario(state: RunState) -> ScenarioSpec:
-    """The scenario that recorded ``state``'s run, if it is registered at the same version."""
+    """The scenario version that recorded ``state``'s run (registered by (name, version))."""
     if state.source != "harness" or not state.agent.startswith(AGENT_PREFIX):
         raise RunStateError(
             f"run {state.run_id!r} was recorded by {state.source!r} for agent {state.agent!r}; "
             "only harness runs of registered scenarios can be continued"
         )
     try:
-        scenario = get_scenario(state.agent)
+        return get_scenario(state.agent, state.agent_version)
     except ScenarioError as exc:
         raise RunStateError(f"run {state.run_id!r} cannot be continued: {exc}") from None
-    if scenario.version != state.agent_version:
-        raise RunStateError(
-            f"run {state.run_id!r} was recorded with {state.agent} version "
-            f"{state.agent_version}, but version {scenario.version} is registered; it cannot "
-            "be continued safely"
-        )
-    return scenario
 
 
 def fold_run(store: EventStore, run_id: str) -> RunState:

@@ -4,14 +4,18 @@ A scenario is a TOML file (see ``seeds/scenarios/``). It is data, never code: va
 are referred to by registered names, so a scenario file can be loaded from anywhere without
 running anything it says. Scenarios are found in ``seeds/scenarios`` and in the folders listed
 in ``STEPLOG_SCENARIOS`` (``:``-separated); that set is the registry of agents the harness can
-run, resume and (later) replay.
+run, resume and replay, keyed by ``(name, version)``: new runs use a scenario's newest version,
+and a run replays with the version it recorded, so keep an old version's file (under any file
+name) to keep its runs replayable.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -293,20 +297,62 @@ def scenario_dirs() -> list[Path]:
     return [seed_scenarios_dir(), *extra]
 
 
-def registered_scenarios() -> dict[str, ScenarioSpec]:
-    """Every scenario in the registry folders, by name (the first of a name wins).
+def version_key(version: str) -> tuple[tuple[int, int | str], ...]:
+    """Orders versions naturally: ``"2" < "10"``, ``"1.2" < "1.10"``."""
+    parts = re.findall(r"\d+|[^\d.\-_]+", version)
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts)
 
-    Files are parsed once and re-read only when they change (size or modification time).
+
+@dataclass(frozen=True, slots=True)
+class RegisteredScenario:
+    """A scenario version and the file it came from."""
+
+    spec: ScenarioSpec
+    path: Path
+
+
+def scenario_registry() -> dict[tuple[str, str], RegisteredScenario]:
+    """Every scenario version in the registry folders, keyed by ``(name, version)``.
+
+    Older versions kept as their own files stay registered, so runs recorded with them can be
+    replayed. Two files with the same name and version are an error naming both: neither
+    silently shadows the other. Files are parsed once and re-read only when they change.
     """
-    found: dict[str, ScenarioSpec] = {}
+    found: dict[tuple[str, str], RegisteredScenario] = {}
+    seen: set[Path] = set()
     for folder in scenario_dirs():
         if not folder.is_dir():
             continue
         for path in sorted(p for p in folder.glob("*.toml") if p.is_file()):
+            resolved = path.resolve()
+            if resolved in seen:  # a folder listed twice
+                continue
+            seen.add(resolved)
             stat = path.stat()
             spec = _load_cached(path, stat.st_mtime_ns, stat.st_size)
-            found.setdefault(spec.name, spec)
+            key = (spec.name, spec.version)
+            if key in found:
+                raise ScenarioError(
+                    f"scenario {spec.name!r} version {spec.version} is defined twice: in "
+                    f"{found[key].path} and in {path}; rename one, or give it another version"
+                )
+            found[key] = RegisteredScenario(spec, path)
     return found
+
+
+def scenario_versions() -> dict[str, list[RegisteredScenario]]:
+    """Every registered scenario's versions by name, newest first."""
+    by_name: dict[str, list[RegisteredScenario]] = {}
+    for entry in scenario_registry().values():
+        by_name.setdefault(entry.spec.name, []).append(entry)
+    for entries in by_name.values():
+        entries.sort(key=lambda e: version_key(e.spec.version), reverse=True)
+    return dict(sorted(by_name.items()))
+
+
+def registered_scenarios() -> dict[str, ScenarioSpec]:
+    """Every registered scenario by name, at its newest version (what new runs use)."""
+    return {name: entries[0].spec for name, entries in scenario_versions().items()}
 
 
 @functools.lru_cache(maxsize=256)
@@ -314,11 +360,21 @@ def _load_cached(path: Path, mtime_ns: int, size: int) -> ScenarioSpec:
     return load_scenario(path)
 
 
-def get_scenario(name: str) -> ScenarioSpec:
-    """A registered scenario by name (or by its agent name, ``scenario/NAME``)."""
+def get_scenario(name: str, version: str | None = None) -> ScenarioSpec:
+    """A registered scenario by name (or by its agent name, ``scenario/NAME``): its newest
+    version, or ``version``."""
     key = name.removeprefix(AGENT_PREFIX)
-    scenarios = registered_scenarios()
-    if key not in scenarios:
-        known = ", ".join(sorted(scenarios)) or "none"
+    versions = scenario_versions()
+    if key not in versions:
+        known = ", ".join(sorted(versions)) or "none"
         raise ScenarioError(f"no registered scenario {key!r}; registered: {known}")
-    return scenarios[key]
+    if version is None:
+        return versions[key][0].spec
+    for entry in versions[key]:
+        if entry.spec.version == version:
+            return entry.spec
+    have = ", ".join(e.spec.version for e in versions[key])
+    raise ScenarioError(
+        f"scenario {key!r} has no registered version {version!r} (registered: {have}); keep "
+        f"that version's file in a scenario folder (e.g. {key}.v{version}.toml) to use it"
+    )

@@ -95,6 +95,7 @@ def summary_of(state: RunState) -> dict[str, Any]:
         "replay_of": state.replay_of,
         "forked_from": state.forked_from,
         "fork_step": state.fork_step,
+        "rerun_of": state.rerun_of,
         "session_id": state.session_id,
         "incomplete": bool(state.gaps),
         "started_at": state.started_at,
@@ -482,7 +483,7 @@ class LibraryProjection:
             after = fold_from(state, segment) if segment or state is None else state
             states[run_id] = after
             was_failed = before is not None and before.status in FAILED
-            original = after.replay_of is None and after.forked_from is None
+            original = not after.is_derived
             fails = after.status in FAILED
             revisions = [e for e in run_events if e.type == "RunRevised"]
             if original and revisions and was_failed and before is not None:

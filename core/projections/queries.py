@@ -138,8 +138,14 @@ def run_summary(store: EventStore, run_id: str) -> dict[str, Any] | None:
 
 
 def related_runs(store: EventStore, run_id: str) -> list[dict[str, Any]]:
-    """Replays and forks of ``run_id``."""
-    query = select(runs_t).where(or_(runs_t.c.replay_of == run_id, runs_t.c.forked_from == run_id))
+    """Replays, forks and reruns of ``run_id``."""
+    query = select(runs_t).where(
+        or_(
+            runs_t.c.replay_of == run_id,
+            runs_t.c.forked_from == run_id,
+            runs_t.c.rerun_of == run_id,
+        )
+    )
     return _rows(store, query.order_by(runs_t.c.started_at))
 
 
@@ -307,6 +313,7 @@ def distributions(
         runs_t.c.status.in_(("failed", "aborted")),
         runs_t.c.replay_of.is_(None),
         runs_t.c.forked_from.is_(None),
+        runs_t.c.rerun_of.is_(None),  # regression reruns too
     )
     if scenario:
         base = base.where(runs_t.c.scenario == scenario)
@@ -380,6 +387,7 @@ def metrics(
             runs_t.c.status.in_(FINISHED),
             runs_t.c.replay_of.is_(None),  # replays and forks are not new evidence
             runs_t.c.forked_from.is_(None),
+            runs_t.c.rerun_of.is_(None),  # regression reruns too
         )
         .group_by(*keys)
         .order_by(*keys)

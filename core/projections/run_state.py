@@ -102,6 +102,15 @@ class RunState:
     user_id: str | None = None
     gaps: tuple[str, ...] = ()
     """Known gaps in the run's source (an imported trace that lost spans): it may be incomplete."""
+    rerun_of: str | None = None
+    """The run this one re-runs (a regression check): like replays and forks, not evidence."""
+
+    @property
+    def is_derived(self) -> bool:
+        """A replay, fork or rerun of another run: kept out of metrics, comparisons, failures."""
+        return (
+            self.replay_of is not None or self.forked_from is not None or self.rerun_of is not None
+        )
 
     @property
     def version(self) -> int:
@@ -181,6 +190,7 @@ class RunState:
             "mid_run_recovered": self.mid_run_recovered,
             "replay_of": self.replay_of,
             "forked_from": self.forked_from,
+            "rerun_of": self.rerun_of,
             "started_at": self.started_at.isoformat(),
             "ended_at": self.ended_at.isoformat() if self.ended_at else None,
             "version": self.version,
@@ -368,6 +378,7 @@ class _RunDraft:
             session_id=p.get("session_id"),
             user_id=p.get("user_id"),
             gaps=tuple(p.get("gaps") or ()),
+            rerun_of=p.get("rerun_of"),
         )
         return cls.thaw(state)
 

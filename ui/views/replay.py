@@ -172,7 +172,36 @@ def _regression_sets() -> None:
     outcome = st.session_state.get("regression")
     if outcome:
         st.success(md(outcome["verdict"]))
-        frame = pd.DataFrame(outcome["results"])[["run_id", "original", "status", "fork_step"]]
+        frame = pd.DataFrame(
+            [
+                {
+                    "run_id": r["run_id"],
+                    "original": r["original"],
+                    "candidate": r["status"],
+                    "control": r["control"]["status"],
+                    "fork_step": r["fork_step"],
+                    "why there": r["fork_reason"],
+                }
+                for r in outcome["results"]
+            ]
+        )
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "failure": g["failure"],
+                        "samples": g["samples"],
+                        "fixed": g["fixed"],
+                        "fix rate": g["fix_rate"]["estimate"],
+                        "95% low": g["fix_rate"]["ci"][0],
+                        "95% high": g["fix_rate"]["ci"][1],
+                        "control passes": g["control_pass"],
+                    }
+                    for g in outcome["by_signature"]
+                ]
+            ),
+            hide_index=True,
+        )
         st.caption("Click a row to open the new run.")
         pickable(frame, "regression-results", lambda row: go(RUN, run=str(row["run_id"])))
 
