@@ -1,15 +1,27 @@
 """``steplog bench ingest`` reports assembly, not just acknowledgement: a short run end to end,
-and the visibility arithmetic on known times."""
+the visibility arithmetic on known times, and loss counted per trace sent (found by id)."""
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from steplog.bench.ingest import SPANS_PER_REQUEST, _visibility_lags, build_requests
+from steplog.bench.ingest import (
+    SPANS_PER_REQUEST,
+    _visibility_lags,
+    build_requests,
+    events_per_trace,
+    find_sent,
+)
 from steplog.cli import app
+from steplog.ingest.otlp.pipeline import OtlpIngest
+from steplog.ingest.otlp.spans import decode_protobuf
+from steplog.ingest.redaction import default_redactor
+from steplog.store import EventStore
 
 
 def test_a_run_is_visible_from_the_last_acknowledgement_of_its_spans() -> None:
@@ -31,6 +43,27 @@ def test_requests_hold_whole_traces_children_first() -> None:
     assert len(bodies) == 3
 
 
+def test_loss_is_counted_per_trace_sent_not_store_wide(store: EventStore, store_url: str) -> None:
+    # 12 traces sent, 11 of them assembled, 1 left staged without its root; 4 other traces
+    # (not sent) also in the store: a store-wide count would see 15 runs and no loss
+    bodies, _, sent = build_requests(12, 10, seed=1)
+    other_bodies, _, _ = build_requests(4, 10, seed=2)
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+    for body in other_bodies:
+        ingest.receive(decode_protobuf(gzip.decompress(body)))
+    for body in bodies:
+        decoded = decode_protobuf(gzip.decompress(body))
+        # the last trace's root never arrives
+        decoded.spans = [s for s in decoded.spans if s.trace_id != sent[-1] or s.parent_span_id]
+        ingest.receive(decoded)
+    ingest.assemble()
+    assert store.count_runs() == 15
+    found = find_sent(store_url, sent, events_per_trace(10))
+    assert found.traces_found == 11
+    assert found.events_found == 11 * 29  # RunStarted, 9 x (start, call, end), RunCompleted
+    assert found.spans_left_staged == 9
+
+
 @pytest.mark.slow
 def test_bench_ingest_counts_every_run_and_when_it_became_visible(store_url: str) -> None:
     result = CliRunner().invoke(
@@ -42,10 +75,37 @@ def test_bench_ingest_counts_every_run_and_when_it_became_visible(store_url: str
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["engine"] == ("postgresql" if store_url.startswith("postgresql") else "sqlite")
+    # 500 spans/s for 2 s in 10-span traces: 1,000 spans, 100 traces, 100 x 29 events
     assert report["spans_acknowledged"] == report["spans_sent"] == 1000
-    assert report["events_missing"] == 0 and report["runs_stored"] == report["traces_sent"] == 100
+    assert report["traces_sent"] == report["traces_found"] == 100
+    assert report["events_found"] == 2900 and report["spans_left_staged"] == 0
+    assert report["store"] == "fresh" and report["conditions"].startswith("cold")
+    # the baseline was measured: a real receiver took the same 1,000 spans, flat out
+    assert report["baseline_spans_per_second"] > 0
     # every run was seen ending, so its lag is known; the figures are ordered
     assert report["visible_max_seconds"] is not None
     p50, p99, worst = (report[f"visible_{k}_seconds"] for k in ("p50", "p99", "max"))
     assert 0 <= p50 <= p99 <= worst
     assert report["assembly_spans_per_second"] > 0
+
+
+@pytest.mark.slow
+def test_a_store_that_is_not_empty_cannot_hide_a_loss(tmp_path: Path) -> None:
+    path = tmp_path / "busy.db"
+    store = EventStore.open(f"sqlite:///{path}")
+    try:  # 30 unrelated runs, 870 events, before the benchmark
+        ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+        for body in build_requests(30, 10, seed=3)[0]:
+            ingest.receive(decode_protobuf(gzip.decompress(body)))
+        ingest.assemble()
+    finally:
+        store.close()
+    result = CliRunner().invoke(
+        app,
+        ["bench", "ingest", "--rate", "500", "--seconds", "2", "--db", str(path), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["store"] == "existing: 870 events before"
+    assert report["traces_sent"] == report["traces_found"] == 100
+    assert report["events_found"] == 2900 and report["events_missing"] == 0

@@ -518,7 +518,9 @@ def _fresh_store(db: str | None, folder: Path) -> Iterator[str]:
     """A fresh, migrated store: a SQLite file in ``folder``, or a schema of its own
     (:data:`BENCH_SCHEMA`) in the PostgreSQL database of ``db``, dropped afterwards."""
     if db is None or not db.startswith("postgresql"):
-        url = db or f"sqlite:///{folder / 'ingest.db'}"
+        from ..database import resolve_url
+
+        url = resolve_url(db) if db else f"sqlite:///{folder / 'ingest.db'}"
         EventStore.open(url).close()
         yield url
         return
