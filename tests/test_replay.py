@@ -203,7 +203,7 @@ def test_replay_cli(store_url: str) -> None:
             store_url,
         ],
     )
-    assert result.exit_code == 0 and "now completes" in result.stdout
+    assert result.exit_code == 0 and "completes, as the original did" in result.stdout
     fork_id = result.stdout.split("-> ")[1].split()[0]
     result = runner.invoke(app, ["diff", run.run_id, fork_id, "--db", store_url])
     # the fork on another model completes like the original: only model identity differs

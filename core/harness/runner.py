@@ -440,7 +440,10 @@ def registered_scenario(state: RunState) -> ScenarioSpec:
     try:
         return get_scenario(state.agent, state.agent_version)
     except ScenarioError as exc:
-        raise RunStateError(f"run {state.run_id!r} cannot be continued: {exc}") from None
+        raise RunStateError(
+            f"run {state.run_id!r} was recorded with {state.agent} version "
+            f"{state.agent_version} and cannot be continued: {exc}"
+        ) from None
 
 
 def fold_run(store: EventStore, run_id: str) -> RunState:
