@@ -132,7 +132,7 @@ def bench_rebuild(
         return
     console.print(
         f"{result.events:,} events in {result.runs:,} runs (SQLite)\n"
-        f"  raw read + json.loads   {result.raw.events_per_second:>10,.0f} events/s   "
+        f"  raw read + from_json   {result.raw.events_per_second:>10,.0f} events/s   "
         f"peak {result.raw.peak_rss_mb:,.0f} MB\n"
         f"  steplog rebuild         {result.rebuild.events_per_second:>10,.0f} events/s   "
         f"peak {result.rebuild.peak_rss_mb:,.0f} MB\n"
