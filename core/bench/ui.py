@@ -106,7 +106,7 @@ def run_ui_benchmark(
     for page in PAGES:
         app = AppTest.from_file(str(entry), default_timeout=120)
         app.switch_page(f"views/{page}.py")  # in the multipage app, so links between pages resolve
-        if page == "run":
+        if page in ("run", "replay"):
             app.query_params["run"] = failed
         app.run()  # untimed: the harness's one-off setup and the page's imports
         samples = []
