@@ -65,6 +65,8 @@ def _pg_insert_sql(size: int) -> str:
     """The one-statement insert for a batch of ``size`` rows (scalar parameters: psycopg dumps
     them in C, where arrays cost a Python pass per array)."""
     return _PG_INSERT.format(rows=", ".join(_PG_ROW.format(n=n) for n in range(1, size + 1)))
+
+
 _NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 """A JSON escape of NUL (not a literal backslash followed by ``u0000``)."""
 
