@@ -20,18 +20,15 @@ Contract (the same on both engines, checked by one contract test suite):
 from __future__ import annotations
 
 import functools
-import json
-import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from pydantic_core import from_json
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
-from uuid6 import uuid7
 
 from .database import (
     classify,
@@ -51,20 +48,28 @@ from .errors import (
     ConfigurationError,
     IdempotencyError,
     InvalidEventError,
-    PayloadTooLargeError,
     SteplogError,
 )
 from .models import events_table, quarantine_table
+from .store_append import (
+    POSITION_LOCK_SQL,
+    AppendResult,
+    BatchWriter,
+    NewEvent,
+    Prepared,
+    chunks,
+    insert_rows,
+    lock_positions,
+    prepare,
+    sqlite_datetime,
+    utc,
+)
 
 if TYPE_CHECKING:  # the event models (pydantic) load on first use: reading needs none of them
     from .events import Catalogue, Event, JsonDict
 
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 MAX_RUN_ID_LENGTH: Final = 255
-POSITION_LOCK_SQL: Final = (
-    # One lock per events table (its OID), so stores in other schemas never wait on each other.
-    "SELECT pg_advisory_xact_lock((x'57E9106'::bigint << 32) | 'events'::regclass::oid::bigint)"
-)
 _COLUMNS = (
     events_table.c.position,
     events_table.c.event_id,
@@ -79,24 +84,12 @@ T = TypeVar("T")
 _SELECT: Final = (
     "SELECT position, event_id, run_id, seq, type, schema_version, recorded_at, payload FROM events"
 )
-_NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-"""A JSON escape of NUL (not a literal backslash followed by ``u0000``)."""
 
 
 def _default_catalogue() -> Catalogue:
     from .events import catalogue
 
     return catalogue
-
-
-@dataclass(frozen=True, slots=True)
-class NewEvent:
-    """An event about to be appended, with the client-generated id that makes re-sends safe."""
-
-    event: Event
-    event_id: uuid.UUID = field(default_factory=uuid7)
-    recorded_at: datetime | None = None
-    """When it happened; defaults to the time of the append (imports keep the original)."""
 
 
 class StoredEvent(NamedTuple):
@@ -166,23 +159,6 @@ class QuarantinedInput:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """Positions of an appended batch; ``duplicate`` when it was a re-send already stored."""
-
-    positions: list[int]
-    duplicate: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    event_id: uuid.UUID
-    type: str
-    schema_version: int
-    payload_json: str
-    recorded_at: datetime | None
-
-
 class EventStore:
     """Append-only event log; see the module docstring for the contract."""
 
@@ -202,6 +178,7 @@ class EventStore:
         """How many times a transient database failure is retried (with backoff) before
         :class:`~steplog.errors.DatabaseError`."""
         self._sqlite = is_sqlite(engine)
+        self._writer = BatchWriter(engine, lambda: self.catalogue)
         if self._sqlite:
             sqlite_busy_timeout(engine.url)  # a bad ?timeout= is a clear error now, not later
 
@@ -249,6 +226,7 @@ class EventStore:
 
     def close(self) -> None:
         """Release the engine's connections."""
+        self._writer.close()
         self.engine.dispose()
 
     @property
@@ -283,7 +261,8 @@ class EventStore:
         prepared = self._prepare(events)
         if not prepared:
             return AppendResult([])
-        return self._with_retries(lambda: self._append_once(run_id, prepared, expected_version))
+        writer = self._writer
+        return self._with_retries(lambda: writer.append_once(run_id, prepared, expected_version))
 
     def append_new_runs(
         self, runs: Sequence[tuple[str, Sequence[Event | NewEvent]]]
@@ -308,15 +287,15 @@ class EventStore:
 
     def _append_new_runs_once(
         self,
-        prepared: list[tuple[str, list[_Prepared]]],
+        prepared: list[tuple[str, list[Prepared]]],
         count: int,
         runs: Sequence[tuple[str, Sequence[Event | NewEvent]]],
     ) -> list[list[int]]:
         try:
             with write_transaction(self.engine) as conn:
-                self._lock_positions(conn)
+                lock_positions(conn)
                 run_ids = [run_id for run_id, _ in prepared]
-                for chunk in _chunks(run_ids, 500):
+                for chunk in chunks(run_ids, 500):
                     existing = conn.execute(
                         select(events_table.c.run_id)
                         .where(events_table.c.run_id.in_(chunk), events_table.c.seq == 0)
@@ -327,7 +306,7 @@ class EventStore:
                 position = self._last_position(conn) + 1
                 assigned: dict[str, list[int]] = {}
                 for run_id, batch in prepared:
-                    self._insert(conn, run_id, 0, position, batch)
+                    insert_rows(conn, run_id, 0, position, batch)
                     assigned[run_id] = list(range(position, position + len(batch)))
                     position += len(batch)
         except IntegrityError:
@@ -376,192 +355,20 @@ class EventStore:
         except DBAPIError as exc:
             raise explain(self.engine, exc) from (None if classify(exc) != "other" else exc)
 
-    def _prepare(self, events: Sequence[Event | NewEvent]) -> list[_Prepared]:
-        """Validate, serialize and size-check a batch before touching the database.
+    def _prepare(self, events: Sequence[Event | NewEvent]) -> list[Prepared]:
+        """Validate, serialize and size-check a batch (see :func:`~.store_append.prepare`)."""
+        return prepare(events, self.catalogue, self.max_payload_bytes)
 
-        This runs for every appended event, so it sticks to dict lookups: events are pydantic
-        models validated when they were built; what is left to check is that their class is
-        the catalogue's, their ids are unique within the batch, and their size.
-        """
-        prepared: list[_Prepared] = []
-        name_of = self.catalogue.name_of
-        limit = self.max_payload_bytes
-        for index, item in enumerate(events):
-            new = item if isinstance(item, NewEvent) else NewEvent(item)
-            event = new.event
-            type_name = name_of(type(event))
-            if type_name is None:
-                raise self._not_in_catalogue(index, event)
-            try:
-                payload_json = event.model_dump_json()
-            except (ValueError, UnicodeError) as exc:
-                raise InvalidEventError(
-                    f"event #{index} ({type_name}) cannot be stored as JSON: {exc}"
-                ) from None
-            if "\\u0000" in payload_json and _NUL_ESCAPE.search(payload_json):
-                raise InvalidEventError(
-                    f"event #{index} ({type_name}) contains a NUL character (\\u0000), which "
-                    "PostgreSQL cannot store; remove or escape it"
-                )
-            # A str of n characters encodes to at most 4n bytes: count exactly only near the limit.
-            if len(payload_json) * 4 > limit and len(payload_json.encode()) > limit:
-                raise PayloadTooLargeError(
-                    f"event #{index} ({type_name}, id {new.event_id}) has a "
-                    f"{len(payload_json.encode()):,}-byte payload; the limit is {limit:,} bytes"
-                )
-            prepared.append(
-                _Prepared(
-                    new.event_id, type_name, event.schema_version, payload_json, new.recorded_at
-                )
-            )
-        if len({entry.event_id.int for entry in prepared}) != len(prepared):
-            seen: set[uuid.UUID] = set()
-            for position, entry in enumerate(prepared):
-                if entry.event_id in seen:
-                    raise InvalidEventError(
-                        f"event #{position} ({entry.type}) repeats id {entry.event_id}"
-                    )
-                seen.add(entry.event_id)
-        return prepared
+    @staticmethod
+    def _lock_positions(conn: Connection) -> None:
+        lock_positions(conn)
 
-    def _not_in_catalogue(self, index: int, event: object) -> InvalidEventError:
-        from .events import Event
-
-        if not isinstance(event, Event):
-            return InvalidEventError(
-                f"event #{index} is a {type(event).__name__}, not a steplog Event"
-            )
-        name = event.type_name()
-        if name in self.catalogue:
-            return InvalidEventError(f"event #{index}: {name} is not the catalogue's {name} model")
-        return InvalidEventError(
-            f"event #{index}: unknown event type {name!r}; register it in the catalogue"
-        )
-
-    def _append_once(
-        self, run_id: str, batch: list[_Prepared], expected_version: int | None
-    ) -> AppendResult:
-        try:
-            with write_transaction(self.engine) as conn:
-                self._lock_positions(conn)
-                current, last_position = self._heads(conn, run_id)
-                if expected_version is not None and expected_version != current:
-                    stored = self._already_stored(conn, run_id, batch)
-                    if stored is not None:
-                        return AppendResult(stored, duplicate=True)
-                    raise ConcurrencyError(run_id, expected_version, current)
-                first_position = last_position + 1
-                self._insert(conn, run_id, current, first_position, batch)
-                return AppendResult(list(range(first_position, first_position + len(batch))))
-        except IntegrityError:
-            # One of these event ids is stored already: a re-send (perhaps of a batch whose
-            # commit went through although its connection died), or a clash.
-            with self.engine.connect() as conn:
-                stored = self._already_stored(conn, run_id, batch)
-            if stored is not None:
-                return AppendResult(stored, duplicate=True)
-            raise IdempotencyError(
-                f"run {run_id!r}: the batch conflicts with stored events but is not a re-send "
-                "of them"
-            ) from None
-
+    @staticmethod
     def _insert(
-        self, conn: Connection, run_id: str, seq: int, position: int, batch: list[_Prepared]
+        conn: Connection, run_id: str, seq: int, position: int, batch: list[Prepared]
     ) -> None:
-        """The hot path: one driver-level ``executemany`` with pre-converted parameters.
-
-        SQLAlchemy's per-row parameter processing costs more than SQLite's insert itself, so the
-        few conversions its types would do (UUID to hex and datetime to text on SQLite) happen
-        here, in the formats those types read back.
-        """
-        now = datetime.now(UTC)
-        if self._sqlite:
-            now_text = _sqlite_datetime(now)
-            params: list[tuple[Any, ...]] = [
-                (
-                    position + i,
-                    item.event_id.hex,
-                    run_id,
-                    seq + i,
-                    item.type,
-                    item.schema_version,
-                    now_text if item.recorded_at is None else _sqlite_datetime(item.recorded_at),
-                    item.payload_json,
-                )
-                for i, item in enumerate(batch)
-            ]
-        else:
-            params = [
-                (
-                    position + i,
-                    item.event_id,
-                    run_id,
-                    seq + i,
-                    item.type,
-                    item.schema_version,
-                    now if item.recorded_at is None else _utc(item.recorded_at),
-                    item.payload_json,
-                )
-                for i, item in enumerate(batch)
-            ]
-        conn.exec_driver_sql(self._insert_sql, params)
-
-    def _heads(self, conn: Connection, run_id: str) -> tuple[int, int]:
-        """The run's version and the last global position, in one round trip (both indexed)."""
-        mark = "?" if self._sqlite else "%s"
-        row = conn.exec_driver_sql(
-            f"SELECT (SELECT max(seq) FROM events WHERE run_id = {mark}), "
-            "(SELECT max(position) FROM events)",
-            (run_id,),
-        ).one()
-        return (0 if row[0] is None else int(row[0]) + 1), int(row[1] or 0)
-
-    @property
-    def _insert_sql(self) -> str:
-        mark = "?" if self._sqlite else "%s"
-        columns = ", ".join(column.name for column in _COLUMNS)
-        return f"INSERT INTO events ({columns}) VALUES ({', '.join([mark] * len(_COLUMNS))})"
-
-    def _lock_positions(self, conn: Connection) -> None:
-        if not self._sqlite:  # SQLite already holds the write lock (BEGIN IMMEDIATE)
-            conn.exec_driver_sql(POSITION_LOCK_SQL)
-
-    def _already_stored(
-        self, conn: Connection, run_id: str, batch: list[_Prepared]
-    ) -> list[int] | None:
-        """Original positions if the whole batch is stored already with the same content."""
-        ids = [item.event_id for item in batch]
-        rows = {
-            row.event_id: row
-            for chunk in _chunks(ids, 500)
-            for row in conn.execute(
-                select(*_COLUMNS).where(events_table.c.event_id.in_(chunk))
-            ).all()
-        }
-        if not rows:
-            return None
-        for item in batch:
-            row = rows.get(item.event_id)
-            if row is None:
-                raise IdempotencyError(
-                    f"run {run_id!r}: event {item.event_id} ({item.type}) is new but other events "
-                    "of its batch are already stored; a batch is stored whole or not at all"
-                )
-            stored_version, stored_payload = self.catalogue.upcast(
-                row.type, row.schema_version, _decode(row.payload)
-            )
-            same = (
-                row.run_id == run_id
-                and row.type == item.type
-                and stored_version == item.schema_version
-                and stored_payload == json.loads(item.payload_json)
-            )
-            if not same:
-                raise IdempotencyError(
-                    f"event id {item.event_id} is already stored (run {row.run_id!r}, seq "
-                    f"{row.seq}, {row.type}) with different content; event ids must be unique"
-                )
-        return [rows[item.event_id].position for item in batch]
+        """Insert ``batch`` in ``conn``'s transaction (no checks: tests stage half an append)."""
+        insert_rows(conn, run_id, seq, position, batch)
 
     def _with_retries(self, attempt: Callable[[], T]) -> T:
         """``attempt()`` with :func:`~steplog.database.with_retries`' policy (``retries``)."""
@@ -631,7 +438,7 @@ class EventStore:
     ) -> list[StoredEvent]:
         """Events of ``run_ids`` older than ``before_position``, by run and seq, on ``conn``."""
         found: list[StoredEvent] = []
-        for chunk in _chunks(list(run_ids), 500):
+        for chunk in chunks(list(run_ids), 500):
             marks = ", ".join([self._mark] * len(chunk))
             rows = self._fetch(
                 conn,
@@ -679,12 +486,12 @@ class EventStore:
         return [
             QuarantinedInput(
                 id=row.id,
-                received_at=_utc(row.received_at),
+                received_at=utc(row.received_at),
                 source=row.source,
                 location=row.location,
                 reason=row.reason,
                 raw=row.raw,
-                resolved_at=_utc(row.resolved_at) if row.resolved_at else None,
+                resolved_at=utc(row.resolved_at) if row.resolved_at else None,
                 resolution=row.resolution,
             )
             for row in rows
@@ -753,7 +560,7 @@ class EventStore:
         if type(recorded_at) is str:
             recorded_at = datetime.fromisoformat(recorded_at + "+00:00")
         elif recorded_at.tzinfo is not UTC:
-            recorded_at = _utc(recorded_at)
+            recorded_at = utc(recorded_at)
         if version < self._current_versions.get(type_name, 0):
             version, payload = self.catalogue.upcast(type_name, version, payload)
         return StoredEvent(
@@ -821,26 +628,21 @@ def _uuid_from_hex(hex_id: str) -> uuid.UUID:
 _new_uuid = object.__new__
 
 
-def _utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; a naive time is taken to be UTC already (never local time)."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _sqlite_datetime(moment: datetime) -> str:
-    """UTC, in the text format SQLAlchemy's SQLite ``DateTime`` reads back."""
-    return _utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f")
-
-
 def _storable(text_value: str) -> str:
     """Text any engine accepts: NULs and lone surrogates escaped, never dropped silently."""
     escaped = text_value.replace("\x00", "\\x00")
     return escaped.encode("utf-8", errors="backslashreplace").decode("utf-8")
 
 
-def _decode(payload: Any) -> Any:
-    return json.loads(payload) if isinstance(payload, str | bytes) else payload
-
-
-def _chunks(items: list[T], size: int) -> Iterable[list[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+_sqlite_datetime = sqlite_datetime  # the name the OTLP pipeline imports
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "MAX_RUN_ID_LENGTH",
+    "POSITION_LOCK_SQL",
+    "AppendResult",
+    "EventStore",
+    "NewEvent",
+    "QuarantinedInput",
+    "StoredEvent",
+    "check_run_id",
+]

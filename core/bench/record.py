@@ -2,14 +2,20 @@
 
 The harness runs a scenario with its zero-latency simulated model (the simulated clock moves,
 the wall clock does not wait) into a fresh SQLite store, and every batch it appends is captured.
-The baseline then appends exactly those batches -- same runs, same sizes, same expected
+After each run, the baseline appends exactly that run's batches -- same sizes, same expected
 versions, same durable commit per step -- straight through ``EventStore.append`` into another
-fresh store. The ratio is what the harness (model simulation, validation, budgets, run state)
-costs on top of storing its events. Target: >= 0.5x.
+fresh store (interleaved run by run, so a burst of load elsewhere hits both sides alike). The
+ratio is what the harness (model simulation, validation, budgets, run state) costs on top of
+storing its events. Target: >= 0.8x (issue 20).
+
+Both sides start on fresh database files in a warm process (the scenario is loaded and the
+harness's modules imported by an untimed run first); both stores are counted afterwards and
+must hold every captured event, or the benchmark stops.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -26,7 +32,7 @@ from ..harness.runner import launch
 from ..harness.scenario import get_scenario
 from ..store import AppendResult, EventStore, NewEvent
 
-TARGET = 0.5
+TARGET = 0.8
 
 
 class _CapturingStore(EventStore):
@@ -61,7 +67,7 @@ class RecordBench:
 
     @property
     def verdict(self) -> str:
-        """``>= 0.5x ok`` or ``MISSED``."""
+        """``>= 0.8x ok`` or ``MISSED``."""
         return f">= {TARGET}x {'ok' if self.ratio >= TARGET else 'MISSED'}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -75,21 +81,41 @@ def _measure(folder: Path, scenario: str, version: str, runs: int) -> tuple[floa
     plans = plan_runs(spec, model_version=version, runs=runs, seed=1)
     harness = _CapturingStore(EventStore.open(str(folder / "harness.db")).engine)
     harness.batches = []
-    started = time.perf_counter()
-    for plan in plans:
+    baseline = EventStore.open(str(folder / "append.db"))
+    harness_seconds = append_seconds = 0.0
+    for plan in plans:  # run by run, each run's batches replayed at once: load hits both alike
+        first = len(harness.batches)
+        started = time.perf_counter()
         launch(harness, spec, instance_id=plan.instance_id, model_version=version,
                seed=plan.seed, run_id=plan.run_id)  # fmt: skip
-    harness_seconds = time.perf_counter() - started
+        harness_seconds += time.perf_counter() - started
+        started = time.perf_counter()
+        for run_id, events, expected in harness.batches[first:]:
+            baseline.append(run_id, events, expected)
+        append_seconds += time.perf_counter() - started
     harness.close()
-
-    baseline = EventStore.open(str(folder / "append.db"))
-    started = time.perf_counter()
-    for run_id, events, expected in harness.batches:
-        baseline.append(run_id, events, expected)
-    append_seconds = time.perf_counter() - started
     baseline.close()
     count = sum(len(events) for _, events, _ in harness.batches)
+    for name in ("harness.db", "append.db"):
+        stored = _stored(folder / name)
+        if stored != count:
+            raise RuntimeError(f"{name} holds {stored:,} events; {count:,} were appended")
     return harness_seconds, append_seconds, count, len(harness.batches)
+
+
+def _stored(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+
+
+def _warm_up(folder: Path, scenario: str, version: str) -> None:
+    """One untimed run, so imports and scenario loading are not part of either figure."""
+    spec = get_scenario(scenario)
+    plan = plan_runs(spec, model_version=version, runs=1, seed=99)[0]
+    store = EventStore.open(str(folder / "warm.db"))
+    launch(store, spec, instance_id=plan.instance_id, model_version=version, seed=plan.seed,
+           run_id=plan.run_id)  # fmt: skip
+    store.close()
 
 
 def run_record_benchmark(
@@ -106,6 +132,8 @@ def run_record_benchmark(
         if progress is not None:
             progress.print(f"record {scenario}/{model_version}: round {attempt + 1}/{repeat}")
         with tempfile.TemporaryDirectory(prefix="steplog-bench-") as tmp:
+            if attempt == 0:
+                _warm_up(Path(tmp), scenario, model_version)
             samples.append(_measure(Path(tmp), scenario, model_version, runs))
     harness = statistics.median(s[0] for s in samples)
     append = statistics.median(s[1] for s in samples)

@@ -6,8 +6,9 @@ real harness runs replicated under new ids is built once and cached (SQLite: the
 ``bench_scale_N``, loaded from the SQLite store of the same size with ``COPY``, so both engines
 hold identical events). On each store it measures:
 
-* ``raw``: read every event in position order and decode its payload (sqlite3 + ``json.loads``;
-  psycopg's server-side cursor, whose JSONB loader is ``json.loads``) -- the floor of any pass;
+* ``raw``: read every event in position order and decode its payload with the decoder
+  steplog's readers use (sqlite3 + pydantic-core's ``from_json``; psycopg's server-side cursor,
+  whose JSONB loader steplog's PostgreSQL reads use too) -- the floor of any pass;
 * ``rebuild``: ``steplog rebuild``'s code path, from position 0 (raw and rebuild each run in
   their own process, which reports its peak RSS);
 * ``failures``: the ``steplog failures`` query (one scenario, one model version, page 1) and
@@ -26,14 +27,10 @@ same reason.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import resource
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -44,64 +41,38 @@ from pathlib import Path
 from typing import Any, Final
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from sqlalchemy import delete, text
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import OperationalError
 
 from ..database import (
     create_engine_for,
-    current_revision,
-    redact,
     sqlite_path,
     steplog_home,
     upgrade,
     with_schema,
 )
-from ..errors import ConfigurationError, DatabaseError
+from ..errors import ConfigurationError
 from ..models import events_table
 from ..store import EventStore
-from .append import _batches, make_workload
-from .stores import COLUMNS, ceil_div, replicated_store
+from .append import make_workload
+from .append_baselines import plan_batches
+from .scale_pass import PassResult, measure_pass
+from .scale_stores import (
+    APPEND_PREFIX,
+    SCHEMA_PREFIX,
+    BenchStore,
+    _Progress,
+    ensure_database,
+    postgres_store,
+    sqlite_store,
+)
 
 SIZES: Final = (1_000_000, 5_000_000, 10_000_000)
 ENGINES: Final = ("sqlite", "postgresql")
-SCHEMA_PREFIX: Final = "bench_scale_"
-APPEND_PREFIX: Final = "scale-append-"
-"""Run ids of the append workload, deleted after each measurement."""
 QUERY_REPEAT: Final = 5
 """Timed repetitions of each query per ``repeat`` (median kept)."""
-PAGE_SIZE: Final = 5000
 
 
 # --- results ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PassResult:
-    """One pass over the log, measured in its own process.
-
-    ``cpu_seconds`` is that process's own CPU time (user + system): on a shared machine it moves
-    far less than wall time. On PostgreSQL the server's share of the work is not in it.
-    """
-
-    events: int
-    seconds: float
-    cpu_seconds: float
-    peak_rss_mb: float
-
-    @property
-    def events_per_second(self) -> float:
-        """Throughput (wall clock)."""
-        return self.events / self.seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,341 +179,7 @@ class ScaleReport:
         }
 
 
-# --- progress --------------------------------------------------------------------------------
-
-
-class _Progress:
-    """Rich progress bars and phase messages on a console; silent without one."""
-
-    def __init__(self, console: Console | None) -> None:
-        self.console = console
-
-    def say(self, message: str) -> None:
-        if self.console is not None:
-            self.console.print(message, highlight=False)
-
-    @contextmanager
-    def bar(self, description: str, total: int) -> Iterator[Callable[[int, int], None]]:
-        """``update(done, total)`` for a bar that closes when the block ends."""
-        if self.console is None:
-            yield lambda _done, _total: None
-            return
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TaskProgressColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-        )
-        with progress:
-            task = progress.add_task(description, total=total)
-
-            def update(done: int, all_: int) -> None:
-                progress.update(task, completed=done, total=max(all_, done))
-
-            yield update
-
-
-@contextmanager
-def _quiet() -> Iterator[Callable[[int, int], None]]:
-    yield lambda _done, _total: None
-
-
-# --- the stores ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class BenchStore:
-    """A built (or reused) benchmark store."""
-
-    engine: str
-    size: int
-    url: str
-    events: int
-    runs: int
-    build_seconds: float | None
-
-
-def sqlite_store(size: int, progress: _Progress) -> BenchStore:
-    """``STEPLOG_HOME/bench/rebuild-{size}.db``, shared with ``steplog bench rebuild``."""
-    path = steplog_home() / "bench" / f"rebuild-{size}.db"
-    if path.exists():
-        _delete_leftovers(f"sqlite:///{path}")
-    reused = False
-
-    def enough(_runs: int, have: int) -> bool:
-        nonlocal reused
-        reused = have >= size
-        return reused
-
-    cached = 0
-    if path.exists():
-        with sqlite3.connect(path) as conn:
-            cached = int(conn.execute("SELECT max(position) FROM events").fetchone()[0] or 0)
-    started = time.perf_counter()
-    if cached < size:
-        progress.say(f"sqlite {size:,}: building {path} (real harness runs, replicated) ...")
-    with progress.bar(f"sqlite {size:,}: building", 1) if cached < size else _quiet() as update:
-        runs, events = replicated_store(
-            path,
-            enough=enough,
-            copies=lambda _runs, per_copy: ceil_div(size, per_copy),
-            on_copy=update,
-        )
-    EventStore.open(str(path)).close()  # a cached file from an older steplog: migrate it
-    seconds = None if reused else time.perf_counter() - started
-    return BenchStore("sqlite", size, f"sqlite:///{path}", events, runs, seconds)
-
-
-def ensure_database(url: str) -> None:
-    """Create the PostgreSQL database of ``url`` (through the ``postgres`` one) if missing."""
-    engine = create_engine_for(url)
-    try:
-        with engine.connect():
-            return
-    except OperationalError as exc:
-        if "does not exist" not in str(exc.orig):
-            raise DatabaseError(f"cannot open {redact(url)}: {exc.orig}") from None
-    finally:
-        engine.dispose()
-    name = make_url(url).database or ""
-    if not name.replace("_", "").isalnum():
-        raise ConfigurationError(f"database name {name!r} must be letters, digits and '_'")
-    maintenance = make_url(url).set(database="postgres").render_as_string(hide_password=False)
-    admin = create_engine_for(maintenance, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    finally:
-        admin.dispose()
-
-
-def postgres_store(
-    size: int,
-    pg_url: str,
-    source: BenchStore,
-    progress: _Progress,
-    schema_prefix: str = SCHEMA_PREFIX,
-) -> BenchStore:
-    """Schema ``{schema_prefix}{size}`` holding a copy of the SQLite store ``source``."""
-    schema = f"{schema_prefix}{size}"
-    url = with_schema(pg_url, schema)
-    ensure_database(pg_url)
-    admin = create_engine_for(pg_url)
-    try:
-        with admin.connect() as conn:
-            exists = conn.execute(
-                text("SELECT 1 FROM pg_namespace WHERE nspname = :s"), {"s": schema}
-            ).first()
-        engine = create_engine_for(url)
-        try:
-            if exists and current_revision(engine) is not None:
-                upgrade(engine)  # a cached schema of an older steplog: migrate it in place
-                _delete_leftovers(url)
-                with engine.connect() as conn:
-                    events = int(conn.execute(text("SELECT count(*) FROM events")).scalar_one())
-                    runs = int(
-                        conn.execute(text("SELECT count(DISTINCT run_id) FROM events")).scalar_one()
-                    )
-                if events >= size:
-                    progress.say(f"postgresql {size:,}: reusing schema {schema}")
-                    return BenchStore("postgresql", size, url, events, runs, None)
-            started = time.perf_counter()
-            progress.say(f"postgresql {size:,}: loading schema {schema} from {source.url}")
-            with admin.begin() as conn:
-                conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-                conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-            upgrade(engine)
-            source_path = sqlite_path(source.url)
-            assert source_path is not None
-            with progress.bar(f"postgresql {size:,}: COPY", source.events) as update:
-                _copy_events(engine, source_path, source.events, update, progress)
-            return BenchStore(
-                "postgresql",
-                size,
-                url,
-                source.events,
-                source.runs,
-                time.perf_counter() - started,
-            )
-        finally:
-            engine.dispose()
-    finally:
-        admin.dispose()
-
-
-def _copy_events(
-    engine: Engine,
-    source: Path,
-    total: int,
-    update: Callable[[int, int], None],
-    progress: _Progress,
-) -> None:
-    """COPY every event of the SQLite file into the (empty, migrated) events table.
-
-    The unique constraints and secondary indexes are dropped for the load and re-created
-    after it (a sorted build instead of millions of random B-tree inserts), then the table is
-    vacuumed and analysed; the primary key (ascending positions) stays.
-    """
-    raw = engine.raw_connection()
-    try:
-        pg: Any = raw.driver_connection
-        with pg.cursor() as cur:
-            cur.execute("SET maintenance_work_mem = '512MB'")
-            cur.execute("SET synchronous_commit = off")
-            constraints = cur.execute(
-                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
-                "WHERE conrelid = 'events'::regclass AND contype = 'u'"
-            ).fetchall()
-            indexes = cur.execute(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-                "AND tablename = 'events' AND indexname NOT IN "
-                "(SELECT conname FROM pg_constraint WHERE conrelid = 'events'::regclass)"
-            ).fetchall()
-            for name, _ in constraints:
-                cur.execute(f'ALTER TABLE events DROP CONSTRAINT "{name}"')
-            for name, _ in indexes:
-                cur.execute(f'DROP INDEX "{name}"')
-            reader = sqlite3.connect(source)
-            try:
-                rows = reader.execute(f"SELECT {COLUMNS} FROM events ORDER BY position")
-                done = 0
-                with cur.copy(f"COPY events ({COLUMNS}) FROM STDIN") as copy:
-                    while page := rows.fetchmany(10_000):
-                        for position, event_id, run_id, seq, kind, ver, at, payload in page:
-                            copy.write_row(
-                                (position, event_id, run_id, seq, kind, ver, at + "+00", payload)
-                            )
-                        done += len(page)
-                        update(done, total)
-            finally:
-                reader.close()
-            progress.say("  re-creating the unique constraints and indexes ...")
-            for name, definition in constraints:
-                cur.execute(f'ALTER TABLE events ADD CONSTRAINT "{name}" {definition}')
-            for _, definition in indexes:
-                cur.execute(definition)
-        pg.commit()
-        progress.say("  VACUUM ANALYZE events ...")
-        pg.autocommit = True
-        with pg.cursor() as cur:
-            cur.execute("VACUUM (ANALYZE) events")
-        pg.autocommit = False
-    finally:
-        raw.close()
-
-
-def _delete_leftovers(url: str) -> None:
-    """Remove append-workload events an interrupted earlier run left behind."""
-    engine = create_engine_for(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(
-                delete(events_table).where(
-                    events_table.c.run_id >= APPEND_PREFIX,
-                    events_table.c.run_id < APPEND_PREFIX[:-1] + ".",
-                    events_table.c.run_id.like(APPEND_PREFIX + "%"),
-                )
-            )
-    finally:
-        engine.dispose()
-
-
 # --- measurements ----------------------------------------------------------------------------
-
-
-def _pass(kind: str, url: str, update: Callable[[int, int], None]) -> PassResult:
-    """Run the raw pass or the rebuild in its own process, following its progress."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "steplog.bench.scale", kind, url],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdout is not None and child.stderr is not None
-    noise: list[str] = []
-    for line in child.stderr:
-        if line.startswith("progress "):
-            done, total = (int(n) for n in line.split()[1:3])
-            update(done, total)
-        else:
-            noise.append(line)
-    out = child.stdout.read()
-    if child.wait() != 0:
-        raise RuntimeError(f"the {kind} pass over {redact(url)} failed:\n{''.join(noise)}")
-    return PassResult(**json.loads(out.strip().splitlines()[-1]))
-
-
-def _child(kind: str, url: str) -> dict[str, Any]:
-    """One pass in this process (through ``python -m``): progress on stderr, result on stdout."""
-    last = 0.0
-
-    def report(done: int, total: int) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if now - last >= 0.5 or done >= total:
-            last = now
-            print(f"progress {done} {total}", file=sys.stderr, flush=True)
-
-    started = time.perf_counter()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    cpu_at_start = usage.ru_utime + usage.ru_stime
-    if kind == "raw":
-        count = _raw_pass(url, report)
-    else:
-        from ..projections.library import LibraryProjection
-
-        store = EventStore.open(url, auto_migrate=True)  # a schema this benchmark owns
-        try:
-            count = LibraryProjection(store).rebuild(progress=report)  # steplog rebuild's path
-        finally:
-            store.close()
-    seconds = time.perf_counter() - started
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return {
-        "events": count,
-        "seconds": seconds,
-        "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu_at_start,
-        "peak_rss_mb": usage.ru_maxrss / 1024,
-    }
-
-
-def _raw_pass(url: str, report: Callable[[int, int], None]) -> int:
-    select_all = f"SELECT {COLUMNS} FROM events ORDER BY position"
-    count = 0
-    path = sqlite_path(url)
-    if path is not None:
-        conn = sqlite3.connect(path)
-        try:
-            total = int(conn.execute("SELECT max(position) FROM events").fetchone()[0] or 0)
-            cursor = conn.execute(select_all)
-            while rows := cursor.fetchmany(PAGE_SIZE):
-                for row in rows:
-                    json.loads(row[7])
-                count += len(rows)
-                report(count, total)
-        finally:
-            conn.close()
-        return count
-    engine = create_engine_for(url)
-    raw = engine.raw_connection()
-    try:
-        pg: Any = raw.driver_connection
-        with pg.cursor() as cur:
-            total = int(cur.execute("SELECT max(position) FROM events").fetchone()[0] or 0)
-        with pg.cursor(name="steplog_raw_pass") as cur:  # server-side; JSONB -> json.loads
-            cur.itersize = PAGE_SIZE
-            cur.execute(select_all)
-            while rows := cur.fetchmany(PAGE_SIZE):
-                count += len(rows)
-                report(count, total)
-        pg.rollback()
-    finally:
-        raw.close()
-        engine.dispose()
-    return count
 
 
 def _timed(action: Callable[[], object], times: int) -> tuple[float, float]:
@@ -562,7 +199,8 @@ def _append_seconds(
     """Append a fresh workload (ids made before the clock starts), then delete it again."""
     tag = f"{APPEND_PREFIX}{uuid.uuid4().hex[:8]}-"
     plan = [
-        (tag + run, version, evs) for run, version, evs in _batches(make_workload(events), batch)
+        (tag + run, version, evs)
+        for run, version, evs in plan_batches(make_workload(events), batch)
     ]
     done = 0
     started = time.perf_counter()
@@ -699,9 +337,9 @@ def measure(
 
     label = f"{built.engine} {built.size:,}"
     with progress.bar(f"{label}: raw read + decode", built.events) as update:
-        raw = _pass("raw", built.url, update)
+        raw = measure_pass("raw", built.url, update)
     with progress.bar(f"{label}: rebuild", built.events) as update:
-        rebuilt = _pass("rebuild", built.url, update)
+        rebuilt = measure_pass("rebuild", built.url, update)
     progress.say(
         f"{label}: raw {raw.events_per_second:,.0f} ev/s, rebuild "
         f"{rebuilt.events_per_second:,.0f} ev/s ({rebuilt.seconds:,.1f} s); queries ..."
@@ -852,7 +490,3 @@ def run_scale_benchmark(
             if on_result is not None:
                 on_result(report)
     return report
-
-
-if __name__ == "__main__":
-    print(json.dumps(_child(sys.argv[1], sys.argv[2])))

@@ -1,0 +1,118 @@
+"""The benchmarks' floors: every writer writes what it was asked, and verdicts follow targets.
+
+Expectations here are independent of the benchmark code: rows requested (not rows reported),
+the checksum of the payload bytes pydantic computes for each event, the table's own contents,
+and verdicts for ratios chosen on either side of each target written out as literals.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from steplog.bench.append import BenchCase, WrongRowsError, _interleaved_rates, make_workload
+from steplog.bench.append_baselines import (
+    Written,
+    eventsourcing_sqlite,
+    expected_checksum,
+    expected_pg_checksum,
+    plan_batches,
+    raw_psycopg,
+    raw_sqlite,
+    steplog_postgres,
+    steplog_sqlite,
+)
+from steplog.bench.rebuild import PassResult, RebuildBench
+from steplog.bench.record import RecordBench
+from steplog.bench.ui import PageTiming
+
+
+@pytest.mark.parametrize("batch", [1, 100])
+def test_sqlite_writers_store_exactly_the_requested_rows(tmp_path: Path, batch: int) -> None:
+    requested = 120
+    plan = plan_batches(make_workload(requested), batch)
+    assert sum(len(events) for _, _, events in plan) == requested
+    expected = expected_checksum(plan)
+    for name, writer in (("steplog", steplog_sqlite), ("raw", raw_sqlite)):
+        path = tmp_path / f"{name}.db"
+        written = writer(path, plan)
+        assert written.rows == requested
+        assert written.checksum == expected
+        with sqlite3.connect(path) as conn:
+            rows = conn.execute("SELECT position, run_id, seq, payload FROM events").fetchall()
+        assert sorted(r[0] for r in rows) == list(range(1, requested + 1))
+        by_run: dict[str, list[int]] = {}
+        for _, run_id, seq, _ in rows:
+            by_run.setdefault(run_id, []).append(seq)
+        assert all(sorted(seqs) == list(range(len(seqs))) for seqs in by_run.values())
+        # The payload bytes are pydantic's own serialization of each event, byte for byte.
+        payloads = {r[3] for r in rows}
+        assert payloads == {new.event.model_dump_json() for _, _, b in plan for new in b}
+    written = eventsourcing_sqlite(tmp_path / "es.db", plan)
+    if written is not None:  # the bench extra is installed
+        assert (written.rows, written.checksum) == (requested, expected)
+
+
+def test_a_writer_that_loses_or_alters_rows_stops_the_benchmark() -> None:
+    good = Written(1.0, 100, "abc")
+    with pytest.raises(WrongRowsError, match="99 rows for 100"):
+        _interleaved_rates({"ok": lambda: good, "lossy": lambda: Written(1.0, 99, "abc")},
+                           1, 100, "abc")  # fmt: skip
+    with pytest.raises(WrongRowsError, match="different content"):
+        _interleaved_rates({"altered": lambda: Written(1.0, 100, "abd")}, 1, 100, "abc")
+    rates = _interleaved_rates(
+        {"a": lambda: Written(2.0, 100, "abc"), "b": lambda: Written(4.0, 100, "abc")},
+        3,
+        100,
+        "abc",
+    )
+    assert rates == {"a": 50.0, "b": 25.0}
+
+
+@pytest.mark.parametrize(
+    ("engine", "batch", "rates", "verdicts"),
+    [
+        ("sqlite", 1, {"steplog": 80, "raw sqlite3": 100, "eventsourcing": 80},
+         {"raw sqlite3": ">= 0.8x ok", "eventsourcing": ">= 1.0x ok"}),
+        ("sqlite", 1, {"steplog": 79, "raw sqlite3": 100, "eventsourcing": 80},
+         {"raw sqlite3": ">= 0.8x MISSED", "eventsourcing": ">= 1.0x MISSED"}),
+        ("sqlite", 100, {"steplog": 89, "raw sqlite3": 100, "eventsourcing": 50},
+         {"raw sqlite3": ">= 0.9x MISSED"}),
+        ("sqlite", 1000, {"steplog": 91, "raw sqlite3": 100}, {"raw sqlite3": ">= 0.9x ok"}),
+        ("postgresql", 1, {"steplog": 70, "raw psycopg": 100}, {"raw psycopg": ">= 0.8x MISSED"}),
+        ("postgresql", 1000, {"steplog": 85, "raw psycopg": 100}, {"raw psycopg": ">= 0.8x ok"}),
+    ],
+)  # fmt: skip
+def test_append_verdicts_follow_the_targets(
+    engine: str, batch: int, rates: dict[str, float], verdicts: dict[str, str]
+) -> None:
+    assert BenchCase(engine, batch, 1000, rates).verdicts() == verdicts
+
+
+def test_record_rebuild_and_ui_verdicts() -> None:
+    record = RecordBench("s", "v", 1, 100, 10, harness_events_per_second=79.0,
+                         append_events_per_second=100.0)  # fmt: skip
+    assert record.verdict == ">= 0.8x MISSED"
+    record = RecordBench("s", "v", 1, 100, 10, 81.0, 100.0)
+    assert record.verdict == ">= 0.8x ok"
+    raw = PassResult(events=1000, seconds=1.0, peak_rss_mb=50)
+    slow = RebuildBench(1000, 10, raw, PassResult(events=1000, seconds=2.0, peak_rss_mb=310))
+    assert slow.verdicts == {"speed": ">= 0.6x MISSED", "memory": "< 300 MB MISSED"}
+    fast = RebuildBench(1000, 10, raw, PassResult(events=1000, seconds=1.5, peak_rss_mb=120))
+    assert fast.verdicts == {"speed": ">= 0.6x ok", "memory": "< 300 MB ok"}
+    assert PageTiming("replay", 1.6, 10).verdict == "< 1.5 s MISSED"
+    assert PageTiming("replay", 1.4, 10).verdict == "< 1.5 s ok"
+    assert PageTiming("replay", 1.4, 10, browser_seconds=1.7).verdict == "< 1.5 s MISSED"
+
+
+@pytest.mark.postgres
+def test_postgres_writers_store_exactly_the_requested_rows(pg_base_url: str) -> None:
+    requested = 150
+    plan = plan_batches(make_workload(requested), 50)
+    expected = expected_pg_checksum(pg_base_url, plan)
+    assert expected != expected_checksum(plan)  # JSONB's canonical text, not the input bytes
+    for writer in (steplog_postgres, raw_psycopg):
+        written = writer(pg_base_url, plan)
+        assert (written.rows, written.checksum) == (requested, expected)
