@@ -300,6 +300,7 @@ def launch(
     replay_of: str | None = None,
     forked_from: str | None = None,
     fork_step: int | None = None,
+    session_id: str | None = None,
 ) -> Ending:
     """Like :func:`start_run`, returning only how it ended (no final fold): the batch path.
 
@@ -327,6 +328,7 @@ def launch(
             replay_of=replay_of,
             forked_from=forked_from,
             fork_step=fork_step,
+            session_id=session_id,
         )
     )
     start_clock = time.time() * 1000
