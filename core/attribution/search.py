@@ -5,9 +5,9 @@
 1. *Rescuable* steps are those where some fork completed. Forking later only serves more of
    the failed run's recording, so rescuability is taken to fall with the step: a binary search
    over ``0..failure_step`` finds the last rescuable step ``b``. Each probe is sequential: it
-   stops at the first completed fork, or after ``probe_forks`` failures ("not rescuable, as far
-   as the probe can tell"). The first unrescuable step above ``b`` is then confirmed with
-   ``forks`` failures; a completion there moves the search up.
+   stops at the first completed fork, or after ``probe_forks`` failures (default: half of
+   ``forks``; "not rescuable, as far as the probe can tell"). The first unrescuable step above
+   ``b`` is then confirmed with ``forks`` failures; a completion there moves the search up.
 2. ``b`` is topped up to ``forks`` forks. Past the failure step the rate is exactly 0 (the
    recorded run), so ``b == failure_step`` is decisive once any fork there completed;
    otherwise ``b`` is **decisive** when its rate is significantly above the rate at ``b + 1``
@@ -97,7 +97,7 @@ def locate(
         raise ValueError(f"failure_step must be >= 0, not {failure_step}")
     if forks < 1:
         raise ValueError(f"forks must be >= 1, not {forks}")
-    limit = min(forks, probe_forks or forks)
+    limit = min(forks, probe_forks or (forks + 1) // 2)
     samples = _Samples(fork)
     if scan:
         for step in range(failure_step + 1):

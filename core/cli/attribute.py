@@ -52,6 +52,4 @@ def attribute_cmd(
         )
     console.print(table)
     console.print(result.summary, highlight=False, markup=False)
-    console.print(
-        f"forks: steplog runs --session {result.session}", highlight=False, markup=False
-    )
+    console.print(f"forks: steplog runs --session {result.session}", highlight=False, markup=False)

@@ -183,7 +183,7 @@ def bench_attribute(
     forks: Annotated[int, typer.Option(min=1, max=100, help="Forks per step.")] = 10,
     scan_runs: Annotated[
         int, typer.Option(min=0, help="Runs also attributed by the exhaustive scan.")
-    ] = 3,
+    ] = 2,
     as_json: JsonOption = False,
 ) -> None:
     """Decisive-step accuracy and forks per run on planted failures, next to the baselines."""

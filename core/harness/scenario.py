@@ -65,7 +65,9 @@ class ModelVersionSpec(_Spec):
     def _window_ordered(self) -> ModelVersionSpec:
         window = self.planted_error_window
         if window is not None and not 0 <= window[0] <= window[1]:
-            raise ValueError(f"planted_error_window {list(window)} must be [first, last], 0 <= first <= last")
+            raise ValueError(
+                f"planted_error_window {list(window)} must be [first, last], 0 <= first <= last"
+            )
         return self
 
 

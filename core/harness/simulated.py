@@ -101,7 +101,11 @@ class SimulatedModel:
             unverified = [f for f in fields if f not in rule_fields] or fields
             output = self._perturbed(instance_id, step, fields, unverified, ("planted", *key))
             return ModelReply(
-                {"status": "ok", "output": output}, input_tokens, output_tokens, cost, spec.latency_ms
+                {"status": "ok", "output": output},
+                input_tokens,
+                output_tokens,
+                cost,
+                spec.latency_ms,
             )
         if _stream("loop", *key).random() < spec.loop_rate:
             # Stuck: the same wrong action, whatever the attempt.
