@@ -122,12 +122,19 @@ def replay(
     model_version: str | None = None,
     new_run_id: str | None = None,
     agent: str | None = None,
+    seed: int | None = None,
+    session_id: str | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
 
     Runs of users' agents (recorded by the SDK, or imported with ``agent``: the registered
     agent to serve the imported responses to) are replayed by :mod:`steplog.replay_sdk`.
+    A fork of a scenario run continues with the original's seed unless ``seed`` (a sample
+    index) is given: M forks at one step with M seeds are M different futures, each recorded
+    (so replayable); ``session_id`` tags the fork (e.g. the attribution that made it).
     """
+    if (seed is not None or session_id is not None) and fork_at_step is None:
+        raise SteplogError("--seed changes the run's future: use it with --fork-at-step K")
     events = store.read_run(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
@@ -137,6 +144,10 @@ def replay(
     if original.source == "sdk" or agent is not None:
         from .replay_sdk import replay_agent
 
+        if seed is not None or session_id is not None:
+            raise SteplogError(
+                f"run {run_id!r} is not a scenario run: --seed forks scenario runs only"
+            )
         if agent is not None and original.source == "harness":
             raise SteplogError(
                 f"run {run_id!r} is a scenario run: it replays its own scenario, not --agent"
@@ -177,7 +188,7 @@ def replay(
         scenario,
         instance_id=original.task_instance_id,
         model_version=version,
-        seed=original.seed,
+        seed=original.seed if seed is None else seed,
         run_id=new_run_id or str(uuid7()),
         gate_policy=original.gate_policy,  # type: ignore[arg-type]
         playback=playback,
@@ -185,6 +196,7 @@ def replay(
         # a replay of a fork stays linked to the fork's origin and step
         forked_from=run_id if fork else original.forked_from,
         fork_step=fork_at_step if fork else original.fork_step,
+        session_id=session_id,
     )
     replayed = store.read_run(ending.run_id)
     identical = None

@@ -178,6 +178,51 @@ def bench_replay(
     )
 
 
+@bench_app.command("attribute")
+def bench_attribute(
+    runs: Annotated[
+        int, typer.Option(min=1, max=2000, help="Failed 30-step runs with planted steps.")
+    ] = 200,
+    forks: Annotated[int, typer.Option(min=1, max=100, help="Forks per step.")] = 10,
+    scan_runs: Annotated[
+        int, typer.Option(min=0, help="Runs also attributed by the exhaustive scan.")
+    ] = 2,
+    as_json: JsonOption = False,
+) -> None:
+    """Decisive-step accuracy and forks per run on planted failures, next to the baselines."""
+    from ..bench.attribute import run_attribute_benchmark
+
+    result = run_attribute_benchmark(runs=runs, forks=forks, scan_runs=scan_runs)
+    report = result.as_dict()
+    if as_json:
+        _print_json(report)
+        return
+
+    def share(key: str) -> str:
+        ci = report[key]
+        return f"{ci['estimate']:6.1%} [{ci['ci'][0]:.1%}, {ci['ci'][1]:.1%}]"
+
+    scan = report["scan_accuracy"]
+    scan_line = (
+        f"{result.scan_correct}/{result.scan_runs} right on the runs it scanned"
+        if scan is not None
+        else "not run"
+    )
+    console.print(
+        f"{result.runs} failed runs of 30 steps with planted decisive steps, "
+        f"{result.forks_per_step} forks per step ({result.skipped_runs} other failures skipped)\n"
+        f"  adaptive search     top-1 {share('accuracy')}  {result.mean_forks:6.1f} forks/run "
+        f"(max {result.max_forks}; {result.plateaus} plateau(s), "
+        f"{result.not_rescuable} not rescuable)\n"
+        f"  always first step   top-1 {share('first_step_accuracy')}\n"
+        f"  always failure step top-1 {share('failure_step_accuracy')}\n"
+        f"  exhaustive scan     {result.scan_mean_forks:6.1f} forks/run "
+        f"({report['forks_vs_scan']:.0%} of it spent by the search); {scan_line}\n"
+        f"  {result.seconds_per_fork * 1000:.1f} ms per fork",
+        highlight=False,
+    )
+
+
 @bench_app.command("cli")
 def bench_cli(
     repeat: Annotated[int, typer.Option(min=3, max=50, help="Runs per command; median.")] = 7,

@@ -41,6 +41,14 @@ def replay_cmd(
         str | None,
         typer.Option(help="Replay an imported (OTLP/Inspect) run against this registered agent."),
     ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="With --fork-at-step: continue on this seed (a sample index: forks with "
+            "different seeds are different futures); default: the original's.",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -52,7 +60,12 @@ def replay_cmd(
 
     with _opened(db) as store:
         result = replay(
-            store, run_id, fork_at_step=fork_at_step, model_version=model_version, agent=agent
+            store,
+            run_id,
+            fork_at_step=fork_at_step,
+            model_version=model_version,
+            agent=agent,
+            seed=seed,
         )
     if as_json:
         _print_json(result.as_dict())

@@ -305,6 +305,7 @@ def launch(
     forked_from: str | None = None,
     fork_step: int | None = None,
     rerun_of: str | None = None,
+    session_id: str | None = None,
 ) -> Ending:
     """Like :func:`start_run`, returning only how it ended (no final fold): the batch path.
 
@@ -334,6 +335,7 @@ def launch(
             forked_from=forked_from,
             fork_step=fork_step,
             rerun_of=rerun_of,
+            session_id=session_id,
         )
     )
     start_clock = time.time() * 1000

@@ -59,6 +59,20 @@ class ModelVersionSpec(_Spec):
     tool_latency_ms: float = Field(default=150.0, ge=0)
     tool_timeout_ms: float = Field(default=30_000.0, ge=0)
     wall_latency_ms: float = Field(default=0.0, ge=0, description="real sleep per call (pacing)")
+    planted_error_window: tuple[int, int] | None = Field(
+        default=None,
+        description="[first, last] step index: each run makes one silent error at a step drawn "
+        "(seeded) from this window, on every attempt -- ground truth for attribution",
+    )
+
+    @model_validator(mode="after")
+    def _window_ordered(self) -> ModelVersionSpec:
+        window = self.planted_error_window
+        if window is not None and not 0 <= window[0] <= window[1]:
+            raise ValueError(
+                f"planted_error_window {list(window)} must be [first, last], 0 <= first <= last"
+            )
+        return self
 
 
 class StepSpec(_Spec):

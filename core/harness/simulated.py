@@ -10,6 +10,8 @@ uninterrupted one would have. Failure modes (rates per attempt, see ``ModelVersi
 * plausible but wrong -- one verified field slightly off: caught by the business rule;
 * silent error -- an unverified field off: passes every step, caught only by the final
   completion criterion (if the scenario has one);
+* planted error -- one silent error at a seeded step of a window (``planted_error_window``):
+  the known decisive step of attribution benchmarks;
 * loops -- the model answers every attempt of a step with the same wrong action until the
   retry budget runs out;
 * transient tool errors -- timeouts and rate limits, retryable.
@@ -55,6 +57,19 @@ class ToolReply:
     latency_ms: float
 
 
+def planted_step(
+    version: str, spec: ModelVersionSpec, seed: int | None, instance_id: str
+) -> int | None:
+    """The step at which a run of ``version`` makes its planted silent error (or ``None``).
+
+    Ground truth for attribution tests and benchmarks only: attribution never calls this.
+    """
+    window = spec.planted_error_window
+    if window is None:
+        return None
+    return _stream("planted", version, seed, instance_id).randint(window[0], window[1])
+
+
 class SimulatedModel:
     """A model version of a scenario, answering step requests."""
 
@@ -81,6 +96,17 @@ class SimulatedModel:
             input_tokens * spec.price_per_1k_input + output_tokens * spec.price_per_1k_output
         ) / 1000
         key = (self.version, seed, instance_id, step_index)
+        if step_index == planted_step(self.version, spec, seed, instance_id):
+            # The planted decisive mistake: an unverified field off, on every attempt.
+            unverified = [f for f in fields if f not in rule_fields] or fields
+            output = self._perturbed(instance_id, step, fields, unverified, ("planted", *key))
+            return ModelReply(
+                {"status": "ok", "output": output},
+                input_tokens,
+                output_tokens,
+                cost,
+                spec.latency_ms,
+            )
         if _stream("loop", *key).random() < spec.loop_rate:
             # Stuck: the same wrong action, whatever the attempt.
             response = {

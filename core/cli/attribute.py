@@ -1,0 +1,55 @@
+"""``steplog attribute``: which step decided a failed run? (counterfactual forks)."""
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ._shared import DbOption, JsonOption, _opened, _print_json, app, console
+
+
+@app.command("attribute")
+def attribute_cmd(
+    run_id: Annotated[str, typer.Argument(help="The failed scenario run to attribute.")],
+    rescuer: Annotated[
+        str, typer.Option(help="The (stronger) model version the forks continue on.")
+    ],
+    forks: Annotated[
+        int, typer.Option(min=1, max=1000, help="Forks per step (distinct recorded seeds).")
+    ] = 10,
+    scan: Annotated[
+        bool, typer.Option(help="Fork every step up to the failure (exhaustive, costly).")
+    ] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Find the decisive step of a failed run: fork it onto a rescuer version, step by step."""
+    from ..attribution import attribute
+
+    with _opened(db) as store:
+        result = attribute(store, run_id, rescuer=rescuer, forks=forks, scan=scan)
+    if as_json:
+        _print_json(result.as_dict())
+        return
+    table = Table(
+        "step", "forks", "rescued", "rate", "95% CI (Wilson)", title=f"rescue curve of {run_id}"
+    )
+    for point in result.located.curve:
+        rate = point.interval
+        mark = ""
+        if point.step == result.decisive_step:
+            mark = " <- decisive"
+        elif result.located.plateau and point.step in range(
+            result.located.plateau[0], result.located.plateau[1] + 1
+        ):
+            mark = " <- plateau"
+        table.add_row(
+            f"{point.step}{mark}",
+            str(point.forks),
+            str(point.rescued),
+            f"{rate.estimate:.0%}",
+            f"[{rate.low:.0%}, {rate.high:.0%}]",
+        )
+    console.print(table)
+    console.print(result.summary, highlight=False, markup=False)
+    console.print(f"forks: steplog runs --session {result.session}", highlight=False, markup=False)
