@@ -1,14 +1,16 @@
-"""The event store's write path: validation, then one driver-level transaction per batch.
+"""The event store's write path: validation, then one transaction per batch.
 
-The hot path runs on the driver's own connection, below SQLAlchemy's execution layer (whose
+SQLAlchemy begins and commits (so its hooks, pool and error handling apply); the statements in
+between run on the driver's own connection, below SQLAlchemy's execution layer (whose
 per-statement work costs more than SQLite's insert itself):
 
 * SQLite: ``BEGIN IMMEDIATE`` (the write lock), one indexed query for the run's version and the
   last position, one ``executemany``, ``COMMIT`` -- four statements.
-* PostgreSQL: one round trip in psycopg's pipeline mode: ``BEGIN``, the transaction-scoped
-  advisory lock, one ``INSERT ... SELECT`` that reads the last position and the run's version
-  *after* the lock (a new statement, so a new snapshot under READ COMMITTED) and inserts only
-  if the version is the expected one, ``COMMIT``.
+* PostgreSQL: the transaction-scoped advisory lock and one ``INSERT ... SELECT`` -- which reads
+  the last position and the run's version *after* the lock (a new statement, so a new snapshot
+  under READ COMMITTED) and inserts only if the version is the expected one -- sent together in
+  psycopg's pipeline mode; with the pool's pre-ping, the ``BEGIN`` psycopg sends first and the
+  ``COMMIT``, four round trips.
 
 The idempotency look-up runs only when the fast path did not store the batch (a version
 conflict or a unique violation): a re-send is recognised there, and its original positions are
@@ -17,7 +19,6 @@ returned.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import re
@@ -31,6 +32,7 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from uuid6 import uuid7
 
+from .database import write_transaction
 from .errors import ConcurrencyError, IdempotencyError, InvalidEventError, PayloadTooLargeError
 from .models import events_table
 
@@ -197,29 +199,9 @@ class BatchWriter:
         self.engine = engine
         self._catalogue = catalogue
         self._sqlite = engine.dialect.name == "sqlite"
-        self._pool_engine: Engine | None = None
-
-    @property
-    def _appending(self) -> Engine:
-        """The engine appends check connections out of.
-
-        On PostgreSQL, a pool of its own without pre-ping: a ping is one more round trip per
-        append, and a dead connection needs none -- the append fails on it, the pool is
-        discarded, and the retry (safe: re-sent ids are recognised) runs on a fresh one.
-        """
-        if self._sqlite:
-            return self.engine
-        if self._pool_engine is None:
-            from .database import create_engine_for
-
-            url = self.engine.url.render_as_string(hide_password=False)
-            self._pool_engine = create_engine_for(url, pool_pre_ping=False)
-        return self._pool_engine
 
     def close(self) -> None:
-        """Release the append pool's connections (PostgreSQL)."""
-        if self._pool_engine is not None:
-            self._pool_engine.dispose()
+        """Nothing of its own to release (appends use the store's engine)."""
 
     def append_once(
         self, run_id: str, batch: list[Prepared], expected_version: int | None
@@ -257,64 +239,57 @@ class BatchWriter:
         batch: list[Prepared],
         expected_version: int | None,
     ) -> list[int]:
-        """``body`` on a pooled connection's driver connection, driver errors wrapped as
-        SQLAlchemy's (a dead connection invalidated) so retries and messages treat them alike."""
-        engine = self._appending
+        """``body`` on the driver connection of a SQLAlchemy write transaction.
+
+        SQLAlchemy begins (``BEGIN IMMEDIATE`` on SQLite) and commits, so its hooks and error
+        handling apply; the statements in between run on the driver, their errors wrapped as
+        SQLAlchemy's (a dead connection invalidated) so retries and messages treat them alike.
+        """
+        engine = self.engine
         dialect = engine.dialect
-        pooled = engine.raw_connection()  # the pool's connection, without a Connection around it
-        dbapi_connection = pooled.dbapi_connection
-        try:
-            return body(dbapi_connection, run_id, batch, expected_version)
-        except dialect.loaded_dbapi.Error as exc:
-            gone = dialect.is_disconnect(exc, dbapi_connection, None)
-            if gone:
-                pooled.invalidate(exc)
-                if engine is not self.engine:
-                    engine.dispose()  # its other connections died with this one
-            raise DBAPIError.instance(
-                "append",
-                (),
-                exc,
-                dialect.loaded_dbapi.Error,
-                connection_invalidated=gone,
-                dialect=dialect,
-            ) from exc
-        finally:
-            pooled.close()
+        with write_transaction(engine) as conn:
+            dbapi_connection = conn.connection.dbapi_connection
+            try:
+                return body(dbapi_connection, run_id, batch, expected_version)
+            except dialect.loaded_dbapi.Error as exc:
+                gone = dialect.is_disconnect(exc, dbapi_connection, None)
+                if gone:
+                    conn.invalidate(exc)
+                raise DBAPIError.instance(
+                    "append",
+                    (),
+                    exc,
+                    dialect.loaded_dbapi.Error,
+                    connection_invalidated=gone,
+                    dialect=dialect,
+                ) from exc
 
     @staticmethod
     def _sqlite_append(
         dbapi: Any, run_id: str, batch: list[Prepared], expected_version: int | None
     ) -> list[int]:
         now_text = sqlite_datetime(datetime.now(UTC))
-        dbapi.execute("BEGIN IMMEDIATE")
-        try:
-            last_seq, last_position = dbapi.execute(_SQLITE_HEADS, (run_id,)).fetchone()
-            current = 0 if last_seq is None else last_seq + 1
-            if expected_version is not None and expected_version != current:
-                raise _Conflict(current)
-            position = (last_position or 0) + 1
-            dbapi.executemany(
-                _SQLITE_INSERT,
-                [
-                    (
-                        position + i,
-                        item.event_id.hex,
-                        run_id,
-                        current + i,
-                        item.type,
-                        item.schema_version,
-                        now_text if item.recorded_at is None else sqlite_datetime(item.recorded_at),
-                        item.payload_json,
-                    )
-                    for i, item in enumerate(batch)
-                ],
-            )
-            dbapi.execute("COMMIT")
-        except BaseException:
-            if dbapi.in_transaction:
-                dbapi.execute("ROLLBACK")
-            raise
+        last_seq, last_position = dbapi.execute(_SQLITE_HEADS, (run_id,)).fetchone()
+        current = 0 if last_seq is None else last_seq + 1
+        if expected_version is not None and expected_version != current:
+            raise _Conflict(current)
+        position = (last_position or 0) + 1
+        dbapi.executemany(
+            _SQLITE_INSERT,
+            [
+                (
+                    position + i,
+                    item.event_id.hex,
+                    run_id,
+                    current + i,
+                    item.type,
+                    item.schema_version,
+                    now_text if item.recorded_at is None else sqlite_datetime(item.recorded_at),
+                    item.payload_json,
+                )
+                for i, item in enumerate(batch)
+            ],
+        )
         return list(range(position, position + len(batch)))
 
     @staticmethod
@@ -328,30 +303,15 @@ class BatchWriter:
             at = now if item.recorded_at is None else utc(item.recorded_at)
             rows += (item.event_id, item.type, item.schema_version, at, item.payload_json)
         params[2:2] = rows  # in placeholder order: run id twice, the rows, the version twice
-        # Explicit BEGIN/COMMIT in autocommit mode: psycopg would otherwise wait for its own
-        # BEGIN, and sync once more at commit. One Sync, one round trip.
-        dbapi.autocommit = True
-        try:
-            inserted = dbapi.cursor()
-            with dbapi.pipeline():
-                dbapi.execute("BEGIN")
-                dbapi.execute(POSITION_LOCK_SQL)
-                inserted.execute(_pg_insert_sql(len(batch)), params)
-                dbapi.execute("COMMIT")
-            positions = sorted(row[0] for row in inserted.fetchall())
-        except BaseException:
-            with contextlib.suppress(Exception):  # a dead connection: the error says so
-                if dbapi.info.transaction_status != _IDLE:
-                    dbapi.execute("ROLLBACK")
-            raise
-        finally:
-            with contextlib.suppress(Exception):
-                dbapi.autocommit = False
+        inserted = dbapi.cursor()
+        with dbapi.pipeline():  # the lock and the insert in one round trip
+            dbapi.execute(POSITION_LOCK_SQL)
+            inserted.execute(_pg_insert_sql(len(batch)), params)
+        positions = sorted(row[0] for row in inserted.fetchall())
         if not positions:  # nothing inserted: the run's version was not the expected one
             with dbapi.cursor() as check:
                 check.execute("SELECT max(seq) FROM events WHERE run_id = %s", (run_id,))
                 row = check.fetchone()
-            dbapi.rollback()
             raise _Conflict(0 if row is None or row[0] is None else int(row[0]) + 1)
         return positions
 

@@ -239,11 +239,12 @@ def test_bench_append_reports_ratios(tmp_path: Path) -> None:
     assert code == 0, out
     cases = json.loads(out)["cases"]
     assert [case["batch_size"] for case in cases] == [1, 100, 1000]
+    assert [case["events"] for case in cases] == [1000, 1000, 1000]  # as requested
     for case in cases:
         rates = case["events_per_second"]
         assert set(rates) == {"steplog", "raw sqlite3", "eventsourcing"}
         assert all(rate > 0 for rate in rates.values())
-        assert case["ratios"]["raw sqlite3"] == pytest.approx(
-            rates["steplog"] / rates["raw sqlite3"]
-        )
-    assert set(cases[-1]["verdicts"]) == {"raw sqlite3", "eventsourcing"}
+    assert set(cases[0]["verdicts"]) == {"raw sqlite3", "eventsourcing"}  # batch 1
+    for case in cases[1:]:  # batch 100 and 1,000: 0.9x the raw writer, ok or MISSED as measured
+        met = case["events_per_second"]["steplog"] >= 0.9 * case["events_per_second"]["raw sqlite3"]
+        assert case["verdicts"] == {"raw sqlite3": ">= 0.9x " + ("ok" if met else "MISSED")}

@@ -138,10 +138,8 @@ def test_bench_record_compares_the_harness_with_the_store_on_identical_batches()
     result = json.loads(out)
     assert result["runs"] == 3
     assert result["events"] > result["batches"] > 3 * 20  # one durable commit per step at least
-    assert result["ratio"] == pytest.approx(
-        result["harness_events_per_second"] / result["append_events_per_second"]
-    )
-    assert result["verdict"].startswith(">= 0.5x ")
+    met = result["harness_events_per_second"] >= 0.8 * result["append_events_per_second"]
+    assert result["verdict"] == ">= 0.8x " + ("ok" if met else "MISSED")
 
 
 def _free_port() -> int:
