@@ -50,7 +50,7 @@ COLUMN_NAMES: Final = "position, event_id, run_id, seq, type, schema_version, re
 _SQLITE_HEADS: Final = (
     "SELECT (SELECT max(seq) FROM events WHERE run_id = ?), (SELECT max(position) FROM events)"
 )
-_SQLITE_INSERT: Final = f"INSERT INTO events ({COLUMN_NAMES}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+SQLITE_INSERT: Final = f"INSERT INTO events ({COLUMN_NAMES}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _PG_INSERT: Final = f"""\
 INSERT INTO events ({COLUMN_NAMES})
 SELECT h.p + u.n, u.id, %s, h.v + u.n - 1, u.type, u.ver, u.at, u.payload::jsonb
@@ -275,7 +275,7 @@ class BatchWriter:
             raise _Conflict(current)
         position = (last_position or 0) + 1
         dbapi.executemany(
-            _SQLITE_INSERT,
+            SQLITE_INSERT,
             [
                 (
                     position + i,
@@ -374,7 +374,7 @@ def insert_rows(
     if conn.dialect.name == "sqlite":
         now_text = sqlite_datetime(now)
         conn.exec_driver_sql(
-            _SQLITE_INSERT,
+            SQLITE_INSERT,
             [
                 (
                     position + i,

@@ -244,7 +244,7 @@ def _print_regress(result: dict[str, Any]) -> None:
         table.add_row(
             r["original"],
             "" if r["fork_step"] is None else str(r["fork_step"]),
-            escape(r["fork_reason"]),
+            r["fork_reason"],
             outcome(r["control"]),
             outcome(r["candidate"]),
         )
@@ -253,7 +253,7 @@ def _print_regress(result: dict[str, Any]) -> None:
     for group in result["by_signature"]:
         rate = group["fix_rate"]
         by_signature.add_row(
-            escape(group["failure"]),
+            group["failure"],
             str(group["samples"]),
             f"{group['fixed']}/{group['samples']} = {rate['estimate']:.0%} "
             f"[{rate['ci'][0]:.0%}, {rate['ci'][1]:.0%}]",

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_core import from_json
 from sqlalchemy import Connection, insert, select, update
@@ -32,16 +32,14 @@ from sqlalchemy import Connection, insert, select, update
 from ...database import with_retries, write_transaction
 from ...errors import InvalidEventError
 from ...models import events_table, quarantine_table
-from ...store import EventStore, NewEvent, StoredEvent, _storable, _utc
+from ...store import EventStore, NewEvent, StoredEvent, _storable
+from ...store_append import SQLITE_INSERT, Prepared, utc
 from ..ids import stable_event_id
 from ..report import ImportReport, Rejected, Rejection
 from . import archive
 from .genai import MappedRun, map_trace, run_id_for
 from .revise import revision_batch
 from .spans import Span
-
-if TYPE_CHECKING:
-    from ...store import _Prepared
 
 _CHUNK = 400
 _COPY_EVENTS = (
@@ -53,7 +51,7 @@ _COPY_EVENTS = (
 @dataclass(slots=True)
 class _Premapped:
     run: MappedRun
-    batch: list[_Prepared]
+    batch: list[Prepared]
 
 
 @dataclass(slots=True)
@@ -178,7 +176,7 @@ class _Writer:
 
     # --- writing -------------------------------------------------------------------------------
 
-    def _append(self, run_id: str, seq: int, batch: list[_Prepared]) -> None:
+    def _append(self, run_id: str, seq: int, batch: list[Prepared]) -> None:
         """Queue ``batch`` for run ``run_id`` from ``seq`` on, at the next positions (every
         queued event is inserted by :meth:`_flush`, in one statement)."""
         if self.store._sqlite:
@@ -205,7 +203,7 @@ class _Writer:
                     seq + i,
                     item.type,
                     item.schema_version,
-                    self.now if item.recorded_at is None else _utc(item.recorded_at),
+                    self.now if item.recorded_at is None else utc(item.recorded_at),
                     item.payload_json,
                 )
                 for i, item in enumerate(batch)
@@ -218,7 +216,7 @@ class _Writer:
         if not self.rows:
             return
         if self.store._sqlite:
-            self.conn.exec_driver_sql(self.store._insert_sql, self.rows)
+            self.conn.exec_driver_sql(SQLITE_INSERT, self.rows)
         else:  # COPY: psycopg's executemany sends a statement per row
             cursor = self.conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
             try:
@@ -384,7 +382,7 @@ def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> 
 def _sqlite_text(moment: datetime) -> str:
     """What ``store._sqlite_datetime`` writes (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC), from the
     C ``isoformat`` rather than ``strftime``: this runs for every assembled event."""
-    return _utc(moment).isoformat(" ", "microseconds")[:26]
+    return utc(moment).isoformat(" ", "microseconds")[:26]
 
 
 def merge(into: ImportReport, part: ImportReport) -> None:
