@@ -9,6 +9,8 @@ from pathlib import Path
 
 TESTS = Path(__file__).parent
 PROBE = """
+import pytest
+
 pytest.importorskip("steplog_no_such_module_at_module_level")
 
 
@@ -16,6 +18,8 @@ def test_never_runs() -> None:
     assert False
 """
 IN_A_TEST = """
+import pytest
+
 
 def test_needs_it() -> None:
     pytest.importorskip("steplog_no_such_module_in_a_test")
