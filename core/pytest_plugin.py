@@ -42,7 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--steplog-db",
         default=None,
         metavar="URL",
-        help="steplog store to read the runs from (default: STEPLOG_DB or the embedded store)",
+        help="steplog store to read the runs from (default: STEPLOG_DATABASE_URL or the "
+        "embedded store)",
     )
     group.addoption(
         "--steplog-import",
