@@ -26,7 +26,13 @@ from .harness.playback import Playback
 from .harness.runner import RunStateError, fold_run, launch, registered_scenario
 from .projections.queries import refresh, regression_set
 from .projections.run_state import RunState, fold
-from .replay_buffer import BufferedStore, declared_changes, departure, describe_departure
+from .replay_buffer import (
+    BufferedStore,
+    declared_changes,
+    departure,
+    describe_departure,
+    same_stream,
+)
 from .store import EventStore
 
 if TYPE_CHECKING:
@@ -205,7 +211,7 @@ def replay(
     # Replaying a fork: its steps before the fork point were answered by the original's model.
     names_from = original.fork_step if original.forked_from and original.fork_step else 0
     playback = Playback.of(events, live_from_step=fork_at_step, names_from_step=names_from)
-    target = store if fork else BufferedStore(store)
+    target = store if fork else BufferedStore(store, check_only=check)
     ending = launch(
         target,
         scenario,
@@ -231,7 +237,7 @@ def replay(
     found = None
     declared: list[str] = []
     if not fork:
-        identical = ending.divergence is None and digest(replayed) == digest(events)
+        identical = ending.divergence is None and same_stream(events, replayed)
         if not identical:
             difference = first_difference(events, replayed)
             found = departure(events, replayed, ending.divergence)

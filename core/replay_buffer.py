@@ -15,7 +15,9 @@ limits, gates, outputs), at the step where the change acts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import uuid
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +37,10 @@ __all__ = ["BufferedStore", "declared_changes", "departure"]
 class BufferedStore(EventStore):
     """An :class:`EventStore` whose appends stay in memory; other runs are read from ``backing``."""
 
-    def __init__(self, backing: EventStore) -> None:
+    event_ids: Callable[[], uuid.UUID] | None = None
+    """Where the recorder takes event ids from (None: UUIDv7s)."""
+
+    def __init__(self, backing: EventStore, *, check_only: bool = False) -> None:
         super().__init__(
             backing.engine,
             catalogue=backing.catalogue,
@@ -43,8 +48,16 @@ class BufferedStore(EventStore):
             retries=backing.retries,
         )
         self.backing = backing
+        self.check_only = check_only
+        """Nothing will be committed: event ids are a counter, not UUIDv7s."""
         self._runs: dict[str, list[StoredEvent]] = {}
         self._new: dict[str, list[NewEvent]] = {}
+        self._counter = itertools.count(1)
+        if check_only:
+            self.event_ids = self._counted_id
+
+    def _counted_id(self) -> uuid.UUID:
+        return uuid.UUID(int=next(self._counter))
 
     @property
     def url(self) -> str:
@@ -60,31 +73,54 @@ class BufferedStore(EventStore):
         events: Sequence[Event | NewEvent],
         expected_version: int | None = None,
     ) -> AppendResult:
-        """Validate and serialize ``events`` like the store, and keep them in memory."""
-        check_run_id(run_id)
-        prepared = self._prepare(events)
+        """Validate and serialize ``events`` like the store, and keep them in memory.
+
+        A check-only store keeps each event's JSON form (``model_dump(mode="json")``: what a
+        read would give back) without the store's size checks: nothing will be stored.
+        """
+        if run_id not in self._runs:
+            check_run_id(run_id)
         stored = self._runs.setdefault(run_id, [])
         if expected_version is not None and expected_version != len(stored):
             raise ConcurrencyError(run_id, expected_version, len(stored))
         now = datetime.now(UTC)
         first = len(stored)
-        for offset, item in enumerate(prepared):
+        items = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
+        if self.check_only:
+            name_of = self.catalogue.name_of
+            for offset, item in enumerate(items):
+                event = item.event
+                type_name = name_of(type(event))
+                if type_name is None:
+                    raise self._not_in_catalogue(offset, event)
+                stored.append(
+                    StoredEvent(
+                        -1,
+                        item.event_id,
+                        run_id,
+                        first + offset,
+                        type_name,
+                        event.schema_version,
+                        now,
+                        event.model_dump(mode="json"),
+                    )
+                )
+            return AppendResult(list(range(first, first + len(items))))
+        for offset, prepared in enumerate(self._prepare(items)):
             stored.append(
                 StoredEvent(
                     -1,
-                    item.event_id,
+                    prepared.event_id,
                     run_id,
                     first + offset,
-                    item.type,
-                    item.schema_version,
-                    item.recorded_at or now,
-                    from_json(item.payload_json),
+                    prepared.type,
+                    prepared.schema_version,
+                    prepared.recorded_at or now,
+                    from_json(prepared.payload_json),
                 )
             )
-        self._new.setdefault(run_id, []).extend(
-            e if isinstance(e, NewEvent) else NewEvent(e) for e in events
-        )
-        return AppendResult(list(range(first, first + len(prepared))))
+        self._new.setdefault(run_id, []).extend(items)
+        return AppendResult(list(range(first, first + len(items))))
 
     def append_new_runs(
         self, runs: Sequence[tuple[str, Sequence[Event | NewEvent]]]
@@ -110,6 +146,8 @@ class BufferedStore(EventStore):
 
     def commit(self, run_id: str) -> list[int]:
         """Append the buffered run to the backing store in one transaction; its positions."""
+        if self.check_only:
+            raise SteplogError("a check-only replay stores nothing")
         events = self._new.pop(run_id, [])
         self._runs.pop(run_id, None)
         return self.backing.append(run_id, events, expected_version=0)
@@ -289,3 +327,9 @@ def describe_departure(found: dict[str, Any]) -> str:
             f"diverged at {at}: {found['expected']} was recorded, the code asked for {found['got']}"
         )
     return f"differs at {at}: {found['expected']} was recorded, the code gave {found['got']}"
+
+
+def same_stream(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> bool:
+    """Whether two runs have the same canonical event stream (what :func:`steplog.diff.digest`
+    hashes, compared as values without serializing it)."""
+    return canonical(recorded) == canonical(replayed)  # annotations added later drop out

@@ -47,9 +47,9 @@ def replay_agent(
     recording's; the result notes it) and compare in memory, writing nothing. An exact replay
     that writes stores its run in one transaction at the end; a fork commits step by step.
     """
-    from .diff import digest, first_difference
+    from .diff import first_difference
     from .replay import ReplayResult
-    from .replay_buffer import BufferedStore, declared_changes, departure
+    from .replay_buffer import BufferedStore, declared_changes, departure, same_stream
 
     name = agent_name or original.agent
     registered = registered_agent(name)
@@ -93,7 +93,7 @@ def replay_agent(
         arguments["model_version"] = version_now
     divergence = agent_error = None
     guard = NondeterminismGuard()
-    target = store if fork else BufferedStore(store)
+    target = store if fork else BufferedStore(store, check_only=check)
     try:
         with (
             guard,
@@ -134,7 +134,7 @@ def replay_agent(
     declared: list[str] = []
     status = fold(replayed).status
     if not fork and original.source == "sdk":
-        identical = divergence is None and digest(replayed) == digest(events)
+        identical = divergence is None and same_stream(events, replayed)
         if not identical:
             difference = first_difference(events, replayed)
             found = departure(events, replayed, divergence)

@@ -261,3 +261,19 @@ def app() -> Any:
     from steplog.cli import app as cli
 
     return cli
+
+
+def test_bench_replay_check_reports_both_ratios() -> None:
+    shown = runner.invoke(app(), ["bench", "replay", "--check", "--runs", "16", "--json"])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert report["runs"] == 16 and report["unchanged"] == 16
+    assert report["identical_written"] == report["write_runs"] == 16
+    assert report["check_ratio"] == pytest.approx(report["check_seconds"] / report["read_seconds"])
+    assert report["write_ratio"] == pytest.approx(
+        report["write_seconds"] / report["write_read_seconds"]
+    )
+    assert report["met"] == (report["check_seconds"] <= 60 and report["check_ratio"] <= 3)
+    text = runner.invoke(app(), ["bench", "replay", "--check", "--runs", "8"])
+    assert text.exit_code == 0 and "check-only replays" in text.stdout
+    assert "8/8 unchanged" in text.stdout
