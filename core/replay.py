@@ -17,7 +17,7 @@ Only registered scenarios replay; nothing is ever imported from event data.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from uuid6 import uuid7
 
@@ -26,9 +26,19 @@ from .diff import first_difference as first_difference
 from .errors import SteplogError
 from .harness.playback import Playback
 from .harness.runner import RunStateError, launch, registered_scenario
-from .projections.run_state import fold
+from .projections.run_state import RunState, fold
 from .regress import regress as regress
+from .replay_buffer import (
+    BufferedStore,
+    declared_changes,
+    departure,
+    describe_departure,
+    same_stream,
+)
 from .store import EventStore
+
+if TYPE_CHECKING:
+    from .harness.scenario import ScenarioSpec
 
 __all__ = [
     "ANNOTATIONS",
@@ -62,6 +72,20 @@ class ReplayResult:
     """The agent's own exception during the replay (SDK runs), if it raised one."""
     nondeterminism: tuple[str, ...] | list[str] = ()
     """Direct clock/randomness reads from agent code during the replay (not recorded)."""
+    written: bool = True
+    """False for a check-only replay: its events were compared in memory, never stored."""
+    departure: dict[str, Any] | None = None
+    """Exact replays: where the replay first departed from the recording (step, call,
+    expected, got; see :func:`steplog.replay_buffer.departure`), None when it behaved alike."""
+    declared: tuple[str, ...] | list[str] = ()
+    """Run-header fields (config, planned steps, versions) the current code declares
+    differently from the recording."""
+    notes: tuple[str, ...] | list[str] = ()
+
+    @property
+    def behaviour_changed(self) -> bool:
+        """Whether the replay departed from the recording (a check fails)."""
+        return self.departure is not None or self.divergence is not None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -78,11 +102,19 @@ class ReplayResult:
             "model_version": self.model_version,
             "agent_error": self.agent_error,
             "nondeterminism": list(self.nondeterminism),
+            "written": self.written,
+            "behaviour_changed": self.behaviour_changed,
+            "departure": self.departure,
+            "declared": list(self.declared),
+            "notes": list(self.notes),
         }
 
     @property
     def summary(self) -> str:
         """One line for people."""
+        crash = f"; the agent raised {self.agent_error}" if self.agent_error else ""
+        if self.departure is not None:
+            return describe_departure(self.departure) + crash
         if self.divergence is not None:
             step, call = self.divergence["step_index"], self.divergence["call_index"]
             where = "the run" if step is None else f"step {step}"
@@ -91,8 +123,9 @@ class ReplayResult:
                 f"diverged at {at}: {self.divergence['expected']} was recorded, the code asked "
                 f"for {self.divergence['got']}"
             )
-        crash = f"; the agent raised {self.agent_error}" if self.agent_error else ""
         if self.mode == "exact":
+            if not self.identical and self.declared and self.agent_error is None:
+                return "same behaviour; the run header differs: " + ", ".join(self.declared)
             if self.identical:
                 reads = len(self.nondeterminism)
                 return "identical" + (
@@ -124,8 +157,17 @@ def replay(
     agent: str | None = None,
     seed: int | None = None,
     session_id: str | None = None,
+    check: bool = False,
+    scenario: ScenarioSpec | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
+
+    ``check`` replays exactly *with the current code* without writing a new run: the replay's
+    events are kept in memory and compared with the recording (``departure`` says where they
+    first differ). The current code is the registered scenario of that name (its version may
+    have moved on; the result notes it), or ``scenario`` when given. An exact replay that
+    writes stores its new run in one transaction when it ends: it calls nothing live, so a
+    crash loses only a recomputation. A fork's live steps are committed step by step.
 
     Runs of users' agents (recorded by the SDK, or imported with ``agent``: the registered
     agent to serve the imported responses to) are replayed by :mod:`steplog.replay_sdk`.
@@ -141,6 +183,8 @@ def replay(
     original = fold(events)
     if not original.is_terminal:  # a replay would have to go live where the run stopped
         raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
+    if check and fork_at_step is not None:
+        raise SteplogError("--check compares an exact replay with its recording: not a fork")
     if original.source == "sdk" or agent is not None:
         from .replay_sdk import replay_agent
 
@@ -160,13 +204,16 @@ def replay(
             fork_at_step=fork_at_step,
             model_version=model_version,
             agent_name=agent,
+            check=check,
         )
     if original.source != "harness":
         raise SteplogError(
             f"run {run_id!r} was imported ({original.source}): replay it against your "
             "registered agent with --agent NAME"
         )
-    scenario = registered_scenario(original)
+    notes: list[str] = []
+    if scenario is None:
+        scenario = current_scenario(original, notes) if check else registered_scenario(original)
     if original.task_instance_id is None:
         raise RunStateError(f"run {run_id!r} names no task instance; it cannot be replayed")
     fork = fork_at_step is not None
@@ -183,8 +230,9 @@ def replay(
     # Replaying a fork: its steps before the fork point were answered by the original's model.
     names_from = original.fork_step if original.forked_from and original.fork_step else 0
     playback = Playback.of(events, live_from_step=fork_at_step, names_from_step=names_from)
+    target = store if fork else BufferedStore(store, check_only=check)
     ending = launch(
-        store,
+        target,
         scenario,
         instance_id=original.task_instance_id,
         model_version=version,
@@ -198,13 +246,22 @@ def replay(
         fork_step=fork_at_step if fork else original.fork_step,
         session_id=session_id,
     )
-    replayed = store.read_run(ending.run_id)
+    replayed = target.read_run(ending.run_id)
+    if isinstance(target, BufferedStore):
+        if check:
+            target.discard(ending.run_id)
+        else:
+            target.commit(ending.run_id)
     identical = None
     difference = None
+    found = None
+    declared: list[str] = []
     if not fork:
-        identical = ending.divergence is None and digest(replayed) == digest(events)
+        identical = ending.divergence is None and same_stream(events, replayed)
         if not identical:
             difference = first_difference(events, replayed)
+            found = departure(events, replayed, ending.divergence)
+            declared = declared_changes(events, replayed)
     return ReplayResult(
         mode="fork" if fork else "exact",
         original=run_id,
@@ -216,4 +273,31 @@ def replay(
         first_difference=difference,
         fork_step=fork_at_step,
         model_version=version,
+        written=not check,
+        departure=found,
+        declared=declared,
+        notes=notes,
     )
+
+
+def current_scenario(original: RunState, notes: list[str]) -> ScenarioSpec:
+    """The scenario registered now under the run's name (the code a check replays), noting a
+    version that moved on since the recording."""
+    from .harness.scenario import ScenarioError, get_scenario
+
+    if original.source != "harness" or not original.agent.startswith("scenario/"):
+        raise RunStateError(
+            f"run {original.run_id!r} was recorded by {original.source!r} for agent "
+            f"{original.agent!r}; only scenario runs replay a scenario"
+        )
+    try:
+        scenario = get_scenario(original.agent)
+    except ScenarioError as exc:
+        raise RunStateError(f"run {original.run_id!r} cannot be checked: {exc}") from None
+    if scenario.version != original.agent_version:
+        notes.append(
+            f"recorded with {original.agent} version {original.agent_version}; checked "
+            f"against version {scenario.version}"
+        )
+    return scenario
+

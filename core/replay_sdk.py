@@ -39,10 +39,17 @@ def replay_agent(
     fork_at_step: int | None = None,
     model_version: str | None = None,
     agent_name: str | None = None,
+    check: bool = False,
 ) -> ReplayResult:
-    """Replay (or fork at ``fork_at_step``) a run of a registered agent."""
-    from .diff import digest, first_difference
+    """Replay (or fork at ``fork_at_step``) a run of a registered agent.
+
+    ``check``: replay exactly with the agent registered now (its version may differ from the
+    recording's; the result notes it) and compare in memory, writing nothing. An exact replay
+    that writes stores its run in one transaction at the end; a fork commits step by step.
+    """
+    from .diff import first_difference
     from .replay import ReplayResult
+    from .replay_buffer import BufferedStore, declared_changes, departure, same_stream
 
     name = agent_name or original.agent
     registered = registered_agent(name)
@@ -54,7 +61,13 @@ def replay_agent(
             f"@steplog.register_agent({name!r}) and pass --import MODULE_OR_FILE"
         )
     version, agent = registered
-    if agent_name is None and version != original.agent_version:
+    notes: list[str] = []
+    if check and agent_name is None and version != original.agent_version:
+        notes.append(
+            f"recorded with {original.agent} version {original.agent_version}; checked against "
+            f"version {version}"
+        )
+    elif agent_name is None and version != original.agent_version:
         raise RunStateError(
             f"run {original.run_id!r} was recorded with {original.agent} version "
             f"{original.agent_version}, but version {version} is registered"
@@ -80,6 +93,7 @@ def replay_agent(
         arguments["model_version"] = version_now
     divergence = agent_error = None
     guard = NondeterminismGuard()
+    target = store if fork else BufferedStore(store, check_only=check)
     try:
         with (
             guard,
@@ -94,7 +108,7 @@ def replay_agent(
                 input=original.input,
                 config=RunConfig.model_validate(started.get("config") or {}),
                 run_id=run_id,
-                store=store,
+                store=target,
                 replay_of=None if fork else original.run_id,
                 forked_from=original.run_id if fork else original.forked_from,
                 fork_step=fork_at_step if fork else original.fork_step,
@@ -109,19 +123,40 @@ def replay_agent(
         divergence = stopped.as_dict()
     except Exception as crashed:  # the agent's own failure: recorded as RunFailed, reported
         agent_error = f"{type(crashed).__name__}: {crashed}"
-    replayed = store.read_run(run_id)
+    replayed = target.read_run(run_id)
+    if isinstance(target, BufferedStore):
+        if check:
+            target.discard(run_id)
+        else:
+            target.commit(run_id)
     identical = None
-    difference = None
+    difference = found = None
+    declared: list[str] = []
     status = fold(replayed).status
     if not fork and original.source == "sdk":
-        identical = divergence is None and digest(replayed) == digest(events)
-        difference = None if identical else first_difference(events, replayed)
+        identical = divergence is None and same_stream(events, replayed)
+        if not identical:
+            difference = first_difference(events, replayed)
+            found = departure(events, replayed, divergence)
+            declared = declared_changes(events, replayed)
     elif not fork:  # imported: another recorder wrote it; same calls served, same ending
         identical = divergence is None and status == original.status
-        if not identical and divergence is None:
+        if divergence is not None:
+            found = departure([], [], divergence)
+        elif not identical:
             difference = {
                 "a": {"status": original.status},
                 "b": {"status": status},
+                "fields": ["status"],
+            }
+            found = {
+                "kind": "difference",
+                "step_index": None,
+                "step": None,
+                "call_index": None,
+                "seq": None,
+                "expected": f"the run {original.status}",
+                "got": f"the run {status}",
                 "fields": ["status"],
             }
     return ReplayResult(
@@ -137,6 +172,10 @@ def replay_agent(
         model_version=version_now,
         agent_error=agent_error,
         nondeterminism=guard.warnings(),
+        written=not check,
+        departure=found,
+        declared=declared,
+        notes=notes,
     )
 
 

@@ -2,8 +2,12 @@
 
 A 50-step scenario (tool + model per step, flaky tools so there are retries) is recorded into a
 fresh SQLite store; then each run's events are read (the I/O floor), and each run is replayed
-exactly. Replay serves recorded responses without sleeping or calling a model, so its cost is
-event I/O: reading the recording and durably writing the new run, one commit per step.
+exactly, writing (the new run in one transaction) and check-only (compared in memory). Replay
+serves recorded responses without sleeping or calling a model, so its cost is event I/O and
+the serialization and comparison of the events.
+
+``steplog bench replay --check`` (:func:`run_check_benchmark`): check-only replays of 1,000
+demo runs against reading the same runs' events, target <= 60 s and <= 3x the read.
 """
 
 from __future__ import annotations
@@ -51,6 +55,15 @@ class ReplayBench:
     read_seconds_per_run: float
     replay_seconds_per_run: float
     identical: int
+    check_seconds_per_run: float | None = None
+    """Check-only replays (compared in memory, nothing written), when measured."""
+
+    @property
+    def check_ratio_to_read(self) -> float | None:
+        """How many times longer a check-only replay takes than reading the run's events."""
+        if self.check_seconds_per_run is None:
+            return None
+        return self.check_seconds_per_run / self.read_seconds_per_run
 
     @property
     def replays_per_second(self) -> float:
@@ -68,6 +81,7 @@ class ReplayBench:
             **asdict(self),
             "replays_per_second": self.replays_per_second,
             "ratio_to_read": self.ratio_to_read,
+            "check_ratio_to_read": self.check_ratio_to_read,
         }
 
 
@@ -84,7 +98,7 @@ def run_replay_benchmark(*, runs: int = 20) -> ReplayBench:
                 get_scenario("bench-long-chain"), model_version="sim-v1", runs=runs, seed=1
             )
             outcomes = execute_all(store.url, plans)
-            reads, replays, sizes, identical = [], [], [], 0
+            reads, replays, checks, sizes, identical = [], [], [], [], 0
             for outcome in outcomes:
                 started = time.perf_counter()
                 events = store.read_run(outcome.run_id)
@@ -94,6 +108,9 @@ def run_replay_benchmark(*, runs: int = 20) -> ReplayBench:
                 result = replay(store, outcome.run_id)
                 replays.append(time.perf_counter() - started)
                 identical += bool(result.identical)
+                started = time.perf_counter()
+                replay(store, outcome.run_id, check=True)
+                checks.append(time.perf_counter() - started)
             store.close()
         finally:
             if previous is None:
@@ -105,5 +122,110 @@ def run_replay_benchmark(*, runs: int = 20) -> ReplayBench:
         statistics.mean(sizes),
         statistics.median(reads),
         statistics.median(replays),
+        identical,
+        statistics.median(checks),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckBench:
+    """Check-only replays of demo runs next to reading the same runs' events, and the writing
+    replay's ratio beside them (all measured in one process, one run)."""
+
+    runs: int
+    events: int
+    read_seconds: float
+    check_seconds: float
+    write_runs: int
+    write_seconds: float
+    write_read_seconds: float
+    unchanged: int
+    identical_written: int
+    target_seconds: float = 60.0
+    target_ratio: float = 3.0
+
+    @property
+    def check_ratio(self) -> float:
+        """Check-only replay time over reading the same runs' events."""
+        return self.check_seconds / self.read_seconds
+
+    @property
+    def write_ratio(self) -> float:
+        """Writing exact replay time over reading the same runs' events (its sample)."""
+        return self.write_seconds / self.write_read_seconds
+
+    @property
+    def met(self) -> bool:
+        """Both targets: <= 60 s for the runs, <= 3x the read."""
+        return self.check_seconds <= self.target_seconds and self.check_ratio <= self.target_ratio
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            **asdict(self),
+            "check_ratio": self.check_ratio,
+            "write_ratio": self.write_ratio,
+            "met": self.met,
+        }
+
+
+def run_check_benchmark(*, runs: int = 1000, write_runs: int = 100) -> CheckBench:
+    """Seed ``runs`` demo runs (every seeded scenario, both demo versions) into a fresh SQLite
+    store; time reading each run's events, replaying each check-only, and replaying the first
+    ``write_runs`` writing (one transaction per new run)."""
+    from ..harness.scenario import registered_scenarios
+
+    specs = list(registered_scenarios().values())
+    cells = [(spec, version) for spec in specs for version in spec.versions_for_demo()]
+    per_cell = -(-runs // len(cells))
+    plans = [
+        plan
+        for spec, version in cells
+        for plan in plan_runs(
+            spec,
+            model_version=version,
+            runs=per_cell,
+            seed=0,
+            run_id_prefix=f"demo-{spec.name}-{version}-",
+        )
+    ][:runs]
+    with tempfile.TemporaryDirectory(prefix="steplog-bench-") as tmp:
+        store = EventStore.open(str(Path(tmp) / "check.db"))
+        try:
+            outcomes = execute_all(store.url, plans)
+            run_ids = [
+                o.run_id for o in outcomes if o.status not in ("running", "awaiting_approval")
+            ]
+            events = 0
+            started = time.perf_counter()
+            for run_id in run_ids:
+                events += len(store.read_run(run_id))
+            read_seconds = time.perf_counter() - started
+            unchanged = 0
+            started = time.perf_counter()
+            for run_id in run_ids:
+                unchanged += not replay(store, run_id, check=True).behaviour_changed
+            check_seconds = time.perf_counter() - started
+            sample = run_ids[:write_runs]
+            started = time.perf_counter()
+            for run_id in sample:
+                store.read_run(run_id)
+            write_read = time.perf_counter() - started
+            identical = 0
+            started = time.perf_counter()
+            for run_id in sample:
+                identical += bool(replay(store, run_id).identical)
+            write_seconds = time.perf_counter() - started
+        finally:
+            store.close()
+    return CheckBench(
+        len(run_ids),
+        events,
+        read_seconds,
+        check_seconds,
+        len(sample),
+        write_seconds,
+        write_read,
+        unchanged,
         identical,
     )

@@ -2,7 +2,7 @@
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -144,7 +144,20 @@ def bench_rebuild(
 
 @bench_app.command("replay")
 def bench_replay(
-    runs: Annotated[int, typer.Option(min=2, max=1000, help="50-step runs to replay.")] = 20,
+    runs: Annotated[
+        int | None,
+        typer.Option(
+            min=2, max=10_000, help="Runs to replay (default 20 of 50 steps; --check: 1,000)."
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Check-only replays (nothing written) of demo runs against reading their "
+            "events; the writing replay's ratio beside it.",
+        ),
+    ] = False,
     sdk: Annotated[
         bool,
         typer.Option(
@@ -156,14 +169,17 @@ def bench_replay(
     as_json: JsonOption = False,
 ) -> None:
     """Exact replays/s of 50-step runs, next to reading the same runs' events."""
-    from ..bench.replay import run_replay_benchmark
+    from ..bench.replay import run_check_benchmark, run_replay_benchmark
 
+    if check:
+        _bench_check(run_check_benchmark(runs=runs or 1000), as_json)
+        return
     if sdk:
         from ..bench.replay_sdk import run_sdk_replay_benchmark
 
-        result = run_sdk_replay_benchmark(runs=runs)
+        result = run_sdk_replay_benchmark(runs=runs or 20)
     else:
-        result = run_replay_benchmark(runs=runs)
+        result = run_replay_benchmark(runs=runs or 20)
     if as_json:
         _print_json({**result.as_dict(), "case": "sdk-openai" if sdk else "scenario"})
         return
@@ -173,7 +189,32 @@ def bench_replay(
         f"{result.identical}/{result.runs} replays identical\n"
         f"  read the run's events   {result.read_seconds_per_run * 1000:8.2f} ms\n"
         f"  replay it exactly       {result.replay_seconds_per_run * 1000:8.2f} ms "
-        f"({result.replays_per_second:.1f} replays/s, {result.ratio_to_read:.0f}x the read)",
+        f"({result.replays_per_second:.1f} replays/s, {result.ratio_to_read:.0f}x the read)"
+        + (
+            ""
+            if result.check_seconds_per_run is None
+            else f"\n  check it (nothing kept)  {result.check_seconds_per_run * 1000:7.2f} ms "
+            f"({result.check_ratio_to_read:.1f}x the read)"
+        ),
+        highlight=False,
+    )
+
+
+def _bench_check(result: Any, as_json: bool) -> None:
+    if as_json:
+        _print_json({**result.as_dict(), "case": "demo-check"})
+        return
+    verdict = "met" if result.met else "MISSED"
+    console.print(
+        f"{result.runs:,} demo runs ({result.events:,} events), "
+        f"{result.unchanged}/{result.runs} unchanged\n"
+        f"  read their events        {result.read_seconds:8.2f} s\n"
+        f"  check-only replays       {result.check_seconds:8.2f} s "
+        f"({result.check_ratio:.2f}x the read; target <= {result.target_seconds:.0f} s and "
+        f"<= {result.target_ratio:.0f}x: {verdict})\n"
+        f"  writing replays          {result.write_seconds:8.2f} s for {result.write_runs} runs "
+        f"({result.write_ratio:.2f}x their read), {result.identical_written}/{result.write_runs} "
+        "identical",
         highlight=False,
     )
 

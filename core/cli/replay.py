@@ -14,6 +14,7 @@ from ._shared import (
     _print_json,
     app,
     console,
+    description_column,
 )
 from .compare import _choice
 
@@ -49,6 +50,14 @@ def replay_cmd(
             "different seeds are different futures); default: the original's.",
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Replay with the current code and compare with the recording in memory, "
+            "writing nothing; exit 1 where behaviour changed.",
+        ),
+    ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -66,23 +75,29 @@ def replay_cmd(
             model_version=model_version,
             agent=agent,
             seed=seed,
+            check=check,
         )
     if as_json:
         _print_json(result.as_dict())
     else:
-        console.print(
-            f"{result.mode} replay of {result.original} -> {result.run_id}\n{result.summary}",
-            highlight=False,
+        head = (
+            f"check-only replay of {result.original} (nothing written)"
+            if check
+            else f"{result.mode} replay of {result.original} -> {result.run_id}"
         )
-        if result.first_difference:
+        console.print(f"{head}\n{result.summary}", highlight=False, markup=False)
+        if result.first_difference and not check:
             console.print(
                 f"first difference: {json.dumps(result.first_difference)}",
                 highlight=False,
                 markup=False,
             )
-        for line in result.nondeterminism:
+        for line in (*result.notes, *result.nondeterminism):
             console.print(f"warning: {line}", highlight=False, markup=False)
-    if result.divergence is not None or result.identical is False:
+    if check:
+        if result.behaviour_changed or result.agent_error is not None:
+            raise typer.Exit(1)
+    elif result.divergence is not None or result.identical is False:
         raise typer.Exit(1)
 
 
@@ -206,8 +221,8 @@ def _kinds(first: dict[str, Any]) -> str:
 def regress_cmd(
     regression_set: Annotated[str, typer.Argument(help="The regression set.")],
     model_version: Annotated[
-        str, typer.Option(help="The candidate version to run the samples on.")
-    ],
+        str | None, typer.Option(help="The candidate version to run the samples on.")
+    ] = None,
     mode: Annotated[
         str,
         typer.Option(
@@ -215,11 +230,29 @@ def regress_cmd(
             "(the whole task again)."
         ),
     ] = "fork",
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="CI gate: replay every sample exactly with the current code, writing nothing; "
+            "exit 1 if any behaved differently.",
+        ),
+    ] = False,
+    import_module: Annotated[
+        str | None,
+        typer.Option("--import", help="With --check: module or .py file registering your agent."),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run a regression set on a candidate version and, as a control, on the samples' own
-    version (same fork steps, same seeds): the paired difference and the fix rate per failure."""
+    version (same fork steps, same seeds): the paired difference and the fix rate per failure.
+    With --check: replay every sample exactly with the current code (a CI gate)."""
+    if check:
+        _regress_check(regression_set, import_module, db, as_json)
+        return
+    if model_version is None:
+        raise SteplogError("regress needs --model-version VERSION (or --check)")
     from ..regress import regress
 
     with _opened(db) as store:
@@ -268,3 +301,34 @@ def _print_regress(result: dict[str, Any]) -> None:
         markup=False,
     )
     console.print(result["verdict"], highlight=False, markup=False)
+
+
+def _regress_check(set_name: str, import_module: str | None, db: str | None, as_json: bool) -> None:
+    """``regress SET --check``: exit 1 listing each sample whose behaviour changed."""
+    from ..replay_check import check_set
+
+    if import_module:
+        import_agent_code(import_module)
+    with _opened(db) as store:
+        if as_json or not console.is_terminal:
+            result = check_set(store, set_name)
+        else:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress
+
+            columns = (description_column(), BarColumn(), MofNCompleteColumn())
+            with Progress(*columns, console=console, transient=True) as bar:
+                task = bar.add_task(f"checking {set_name}", total=None)
+
+                def advance(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                result = check_set(store, set_name, progress=advance)
+    if as_json:
+        _print_json(result.as_dict())
+    else:
+        for sample in result.samples:
+            if not sample.passed:
+                console.print(f"{sample.run_id}: {sample.summary}", highlight=False, markup=False)
+        console.print(result.verdict, highlight=False, markup=False)
+    if not result.passed:
+        raise typer.Exit(1)

@@ -255,7 +255,12 @@ class ScenarioSpec(_Spec):
                     if spec.inputs is not None
                     else ((earlier[-1] if earlier else "input"),)
                 )
-                steps.append(ConcreteStep(index=len(steps), name=name, inputs=inputs, spec=spec))
+                # built from validated parts: construct, do not validate the step spec again
+                steps.append(
+                    ConcreteStep.model_construct(
+                        index=len(steps), name=name, inputs=inputs, spec=spec
+                    )
+                )
         return steps
 
 

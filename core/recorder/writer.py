@@ -8,6 +8,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
+from uuid6 import uuid7
+
 from ..canonical import jsonable
 from ..errors import InvalidEventError
 from ..events import Event, RandomDrawn
@@ -60,6 +62,8 @@ class RunRecorder:
         sort_calls: bool = False,
     ):
         self.store = store
+        # A store that never keeps event ids (a check-only replay) hands out cheaper ones.
+        self._new_id: Callable[[], uuid.UUID] = getattr(store, "event_ids", None) or uuid7
         self.run_id = run_id
         self.version = version
         self.call_index = call_index
@@ -72,14 +76,14 @@ class RunRecorder:
     def record(self, event: Event) -> None:
         """Buffer ``event``; it becomes durable at the next :meth:`flush`."""
         with self._lock:
-            self._buffer.append(NewEvent(event))
+            self._buffer.append(NewEvent(event, self._new_id()))
 
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:
         """Buffer the call event ``build(call_index)``: the next index unless one is given."""
         with self._lock:
             if call_index is None:
                 call_index = self.next_call_index()
-            self._buffer.append(NewEvent(build(call_index)))
+            self._buffer.append(NewEvent(build(call_index), self._new_id()))
 
     def next_call_index(self) -> int:
         """The order of the next nondeterministic call within the run."""

@@ -1,0 +1,335 @@
+"""Replays that write nothing (or everything at once): an event store that buffers new runs.
+
+A :class:`BufferedStore` stands in for the real :class:`~steplog.store.EventStore` while a replay
+runs: the replay's appends are validated and serialized exactly as the store would (the same
+``_prepare``: catalogue, JSON, size limit) but kept in memory, and reading them back gives the
+payloads a real read would. Runs it does not hold are read from the real store. A check-only
+replay (``steplog replay RUN --check``) throws the buffer away after comparing; a writing exact
+replay appends the buffered run in one transaction at the end (:meth:`BufferedStore.commit`).
+
+:func:`departure` says where a replay's event stream first departs from its recording: the
+call the code asked for that the recording does not have (a *divergence*), or -- when the calls
+all matched -- the first event the code recorded differently (a *difference*: validation,
+limits, gates, outputs), at the step where the change acts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import from_json
+
+from .diff import REPLAY_LINKS, canonical
+from .errors import ConcurrencyError, SteplogError
+from .harness.playback import CALL_TYPES
+from .store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id
+
+if TYPE_CHECKING:
+    from .events import Event
+
+__all__ = ["BufferedStore", "declared_changes", "departure"]
+
+
+class BufferedStore(EventStore):
+    """An :class:`EventStore` whose appends stay in memory; other runs are read from ``backing``."""
+
+    event_ids: Callable[[], uuid.UUID] | None = None
+    """Where the recorder takes event ids from (None: UUIDv7s)."""
+
+    def __init__(self, backing: EventStore, *, check_only: bool = False) -> None:
+        super().__init__(
+            backing.engine,
+            catalogue=backing.catalogue,
+            max_payload_bytes=backing.max_payload_bytes,
+            retries=backing.retries,
+        )
+        self.backing = backing
+        self.check_only = check_only
+        """Nothing will be committed: event ids are a counter, not UUIDv7s."""
+        self._runs: dict[str, list[StoredEvent]] = {}
+        self._new: dict[str, list[NewEvent]] = {}
+        self._counter = itertools.count(1)
+        if check_only:
+            self.event_ids = self._counted_id
+
+    def _counted_id(self) -> uuid.UUID:
+        return uuid.UUID(int=next(self._counter))
+
+    @property
+    def url(self) -> str:
+        """The backing store's URL (nothing is written there until :meth:`commit`)."""
+        return self.backing.url
+
+    def close(self) -> None:
+        """Nothing to release: the engine belongs to the backing store."""
+
+    def append_batch(
+        self,
+        run_id: str,
+        events: Sequence[Event | NewEvent],
+        expected_version: int | None = None,
+    ) -> AppendResult:
+        """Validate and serialize ``events`` like the store, and keep them in memory.
+
+        A check-only store keeps each event's JSON form (``model_dump(mode="json")``: what a
+        read would give back) without the store's size checks: nothing will be stored.
+        """
+        if run_id not in self._runs:
+            check_run_id(run_id)
+        stored = self._runs.setdefault(run_id, [])
+        if expected_version is not None and expected_version != len(stored):
+            raise ConcurrencyError(run_id, expected_version, len(stored))
+        now = datetime.now(UTC)
+        first = len(stored)
+        items = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
+        if self.check_only:
+            name_of = self.catalogue.name_of
+            for offset, item in enumerate(items):
+                event = item.event
+                type_name = name_of(type(event))
+                if type_name is None:
+                    raise self._not_in_catalogue(offset, event)
+                stored.append(
+                    StoredEvent(
+                        -1,
+                        item.event_id,
+                        run_id,
+                        first + offset,
+                        type_name,
+                        event.schema_version,
+                        now,
+                        event.model_dump(mode="json"),
+                    )
+                )
+            return AppendResult(list(range(first, first + len(items))))
+        for offset, prepared in enumerate(self._prepare(items)):
+            stored.append(
+                StoredEvent(
+                    -1,
+                    prepared.event_id,
+                    run_id,
+                    first + offset,
+                    prepared.type,
+                    prepared.schema_version,
+                    prepared.recorded_at or now,
+                    from_json(prepared.payload_json),
+                )
+            )
+        self._new.setdefault(run_id, []).extend(items)
+        return AppendResult(list(range(first, first + len(items))))
+
+    def append_new_runs(
+        self, runs: Sequence[tuple[str, Sequence[Event | NewEvent]]]
+    ) -> list[list[int]]:
+        """Buffer several new runs."""
+        return [self.append_batch(run_id, events, 0).positions for run_id, events in runs]
+
+    def quarantine(self, *, source: str, location: str, reason: str, raw: str) -> int:
+        """A replay never quarantines input."""
+        raise SteplogError("a buffered replay cannot quarantine input")
+
+    def read_run(self, run_id: str, *, from_seq: int = 0) -> list[StoredEvent]:
+        """The buffered run's events, or the backing store's for any other run."""
+        if run_id in self._runs:
+            return self._runs[run_id][from_seq:]
+        return self.backing.read_run(run_id, from_seq=from_seq)
+
+    def version(self, run_id: str) -> int:
+        """The buffered run's number of events, or the backing store's."""
+        if run_id in self._runs:
+            return len(self._runs[run_id])
+        return self.backing.version(run_id)
+
+    def commit(self, run_id: str) -> list[int]:
+        """Append the buffered run to the backing store in one transaction; its positions."""
+        if self.check_only:
+            raise SteplogError("a check-only replay stores nothing")
+        events = self._new.pop(run_id, [])
+        self._runs.pop(run_id, None)
+        return self.backing.append(run_id, events, expected_version=0)
+
+    def discard(self, run_id: str) -> None:
+        """Forget a buffered run."""
+        self._new.pop(run_id, None)
+        self._runs.pop(run_id, None)
+
+
+def declared_changes(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> list[str]:
+    """The RunStarted fields (config, planned steps, versions, ...) that differ."""
+    if not recorded or not replayed:
+        return []
+    one = {k: v for k, v in recorded[0].payload.items() if k not in REPLAY_LINKS}
+    two = {k: v for k, v in replayed[0].payload.items() if k not in REPLAY_LINKS}
+    return sorted(k for k in one.keys() | two.keys() if one.get(k) != two.get(k))
+
+
+def departure(
+    recorded: list[StoredEvent],
+    replayed: list[StoredEvent],
+    divergence: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """Where the replay first departed from the recording: step, call, expected and got.
+
+    The run header (RunStarted: config, planned steps, versions) is left out -- see
+    :func:`declared_changes` -- so a changed limit is reported where it acts. A divergence
+    (a call the recording cannot answer) is reported unless the events already differed at an
+    earlier step (e.g. a raised budget no longer aborting at step K, then asking at K+1 for a
+    call that was never recorded: the change acts at K), or at the divergence's step after a
+    call of that step was served alike (the code judged the same answer differently), or when
+    the code did not ask for *another* call but for more or fewer (the difference says why:
+    a limit, a gate, a step added or dropped at the end).
+    For a difference, ``call_index`` is the last call served in that step before it (None:
+    before the step's first call).
+    """
+    left, right = canonical(recorded), canonical(replayed)
+    at = None
+    for index in range(1, max(len(left), len(right))):
+        a = left[index][1:] if index < len(left) else None
+        b = right[index][1:] if index < len(right) else None
+        if a != b:
+            at = index
+            break
+    if divergence is None and at is None:
+        return None
+    names = _step_names(recorded, replayed)
+    if at is not None:
+        sides = [side[at] for side in (left, right) if at < len(side)]
+        steps = [s[2].get("step_index") for s in sides if s[2].get("step_index") is not None]
+        step = min(steps) if steps else None
+        stopped_at = next(
+            (i for i, item in enumerate(right) if item[1] == "ReplayDiverged"), len(right)
+        )
+        div_step = None if divergence is None else divergence.get("step_index")
+        calls = _calls_in_step(left[:at], step)
+        # the code judged a served answer differently (not: served calls in another order)
+        judged = bool(calls) and not any(
+            side[at][1] in CALL_TYPES for side in (left, right) if at < len(side)
+        )
+        earlier = step is not None and (
+            div_step is None
+            or step < div_step
+            or (step == div_step and (judged or not _mismatch(divergence)))
+        )
+        if divergence is None or (at < stopped_at and earlier):
+            one = left[at] if at < len(left) else None
+            two = right[at] if at < len(right) else None
+            fields = _fields(one, two)
+            return {
+                "kind": "difference",
+                "step_index": step,
+                "step": names.get(step) if step is not None else None,
+                "call_index": calls[-1] if calls else None,
+                "seq": at,
+                "expected": _describe(one, fields),
+                "got": _describe(two, fields),
+                "fields": fields,
+            }
+    assert divergence is not None
+    step, call = divergence.get("step_index"), divergence.get("call_index")
+    if call is None and "gate" not in str(divergence.get("expected")):
+        # a call beyond the recording: the index it would have had
+        before = [
+            int(e.payload.get("call_index") or 0)
+            for e in recorded
+            if e.type in CALL_TYPES
+            and (step is None or _index(e.payload.get("step_index")) <= step)
+        ]
+        call = max(before, default=-1) + 1
+    return {
+        "kind": "divergence",
+        "step_index": step,
+        "step": names.get(step) if step is not None else None,
+        "call_index": call,
+        "seq": None,
+        "expected": divergence.get("expected"),
+        "got": divergence.get("got"),
+        "fields": [],
+    }
+
+
+def _calls_in_step(prefix: list[tuple[int, str, Any]], step: int | None) -> list[int]:
+    """Call indexes of ``step``'s calls since it (last) started, in ``prefix``."""
+    calls: list[int] | None = None  # None: the step has not started (a run's start clock)
+    for _, kind, payload in prefix:
+        if payload.get("step_index") != step:
+            continue
+        if kind == "StepStarted" and calls is None:
+            calls = []
+        elif kind in CALL_TYPES and calls is not None:
+            calls.append(payload.get("call_index"))
+    return calls or []
+
+
+def _mismatch(divergence: dict[str, Any] | None) -> bool:
+    """Whether the code asked for another call than the recorded one (rather than for more
+    calls than recorded, fewer, or a gate nobody decided)."""
+    if divergence is None:
+        return False
+    expected, got = str(divergence.get("expected")), str(divergence.get("got"))
+    ended = ("the end of", "no further call", "no manual gate")
+    return not expected.startswith(ended) and not got.startswith(ended)
+
+
+def _index(step: Any) -> int:
+    return -1 if step is None else int(step)
+
+
+def _step_names(*streams: list[StoredEvent]) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for events in streams:
+        for event in events:
+            if event.type == "StepStarted":
+                names.setdefault(event.payload["step_index"], event.payload.get("step", ""))
+    return names
+
+
+def _fields(one: tuple[int, str, Any] | None, two: tuple[int, str, Any] | None) -> list[str]:
+    if one is None or two is None or one[1] != two[1]:
+        return []
+    keys = set(one[2]) | set(two[2])
+    return sorted(k for k in keys if one[2].get(k) != two[2].get(k))
+
+
+def _describe(item: tuple[int, str, Any] | None, fields: list[str]) -> str:
+    """``Type(step N 'name', field=value, ...)``, values shortened."""
+    if item is None:
+        return "nothing (the stream ended)"
+    _, kind, payload = item
+    parts = []
+    if payload.get("step_index") is not None:
+        parts.append(f"step {payload['step_index']}")
+    for key in ("step", "error_type", "budget", "layer", "tool", "model"):
+        if key in payload and key not in fields and payload[key] is not None:
+            parts.append(f"{key}={_short(payload[key])}")
+    parts.extend(f"{key}={_short(payload.get(key))}" for key in fields)
+    return f"{kind}({', '.join(parts)})"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_departure(found: dict[str, Any]) -> str:
+    """One line: where and how a replay departed from its recording."""
+    step = found.get("step_index")
+    where = "the run" if step is None else f"step {step}"
+    if found.get("step"):
+        where += f" ({found['step']})"
+    call = found.get("call_index")
+    at = where if call is None else f"{where}, call {call}"
+    if found.get("kind") == "divergence":
+        return (
+            f"diverged at {at}: {found['expected']} was recorded, the code asked for {found['got']}"
+        )
+    return f"differs at {at}: {found['expected']} was recorded, the code gave {found['got']}"
+
+
+def same_stream(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> bool:
+    """Whether two runs have the same canonical event stream (what :func:`steplog.diff.digest`
+    hashes, compared as values without serializing it)."""
+    return canonical(recorded) == canonical(replayed)  # annotations added later drop out

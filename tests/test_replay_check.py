@@ -1,0 +1,279 @@
+"""Check-only replays (`steplog replay RUN --check`, `steplog regress SET --check`): compared in
+memory with the recording, nothing written; exit 1 with step, call, expected and got when the
+current code behaves differently (issue 15, items 5 and 6)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from steplog import EventStore
+from steplog.annotations import add_to_regression_set
+from steplog.errors import ConcurrencyError, SteplogError
+from steplog.events import RunCompleted, RunStarted
+from steplog.harness.batch import execute_all, plan_runs
+from steplog.harness.runner import RunStateError
+from steplog.harness.scenario import ENV_SCENARIOS, get_scenario
+from steplog.projections.run_state import fold
+from steplog.replay import replay
+from steplog.replay_buffer import BufferedStore, departure
+from steplog.replay_check import check_set
+
+runner = CliRunner()
+
+SCENARIO = """
+name = "gatekeeper"
+version = "1"
+[config]
+max_retry_per_step = 1
+[[instances]]
+id = "g-1"
+[[instances]]
+id = "g-2"
+[[steps]]
+name = "fetch"
+tool = "source"
+fields = ["value"]
+[[steps]]
+name = "judge"
+fields = ["verdict"]
+[[steps]]
+name = "write"
+fields = ["rows"]
+[models.v1]
+wrong_rate = 0.3
+[models.v2]
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """A store with eight runs of a user's scenario (registered from a folder), two of them
+    failed and promoted to the regression set 'gate'."""
+    folder = tmp_path / "scenarios"
+    folder.mkdir()
+    (folder / "gatekeeper.toml").write_text(SCENARIO)
+    monkeypatch.setenv(ENV_SCENARIOS, str(folder))
+    db = f"sqlite:///{tmp_path}/check.db"
+    store = EventStore.open(db)
+    plans = plan_runs(get_scenario("gatekeeper"), model_version="v1", runs=8, seed=3)
+    outcomes = execute_all(store.url, plans)
+    failed = [o.run_id for o in outcomes if o.status == "failed"][:2]
+    completed = [o.run_id for o in outcomes if o.status == "completed"]
+    assert failed and completed
+    add_to_regression_set(store, "gate", failed)
+    yield {"db": db, "store": store, "folder": folder, "failed": failed, "completed": completed}
+    store.close()
+
+
+def edit_scenario(home: dict[str, Any], old: str, new: str) -> None:
+    path = home["folder"] / "gatekeeper.toml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def count_runs(store: EventStore) -> int:
+    return len({e.run_id for e in store.read_all()})
+
+
+def test_check_writes_nothing_and_exits_0_when_unchanged(home: dict[str, Any]) -> None:
+    store, run_id = home["store"], home["completed"][0]
+    before = (count_runs(store), store.last_position())
+    shown = runner.invoke(app(), ["replay", run_id, "--check", "--db", home["db"]])
+    assert shown.exit_code == 0, shown.output
+    assert "check-only replay" in shown.stdout and "identical" in shown.stdout
+    as_json = runner.invoke(app(), ["replay", run_id, "--check", "--json", "--db", home["db"]])
+    document = json.loads(as_json.stdout)
+    assert as_json.exit_code == 0
+    assert document["written"] is False and document["behaviour_changed"] is False
+    assert document["departure"] is None and document["identical"] is True
+    assert (count_runs(store), store.last_position()) == before
+
+
+def test_check_exits_1_naming_step_call_expected_and_got(home: dict[str, Any]) -> None:
+    edit_scenario(home, 'name = "judge"\nfields = ["verdict"]', 'name = "judge"\nfields = ["ok"]')
+    run_id = home["completed"][0]
+    events = home["store"].read_run(run_id)
+    model_call = next(
+        e.payload["call_index"]
+        for e in events
+        if e.type == "ModelCalled" and e.payload["step_index"] == 1
+    )
+    shown = runner.invoke(app(), ["replay", run_id, "--check", "--db", home["db"]])
+    assert shown.exit_code == 1
+    assert f"diverged at step 1 (judge), call {model_call}" in shown.stdout
+    assert "ModelCalled(v1, step 1" in shown.stdout
+    document = json.loads(
+        runner.invoke(app(), ["replay", run_id, "--check", "--json", "--db", home["db"]]).stdout
+    )
+    found = document["departure"]
+    assert (found["kind"], found["step_index"], found["call_index"]) == (
+        "divergence",
+        1,
+        model_call,
+    )
+    assert found["expected"].startswith("ModelCalled(v1, step 1") and found["got"]
+
+
+def test_check_uses_the_scenario_registered_now_and_notes_a_new_version(
+    home: dict[str, Any],
+) -> None:
+    edit_scenario(home, 'version = "1"', 'version = "2"')
+    run_id = home["completed"][0]
+    with pytest.raises(RunStateError, match="version 2 is registered"):
+        replay(home["store"], run_id)  # a writing replay needs the recorded version
+    result = replay(home["store"], run_id, check=True)
+    assert not result.behaviour_changed, result.summary
+    assert result.declared == ["agent_version"]
+    assert result.summary == "same behaviour; the run header differs: agent_version"
+    assert result.notes and "checked against version 2" in result.notes[0]
+
+
+def test_a_changed_limit_is_reported_where_it_acts(home: dict[str, Any]) -> None:
+    edit_scenario(home, "max_retry_per_step = 1", "max_retry_per_step = 1\nmax_steps = 2")
+    run_id = home["completed"][0]
+    result = replay(home["store"], run_id, check=True)
+    assert result.departure is not None
+    assert (result.departure["step_index"], result.departure["call_index"]) == (2, None)
+    assert "BudgetExceeded" in result.departure["got"]
+    assert "config" in result.declared
+
+
+def test_check_refuses_what_it_cannot_replay(home: dict[str, Any], tmp_path: Path) -> None:
+    shown = runner.invoke(app(), ["replay", "no-such-run", "--check", "--db", home["db"]])
+    assert shown.exit_code == 1 and "no run 'no-such-run'" in shown.output
+    shown = runner.invoke(
+        app(), ["replay", home["completed"][0], "--check", "--fork-at-step", "1",
+                "--model-version", "v2", "--db", home["db"]],
+    )  # fmt: skip
+    assert shown.exit_code == 1 and "not a fork" in shown.output
+    store = home["store"]
+    store.append(
+        "half-done",
+        [
+            RunStarted(
+                scenario="gatekeeper", model_version="v1", agent="scenario/gatekeeper",
+                agent_version="1", task_instance_id="g-1", seed=1,
+            )
+        ],
+    )  # fmt: skip
+    shown = runner.invoke(app(), ["replay", "half-done", "--check", "--db", home["db"]])
+    assert shown.exit_code == 1 and "still running; replay a finished run" in shown.output
+    store.append(
+        "imported",
+        [
+            RunStarted(scenario="x", model_version="m", agent="a", source="otlp"),
+            RunCompleted(output={}),
+        ],
+    )
+    shown = runner.invoke(app(), ["replay", "imported", "--check", "--db", home["db"]])
+    assert shown.exit_code == 1 and "with --agent NAME" in shown.output
+    assert "Traceback" not in shown.output
+
+
+def test_regress_check_passes_then_lists_each_changed_sample(home: dict[str, Any]) -> None:
+    shown = runner.invoke(app(), ["regress", "gate", "--check", "--db", home["db"]])
+    assert shown.exit_code == 0, shown.output
+    total = len(home["failed"])
+    assert f"{total}/{total} samples of 'gate' behave as recorded" in shown.stdout
+    edit_scenario(home, 'name = "fetch"\ntool = "source"', 'name = "fetch"\ntool = "source2"')
+    shown = runner.invoke(app(), ["regress", "gate", "--check", "--db", home["db"]])
+    assert shown.exit_code == 1
+    for run_id in home["failed"]:
+        assert f"{run_id}: diverged at step 0 (fetch), call 1" in shown.stdout
+    assert f"{total}/{total} samples of 'gate' behave differently" in shown.stdout
+    document = json.loads(
+        runner.invoke(app(), ["regress", "gate", "--check", "--json", "--db", home["db"]]).stdout
+    )
+    assert document["passed"] is False and document["failed"] == total
+    assert {r["run_id"] for r in document["results"]} == set(home["failed"])
+    assert all(r["departure"]["step_index"] == 0 for r in document["results"])
+
+
+def test_regress_check_errors(home: dict[str, Any]) -> None:
+    shown = runner.invoke(app(), ["regress", "nope", "--check", "--db", home["db"]])
+    assert shown.exit_code == 1 and "no regression set 'nope'" in shown.output
+    assert "sets: gate" in shown.output
+    shown = runner.invoke(app(), ["regress", "gate", "--db", home["db"]])
+    assert shown.exit_code == 1 and "--model-version" in shown.output
+    assert "Traceback" not in shown.output
+
+
+def test_a_sample_that_cannot_be_replayed_fails_the_gate(home: dict[str, Any]) -> None:
+    (home["folder"] / "gatekeeper.toml").unlink()
+    progress: list[tuple[int, int]] = []
+    result = check_set(home["store"], "gate", progress=lambda d, t: progress.append((d, t)))
+    assert not result.passed and len(result.failed) == len(home["failed"])
+    assert all("no registered scenario 'gatekeeper'" in (s.error or "") for s in result.samples)
+    assert progress[-1] == (len(home["failed"]), len(home["failed"]))
+
+
+def test_the_writing_replay_stores_its_run_in_one_append(home: dict[str, Any]) -> None:
+    store, run_id = home["store"], home["completed"][0]
+    appends: list[int] = []
+    original = store.append_batch
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        appends.append(1)
+        return original(*args, **kwargs)
+
+    store.append_batch = counting  # type: ignore[method-assign]
+    result = replay(store, run_id)
+    assert result.identical and result.written
+    assert len(appends) == 1  # one transaction for the whole new run
+    replayed = fold(store.read_run(result.run_id))
+    assert replayed.replay_of == run_id and replayed.status == "completed"
+
+
+def test_buffered_store_keeps_runs_in_memory(home: dict[str, Any]) -> None:
+    store = home["store"]
+    buffered = BufferedStore(store)
+    started = RunStarted(scenario="s", model_version="m", agent="a")
+    buffered.append("mem-1", [started], expected_version=0)
+    with pytest.raises(ConcurrencyError):
+        buffered.append("mem-1", [RunCompleted(output={})], expected_version=0)
+    assert buffered.version("mem-1") == 1 and store.version("mem-1") == 0
+    assert buffered.read_run("mem-1")[0].payload["scenario"] == "s"
+    assert buffered.read_run(home["completed"][0]) == store.read_run(home["completed"][0])
+    with pytest.raises(SteplogError, match="cannot quarantine"):
+        buffered.quarantine(source="x", location="y", reason="z", raw="")
+    buffered.discard("mem-1")
+    assert buffered.read_run("mem-1") == []
+    buffered.append("mem-2", [started], expected_version=0)
+    buffered.commit("mem-2")
+    assert [e.type for e in store.read_run("mem-2")] == ["RunStarted"]
+    buffered.close()
+    assert store.read_run("mem-2")  # the backing store stays open
+
+
+def test_departure_of_identical_streams_is_none(home: dict[str, Any]) -> None:
+    events = home["store"].read_run(home["completed"][0])
+    assert departure(events, events, None) is None
+
+
+def app() -> Any:
+    from steplog.cli import app as cli
+
+    return cli
+
+
+def test_bench_replay_check_reports_both_ratios() -> None:
+    shown = runner.invoke(app(), ["bench", "replay", "--check", "--runs", "16", "--json"])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert report["runs"] == 16 and report["unchanged"] == 16
+    assert report["identical_written"] == report["write_runs"] == 16
+    assert report["check_ratio"] == pytest.approx(report["check_seconds"] / report["read_seconds"])
+    assert report["write_ratio"] == pytest.approx(
+        report["write_seconds"] / report["write_read_seconds"]
+    )
+    assert report["met"] == (report["check_seconds"] <= 60 and report["check_ratio"] <= 3)
+    text = runner.invoke(app(), ["bench", "replay", "--check", "--runs", "8"])
+    assert text.exit_code == 0 and "check-only replays" in text.stdout
+    assert "8/8 unchanged" in text.stdout
