@@ -300,4 +300,3 @@ def current_scenario(original: RunState, notes: list[str]) -> ScenarioSpec:
             f"against version {scenario.version}"
         )
     return scenario
-

@@ -27,6 +27,7 @@ from .diff import REPLAY_LINKS, canonical
 from .errors import ConcurrencyError, SteplogError
 from .harness.playback import CALL_TYPES
 from .store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id
+from .store_append import not_in_catalogue
 
 if TYPE_CHECKING:
     from .events import Event
@@ -92,7 +93,7 @@ class BufferedStore(EventStore):
                 event = item.event
                 type_name = name_of(type(event))
                 if type_name is None:
-                    raise self._not_in_catalogue(offset, event)
+                    raise not_in_catalogue(self.catalogue, offset, event)
                 stored.append(
                     StoredEvent(
                         -1,

@@ -125,7 +125,7 @@ def prepare(events: Sequence[Event | NewEvent], catalogue: Catalogue, limit: int
         kind = type(event)
         type_name = name_of(kind)
         if type_name is None:
-            raise _not_in_catalogue(catalogue, index, event)
+            raise not_in_catalogue(catalogue, index, event)
         try:
             # The model's own serializer, as ``model_dump_json()`` calls it (same bytes),
             # without that method's keyword handling: this is the per-event cost of appending.
@@ -163,7 +163,7 @@ def _new_event(item: Event | NewEvent) -> NewEvent:
     return item if isinstance(item, NewEvent) else NewEvent(item)
 
 
-def _not_in_catalogue(catalogue: Catalogue, index: int, event: object) -> InvalidEventError:
+def not_in_catalogue(catalogue: Catalogue, index: int, event: object) -> InvalidEventError:
     from .events import Event
 
     if not isinstance(event, Event):
