@@ -51,8 +51,12 @@ class _Sample:
 
 
 def arm_seed(original: RunState) -> int:
-    """The seed both arms of a sample run with: fresh, and the same on every regress."""
-    material = f"regress:{original.run_id}:{original.seed}".encode()
+    """The seed both arms of a sample run with: fresh, and the same on every regress.
+
+    It is derived from what the sample *is* (scenario, task instance, recorded seed), not from
+    its run id, so the same samples give the same answer in any store.
+    """
+    material = f"regress:{original.scenario}:{original.task_instance_id}:{original.seed}".encode()
     return int.from_bytes(hashlib.sha256(material).digest()[:4], "big") & 0x7FFFFFFF
 
 

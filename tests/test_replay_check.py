@@ -126,7 +126,7 @@ def test_check_uses_the_scenario_registered_now_and_notes_a_new_version(
 ) -> None:
     edit_scenario(home, 'version = "1"', 'version = "2"')
     run_id = home["completed"][0]
-    with pytest.raises(RunStateError, match="version 2 is registered"):
+    with pytest.raises(RunStateError, match="has no registered version '1' \\(registered: 2\\)"):
         replay(home["store"], run_id)  # a writing replay needs the recorded version
     result = replay(home["store"], run_id, check=True)
     assert not result.behaviour_changed, result.summary
