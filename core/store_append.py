@@ -182,8 +182,29 @@ def utc(moment: datetime) -> datetime:
 
 
 def sqlite_datetime(moment: datetime) -> str:
-    """UTC, in the text format SQLAlchemy's SQLite ``DateTime`` reads back."""
-    return utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f")
+    """UTC, in the text format SQLAlchemy's SQLite ``DateTime`` reads back
+    (``YYYY-MM-DD HH:MM:SS.ffffff``), from the C ``isoformat``: this runs for every event."""
+    return utc(moment).isoformat(" ", "microseconds")[:26]
+
+
+def sqlite_rows(
+    run_id: str, seq: int, position: int, batch: Sequence[Prepared], now_text: str
+) -> list[tuple[Any, ...]]:
+    """``batch``'s rows for :data:`SQLITE_INSERT`, from ``seq`` at ``position`` (``now_text``
+    where an event has no recorded time): the one place the SQLite row format is written."""
+    return [
+        (
+            position + i,
+            item.event_id.hex,
+            run_id,
+            seq + i,
+            item.type,
+            item.schema_version,
+            now_text if item.recorded_at is None else sqlite_datetime(item.recorded_at),
+            item.payload_json,
+        )
+        for i, item in enumerate(batch)
+    ]
 
 
 def chunks(items: list[T], size: int) -> Iterable[list[T]]:
@@ -274,22 +295,7 @@ class BatchWriter:
         if expected_version is not None and expected_version != current:
             raise _Conflict(current)
         position = (last_position or 0) + 1
-        dbapi.executemany(
-            SQLITE_INSERT,
-            [
-                (
-                    position + i,
-                    item.event_id.hex,
-                    run_id,
-                    current + i,
-                    item.type,
-                    item.schema_version,
-                    now_text if item.recorded_at is None else sqlite_datetime(item.recorded_at),
-                    item.payload_json,
-                )
-                for i, item in enumerate(batch)
-            ],
-        )
+        dbapi.executemany(SQLITE_INSERT, sqlite_rows(run_id, current, position, batch, now_text))
         return list(range(position, position + len(batch)))
 
     @staticmethod
@@ -373,22 +379,7 @@ def insert_rows(
     now = datetime.now(UTC)
     if conn.dialect.name == "sqlite":
         now_text = sqlite_datetime(now)
-        conn.exec_driver_sql(
-            SQLITE_INSERT,
-            [
-                (
-                    position + i,
-                    item.event_id.hex,
-                    run_id,
-                    seq + i,
-                    item.type,
-                    item.schema_version,
-                    now_text if item.recorded_at is None else sqlite_datetime(item.recorded_at),
-                    item.payload_json,
-                )
-                for i, item in enumerate(batch)
-            ],
-        )
+        conn.exec_driver_sql(SQLITE_INSERT, sqlite_rows(run_id, seq, position, batch, now_text))
         return
     conn.exec_driver_sql(
         f"INSERT INTO events ({COLUMN_NAMES}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",

@@ -12,15 +12,19 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import event
+from sqlalchemy.dialects.sqlite import DATETIME as SQLiteDateTime
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite as sqlite_dialect
 
 from steplog.errors import ConcurrencyError
 from steplog.events import Event, StepStarted
 from steplog.store import EventStore, NewEvent
+from steplog.store_append import sqlite_datetime, utc
 
 
 def steps(count: int, start: int = 0) -> list[Event]:
@@ -124,3 +128,22 @@ def test_postgres_append_is_four_round_trips(pg_url: str, tmp_path: Path) -> Non
         assert [e.seq for e in store.read_run(run)] == list(range(101))
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(2026, 12, 1, 6, 30, 0),  # naive: UTC
+        datetime(2026, 12, 1, 6, 30, 0, 7, tzinfo=UTC),
+        datetime(2026, 6, 30, 23, 59, 59, 999_999, tzinfo=timezone(timedelta(hours=-5))),
+        datetime(1999, 12, 31, 23, 0, 0, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+    ],
+)
+def test_sqlite_time_text_is_the_format_sqlalchemy_reads(moment: datetime) -> None:
+    """Appends and OTLP rounds both write SQLite times through ``sqlite_datetime`` (isoformat
+    for speed); it must be SQLAlchemy's ``YYYY-MM-DD HH:MM:SS.ffffff`` of the UTC moment."""
+    expected = utc(moment).strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert sqlite_datetime(moment) == expected
+    assert SQLiteDateTime().result_processor(sqlite_dialect(), None)(expected) == utc(
+        moment
+    ).replace(tzinfo=None)

@@ -33,7 +33,7 @@ from ...database import with_retries, write_transaction
 from ...errors import InvalidEventError
 from ...models import events_table, quarantine_table
 from ...store import EventStore, NewEvent, StoredEvent, _storable
-from ...store_append import SQLITE_INSERT, Prepared, utc
+from ...store_append import SQLITE_INSERT, Prepared, sqlite_datetime, sqlite_rows, utc
 from ..ids import stable_event_id
 from ..report import ImportReport, Rejected, Rejection
 from . import archive
@@ -180,20 +180,8 @@ class _Writer:
         """Queue ``batch`` for run ``run_id`` from ``seq`` on, at the next positions (every
         queued event is inserted by :meth:`_flush`, in one statement)."""
         if self.store._sqlite:
-            default = _sqlite_text(self.now)
-            self.rows.extend(
-                (
-                    self.position + i,
-                    item.event_id.hex,
-                    run_id,
-                    seq + i,
-                    item.type,
-                    item.schema_version,
-                    default if item.recorded_at is None else _sqlite_text(item.recorded_at),
-                    item.payload_json,
-                )
-                for i, item in enumerate(batch)
-            )
+            now_text = sqlite_datetime(self.now)
+            self.rows.extend(sqlite_rows(run_id, seq, self.position, batch, now_text))
         else:
             self.rows.extend(
                 (
@@ -377,12 +365,6 @@ def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> 
         if not makes_event or candidates & stored_ids:
             held.add(span.span_id)
     return held
-
-
-def _sqlite_text(moment: datetime) -> str:
-    """What ``store._sqlite_datetime`` writes (``YYYY-MM-DD HH:MM:SS.ffffff``, UTC), from the
-    C ``isoformat`` rather than ``strftime``: this runs for every assembled event."""
-    return utc(moment).isoformat(" ", "microseconds")[:26]
 
 
 def merge(into: ImportReport, part: ImportReport) -> None:
