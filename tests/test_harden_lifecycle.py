@@ -248,7 +248,12 @@ def test_a_dead_receiver_worker_is_restarted_and_reported(tmp_path: Path) -> Non
         os.kill(workers[0], signal.SIGKILL)
 
         def restarted() -> bool:  # whichever process answers (the kernel picks): same view
-            reports = [serve.health() for _ in range(6)]
+            try:
+                reports = [serve.health() for _ in range(6)]
+            except ConnectionResetError:
+                # a connection the kernel had queued on the killed worker's socket (the port is
+                # shared) is reset once that socket goes: a client retries it, so do we
+                return False
             return all(
                 r.get("workers") == {"alive": 1, "restarts": 1}
                 and r.get("assembler", {}).get("alive") is True  # type: ignore[attr-defined]
