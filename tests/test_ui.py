@@ -293,7 +293,7 @@ def test_payload_markdown_and_html_are_shown_as_text(
         raise RuntimeError(message)
     app = page("run", run=run.run_id)
     assert not app.exception, app.exception
-    assert any(message in block.value for block in app.code)
+    assert any(message in block.value for block in app.text)
     rendered = " ".join(m.value for m in [*app.markdown, *app.error, *app.caption])
     assert "](https://attacker" not in rendered
 

@@ -212,7 +212,7 @@ def test_an_otlp_run_renders_as_a_conversation(
     assert not app.exception, app.exception
     roles = [m.name for m in app.chat_message]
     assert roles[:3] == ["system", "user", "assistant"], roles
-    shown = " ".join(c.value for c in app.code)
+    shown = " ".join(c.value for c in app.text)
     assert "Fly me to Lisbon" in shown and "You plan trips." in shown
     assert any("search" in m.value for m in app.markdown if "tool call" in m.value)
     assert any("429 slow down" in e.value for e in app.error)

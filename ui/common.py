@@ -136,8 +136,9 @@ def set_param(key: str, value: str | None) -> None:
 
 
 def text(value: object) -> None:
-    """Long user text, shown verbatim, wrapped to the window (never rendered as Markdown)."""
-    st.code(str(value), language=None, wrap_lines=True)
+    """Long user text, shown verbatim with its line breaks, wrapped to the window (never rendered
+    as Markdown or HTML)."""
+    st.text(str(value))
 
 
 def number(value: float | None, digits: int = 3) -> str:
