@@ -359,3 +359,25 @@ def test_cli_table_json_and_errors(store_url: str, kyc: Path) -> None:
         assert len(lines) == 1 and message in lines[0], result.output
     zero = runner.invoke(app, ["chaos", run_id, "--forks", "0", "--db", store_url])
     assert zero.exit_code == 2
+
+
+def test_the_progress_bar_goes_to_stderr(
+    store_url: str, kyc: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    import steplog.cli.chaos as chaos_cli
+
+    store = EventStore.open(store_url)
+    run_id = _kyc_run(store, seed=7)
+    store.close()
+    stderr = io.StringIO()
+    monkeypatch.setattr(chaos_cli, "err_console", Console(file=stderr, force_terminal=True))
+    result = runner.invoke(
+        app, ["chaos", run_id, "--db", store_url, "--forks", "1", "--faults", "empty", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["forks_spent"] == 3 * 1 * 2
+    assert "chaos forks" in stderr.getvalue()  # drawn on the (terminal) stderr, not stdout
