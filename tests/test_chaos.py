@@ -14,8 +14,10 @@ from typer.testing import CliRunner
 from steplog.annotations import add_to_regression_set
 from steplog.chaos import (
     FAULTS,
+    ChaosProfile,
     FaultPlan,
     Pairs,
+    StepProfile,
     chaos,
     chaos_seed,
     chaos_set,
@@ -33,7 +35,8 @@ from steplog.harness.tool_response import read_tool_result
 from steplog.projections.queries import count_failures, list_runs, metrics, refresh
 from steplog.replay import replay
 from steplog.resources import data_dir
-from steplog.stats.paired import PairedTable, tango
+from steplog.stats.multiplicity import benjamini_hochberg
+from steplog.stats.paired import PairedTable, tango, tango_test
 from steplog.stats.proportions import proportion
 from steplog.store import EventStore
 
@@ -103,17 +106,38 @@ def test_a_plan_hits_only_its_step_and_its_first_calls() -> None:
     assert not plan.applies(3, 3) and not plan.applies(2, 1)
 
 
-def test_fragility_is_the_paired_interval_below_zero() -> None:
+def test_fragility_is_a_paired_test_adjusted_over_every_cell() -> None:
     pairs = Pairs()
     for faulted, unfaulted in [(False, True)] * 7 + [(True, True)] * 3:
         pairs.add(faulted, unfaulted)
     gap = pairs.difference()
-    assert gap is not None
     assert gap == tango(PairedTable(3, 0, 7, 0))
-    assert gap.estimate == pytest.approx(-0.7) and gap.high < 0 and pairs.fragile
-    even = Pairs(both=8, faulted_only=1, unfaulted_only=1)
-    assert not even.fragile
-    assert Pairs().difference() is None and not Pairs().fragile
+    assert gap is not None and gap.estimate == pytest.approx(-0.7) and gap.high < 0
+    # Tango's score test at 0 is McNemar's z = (b - c) / sqrt(b + c) = -sqrt(7)
+    assert pairs.p_value() == pytest.approx(tango_test(PairedTable(3, 0, 7, 0)).p_value)
+    assert pairs.p_value() == pytest.approx(0.00815097, abs=1e-7)  # chi2.sf(7, 1)
+    assert Pairs().difference() is None and Pairs().p_value() == 1.0
+
+    def profile(cells: list[Pairs]) -> ChaosProfile:
+        steps = tuple(
+            StepProfile("s", f"step{i}", i, "tool", 10, 10, {"empty": c})
+            for i, c in enumerate(cells)
+        )
+        return ChaosProfile("r", "run", ("r",), ("empty",), 10, steps, 20, ("chaos:r",))
+
+    alone = profile([pairs])
+    assert [(s.step, f) for s, f in alone.fragile] == [("step0", "empty")]
+    # five more cells where nothing happened: 0.0082 * 6 / 1 = 0.049 still passes BH ...
+    quiet = [Pairs(both=10) for _ in range(5)]
+    assert profile([pairs, *quiet]).is_fragile("step0", "empty")
+    # ... seven more do not (0.0082 * 8 = 0.065): many cells need more forks per cell
+    crowded = profile([pairs, *[Pairs(both=10) for _ in range(7)]])
+    assert crowded.fragile == [] and "no fragile step" in crowded.summary
+    expected = benjamini_hochberg([pairs.p_value()] + [1.0] * 7)
+    assert crowded.as_dict()["steps"][0]["faults"]["empty"]["p_adjusted"] == expected[0]
+    # completion that rose is never fragile, however significant
+    better = Pairs(both=3, faulted_only=7)
+    assert profile([better]).fragile == []
 
 
 def test_fork_seeds_are_pure_and_distinct() -> None:
@@ -147,7 +171,7 @@ def _kyc_run(store: EventStore, seed: int = 1, instance: str = "applicant-01") -
 
 def test_chaos_finds_the_planted_fragile_step_with_intervals(store: EventStore, kyc: Path) -> None:
     run_id = _kyc_run(store)
-    profile = chaos(store, run_id, faults=("empty", "truncated"), forks=10)
+    profile = chaos(store, run_id, faults=("empty", "truncated"), forks=16)
     steps = {s.step: s for s in profile.steps}
     # the tool steps of the run, in order; score and decide call no tool
     assert list(steps) == ["fetch_applicant", "screen_sanctions", "fetch_documents"]
@@ -156,24 +180,25 @@ def test_chaos_finds_the_planted_fragile_step_with_intervals(store: EventStore, 
     # answer as "no hits" and goes on; the others retry it, and every step retries a cut-off one
     assert [(s.step, fault) for s, fault in profile.fragile] == [("screen_sanctions", "empty")]
     sanctions = steps["screen_sanctions"].faults["empty"]
-    shown = steps["screen_sanctions"].as_dict()
-    assert shown["unfaulted"]["forks"] == 10 and shown["unfaulted"]["completed"] == 10
+    shown = profile.as_dict()["steps"][1]
+    assert shown["unfaulted"]["forks"] == 16 and shown["unfaulted"]["completed"] == 16
     faulted = shown["faults"]["empty"]
-    wilson = proportion(sanctions.faulted, 10)
+    wilson = proportion(sanctions.faulted, 16)
     assert faulted["ci"] == [wilson.low, wilson.high] and faulted["method"] == "wilson"
-    unfaulted = proportion(10, 10)
-    assert faulted["ci"][1] < unfaulted.estimate  # the whole interval is below the twins' rate
+    unfaulted = proportion(16, 16)
+    assert faulted["ci"][1] < unfaulted.low  # the Wilson intervals do not even overlap
     assert faulted["difference"]["method"] == "Tango score"
     assert faulted["difference"]["ci"][1] < 0 and faulted["fragile"]
+    assert faulted["p_value"] <= faulted["p_adjusted"] < 0.05
     for name in ("fetch_applicant", "fetch_documents"):
         for fault in ("empty", "truncated"):
             cell = steps[name].faults[fault]
-            assert not cell.fragile and cell.faulted >= 8, (name, fault, cell)
-    assert profile.forks_spent == 3 * 10 * 3
+            assert not profile.is_fragile(name, fault) and cell.faulted >= 14, (name, fault, cell)
+    assert profile.forks_spent == 3 * 16 * 3
     assert "fragile: screen_sanctions (empty" in profile.summary
     # the same call again gives the same numbers: every fork's seed is a pure function
-    again = chaos(store, run_id, faults=("empty", "truncated"), forks=10)
-    assert [s.as_dict() for s in again.steps] == [s.as_dict() for s in profile.steps]
+    again = chaos(store, run_id, faults=("empty", "truncated"), forks=16)
+    assert again.as_dict()["steps"] == profile.as_dict()["steps"]
 
 
 def test_faults_are_recorded_facts_and_faulted_forks_replay_exactly(
@@ -331,7 +356,7 @@ def test_cli_table_json_and_errors(store_url: str, kyc: Path) -> None:
         store, get_scenario("sandbox"), instance_id="chain-3", model_version="uniform-0.0", seed=1
     ).run_id
     store.close()
-    args = ["chaos", run_id, "--db", store_url, "--forks", "10", "--faults", "empty"]
+    args = ["chaos", run_id, "--db", store_url, "--forks", "12", "--faults", "empty"]
     shown = runner.invoke(app, args)
     assert shown.exit_code == 0, shown.output
     assert "screen_sanctions" in shown.output and "FRAGILE" in shown.output

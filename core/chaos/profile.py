@@ -87,7 +87,7 @@ def chaos(
     run_id: str,
     *,
     faults: Sequence[str],
-    forks: int = 10,
+    forks: int = 20,
     on_fork: Progress | None = None,
 ) -> ChaosProfile:
     """The chaos profile of the finished scenario run ``run_id``."""
@@ -101,7 +101,7 @@ def chaos_set(
     set_name: str,
     *,
     faults: Sequence[str],
-    forks: int = 10,
+    forks: int = 20,
     on_fork: Progress | None = None,
 ) -> ChaosProfile:
     """The chaos profile of every run of regression set ``set_name``, pooled per step name.

@@ -1,9 +1,12 @@
 """A chaos profile's numbers: completion per step and fault, and which steps are fragile.
 
 Every faulted fork has an unfaulted twin: the fork at the same step with the same seed and no
-fault. The pairs make a paired 2x2 table per step and fault; the step is **fragile** to the
-fault when Tango's 95% score interval of the paired difference (faulted minus unfaulted
-completion) lies below 0. Each completion rate is shown with its 95% Wilson interval.
+fault. The pairs make a paired 2x2 table per step and fault (a *cell*), with Tango's score
+interval of the paired difference (faulted minus unfaulted completion) and the score test it
+inverts. A profile tests many cells at once, so the step is **fragile** to the fault when the
+test's p-value, adjusted by Benjamini-Hochberg over all the profile's cells, is below 0.05
+(a false discovery rate of 5% among the steps named fragile) and completion fell. Each
+completion rate is shown with its 95% Wilson interval.
 """
 
 from __future__ import annotations
@@ -11,9 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..stats.paired import PairedTable, tango
+from ..stats.multiplicity import benjamini_hochberg
+from ..stats.paired import PairedTable, tango, tango_test
 from ..stats.proportions import proportion
 from ..stats.results import Interval
+
+ALPHA = 0.05
 
 
 def rate(completed: int, forks: int) -> dict[str, Any]:
@@ -65,18 +71,16 @@ class Pairs:
         """Unfaulted forks that completed."""
         return self.both + self.unfaulted_only
 
-    def difference(self) -> Interval | None:
-        """Faulted minus unfaulted completion, Tango's paired score interval."""
-        if self.n == 0:
-            return None
-        table = PairedTable(self.both, self.faulted_only, self.unfaulted_only, self.neither)
-        return tango(table)
+    def _table(self) -> PairedTable:
+        return PairedTable(self.both, self.faulted_only, self.unfaulted_only, self.neither)
 
-    @property
-    def fragile(self) -> bool:
-        """Completion significantly below the unfaulted twins' (the interval below 0)."""
-        gap = self.difference()
-        return gap is not None and gap.high < 0
+    def difference(self) -> Interval | None:
+        """Faulted minus unfaulted completion, Tango's paired score interval (95%)."""
+        return tango(self._table()) if self.n else None
+
+    def p_value(self) -> float:
+        """Tango's score test of no difference (McNemar's z; two-sided); 1 without pairs."""
+        return tango_test(self._table()).p_value if self.n else 1.0
 
 
 @dataclass
@@ -91,11 +95,12 @@ class StepProfile:
     baseline_forks: int = 0
     faults: dict[str, Pairs] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form."""
+    def as_dict(self, adjusted: dict[str, float] | None = None) -> dict[str, Any]:
+        """JSON-friendly form (``adjusted``: each fault's adjusted p-value, by name)."""
         faults: dict[str, Any] = {}
         for name, pairs in self.faults.items():
             gap = pairs.difference()
+            p_adjusted = (adjusted or {}).get(name, 1.0)
             faults[name] = {
                 **rate(pairs.faulted, pairs.n),
                 "difference": gap.as_dict() if gap is not None else None,
@@ -105,7 +110,9 @@ class StepProfile:
                     "unfaulted_only": pairs.unfaulted_only,
                     "neither": pairs.neither,
                 },
-                "fragile": pairs.fragile,
+                "p_value": pairs.p_value(),
+                "p_adjusted": p_adjusted,
+                "fragile": _fragile(pairs, p_adjusted),
             }
         return {
             "scenario": self.scenario,
@@ -115,6 +122,20 @@ class StepProfile:
             "unfaulted": rate(self.baseline_completed, self.baseline_forks),
             "faults": faults,
         }
+
+
+def _fragile(pairs: Pairs, p_adjusted: float) -> bool:
+    return pairs.unfaulted_only > pairs.faulted_only and p_adjusted < ALPHA
+
+
+def adjust(steps: tuple[StepProfile, ...]) -> list[dict[str, float]]:
+    """Each step's faults' p-values, Benjamini-Hochberg adjusted over every cell of the profile."""
+    cells = [(i, name, pairs) for i, s in enumerate(steps) for name, pairs in s.faults.items()]
+    adjusted = benjamini_hochberg([pairs.p_value() for _, _, pairs in cells])
+    found: list[dict[str, float]] = [{} for _ in steps]
+    for (i, name, _), value in zip(cells, adjusted, strict=True):
+        found[i][name] = value
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +153,23 @@ class ChaosProfile:
     skipped: tuple[str, ...] = ()
 
     @property
+    def adjusted(self) -> list[dict[str, float]]:
+        """Per step, each fault's Benjamini-Hochberg adjusted p-value."""
+        return adjust(self.steps)
+
+    @property
     def fragile(self) -> list[tuple[StepProfile, str]]:
-        """(step, fault) pairs whose completion is significantly below the unfaulted twins'."""
+        """(step, fault) cells whose completion is significantly below the unfaulted twins'."""
         return [
-            (step, fault) for step in self.steps for fault, p in step.faults.items() if p.fragile
+            (step, fault)
+            for step, adjusted in zip(self.steps, self.adjusted, strict=True)
+            for fault, pairs in step.faults.items()
+            if _fragile(pairs, adjusted[fault])
         ]
+
+    def is_fragile(self, step: str, fault: str) -> bool:
+        """Whether ``step`` (by name) is fragile to ``fault``."""
+        return any(s.step == step and f == fault for s, f in self.fragile)
 
     @property
     def summary(self) -> str:
@@ -163,7 +196,10 @@ class ChaosProfile:
             "runs": list(self.runs),
             "faults": list(self.faults),
             "forks_per_step": self.forks_per_step,
-            "steps": [step.as_dict() for step in self.steps],
+            "steps": [
+                step.as_dict(adjusted)
+                for step, adjusted in zip(self.steps, self.adjusted, strict=True)
+            ],
             "fragile": [
                 {"scenario": s.scenario, "step": s.step, "step_index": s.step_index, "fault": f}
                 for s, f in self.fragile
@@ -171,7 +207,8 @@ class ChaosProfile:
             "forks_spent": self.forks_spent,
             "sessions": list(self.sessions),
             "skipped": list(self.skipped),
-            "rule": "fragile: Tango 95% interval of the paired difference (faulted minus "
-            "unfaulted twin with the same seed) below 0",
+            "rule": "fragile: completion fell and Tango's paired score test (faulted vs the "
+            "unfaulted twin with the same seed), Benjamini-Hochberg adjusted over every cell, "
+            f"has p < {ALPHA}",
             "summary": self.summary,
         }

@@ -34,7 +34,7 @@ def chaos_cmd(
     forks: Annotated[
         int,
         typer.Option(min=1, max=1000, help="Forks per step and fault (distinct recorded seeds)."),
-    ] = 10,
+    ] = 20,
     faults: Annotated[
         str | None,
         typer.Option(metavar="A,B", help=f"Faults to inject (default: all: {FAULT_NAMES})."),
@@ -92,11 +92,13 @@ def _show(profile: "ChaosProfile") -> None:
 
     headers = ("step", "tool", "unfaulted", *profile.faults)
     table = Table(*(Column(h, no_wrap=True) for h in headers), title=title)
+    fragile = {(s.step, s.scenario, fault) for s, fault in profile.fragile}
     for step in profile.steps:
         cells = []
         for fault in profile.faults:
             pairs = step.faults[fault]
-            cells.append(_cell(pairs.faulted, pairs.n) + (" FRAGILE" if pairs.fragile else ""))
+            mark = " FRAGILE" if (step.step, step.scenario, fault) in fragile else ""
+            cells.append(_cell(pairs.faulted, pairs.n) + mark)
         name = f"{step.step_index} {step.step}"
         if profile.kind == "set" and len({s.scenario for s in profile.steps}) > 1:
             name = f"{step.scenario}: {name}"
@@ -109,7 +111,7 @@ def _show(profile: "ChaosProfile") -> None:
     console.print(profile.summary, highlight=False, markup=False)
     console.print(
         "completion with 95% Wilson intervals; FRAGILE: significantly below the unfaulted twin "
-        "forks (same seeds; Tango paired interval)",
+        "forks (same seeds; Tango paired score test, Benjamini-Hochberg over all cells)",
         highlight=False,
         markup=False,
     )
