@@ -355,6 +355,15 @@ def test_cli_table_json_and_errors(store_url: str, kyc: Path) -> None:
     sandbox = start_run(
         store, get_scenario("sandbox"), instance_id="chain-3", model_version="uniform-0.0", seed=1
     ).run_id
+    migration = get_scenario("data-migration")
+    parked = start_run(
+        store,
+        migration,
+        instance_id=migration.all_instances()[0].id,
+        model_version="sim-v1",
+        seed=1,
+        gate_policy="manual",
+    ).run_id
     store.close()
     args = ["chaos", run_id, "--db", store_url, "--forks", "12", "--faults", "empty"]
     shown = runner.invoke(app, args)
@@ -374,6 +383,7 @@ def test_cli_table_json_and_errors(store_url: str, kyc: Path) -> None:
         (["chaos", run_id, "--faults", "empty,flood"], "error: --faults: unknown fault 'flood'"),
         (["chaos", sandbox], "made no tool call"),
         (["chaos", "ghost"], "error: no run 'ghost'"),
+        (["chaos", parked], "is still awaiting_approval; chaos forks finished runs"),
         (["chaos", "--set", "nope"], "error: no regression set 'nope'"),
         (["chaos"], "error: give a run id or --set NAME"),
         (["chaos", run_id, "--set", "x"], "error: give a run id or --set NAME"),
