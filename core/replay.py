@@ -38,6 +38,7 @@ from .replay_buffer import (
 from .store import EventStore
 
 if TYPE_CHECKING:
+    from .harness.faults import FaultPlan
     from .harness.scenario import ScenarioSpec
 
 __all__ = [
@@ -159,6 +160,7 @@ def replay(
     session_id: str | None = None,
     check: bool = False,
     scenario: ScenarioSpec | None = None,
+    faults: FaultPlan | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
 
@@ -173,10 +175,13 @@ def replay(
     agent to serve the imported responses to) are replayed by :mod:`steplog.replay_sdk`.
     A fork of a scenario run continues with the original's seed unless ``seed`` (a sample
     index) is given: M forks at one step with M seeds are M different futures, each recorded
-    (so replayable); ``session_id`` tags the fork (e.g. the attribution that made it).
+    (so replayable); ``session_id`` tags the fork (e.g. the attribution that made it);
+    ``faults`` injects a tool fault into the fork's live steps (a chaos fork).
     """
     if (seed is not None or session_id is not None) and fork_at_step is None:
         raise SteplogError("--seed changes the run's future: use it with --fork-at-step K")
+    if faults is not None and fork_at_step is None:
+        raise SteplogError("an injected fault changes the run's future: only forks take one")
     events = store.read_run(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
@@ -188,7 +193,7 @@ def replay(
     if original.source == "sdk" or agent is not None:
         from .replay_sdk import replay_agent
 
-        if seed is not None or session_id is not None:
+        if seed is not None or session_id is not None or faults is not None:
             raise SteplogError(
                 f"run {run_id!r} is not a scenario run: --seed forks scenario runs only"
             )
@@ -244,7 +249,8 @@ def replay(
         # a replay of a fork stays linked to the fork's origin and step
         forked_from=run_id if fork else original.forked_from,
         fork_step=fork_at_step if fork else original.fork_step,
-        session_id=session_id,
+        session_id=session_id if fork else original.session_id,  # a replay keeps its tag too
+        faults=faults,
     )
     replayed = target.read_run(ending.run_id)
     if isinstance(target, BufferedStore):

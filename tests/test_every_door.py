@@ -56,6 +56,9 @@ DOORS = [
     ("quarantine", {}, ["quarantine", "show", "12345", "--db", "{db}"], 1,
      "no quarantined record 12345"),
     ("label", {}, ["label", "nope", "--label", "x", "--db", "{db}"], 1, "nope"),
+    ("chaos fault", {}, ["chaos", "r", "--faults", "flood", "--db", "{db}"], 1,
+     "unknown fault 'flood'"),
+    ("chaos set", {}, ["chaos", "--set", "nope", "--db", "{db}"], 1, "no regression set 'nope'"),
 ]  # fmt: skip
 
 

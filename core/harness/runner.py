@@ -41,6 +41,7 @@ from ..events import (
 from ..projections.run_state import RunState, fold
 from ..recorder import RecordedRandom, RunRecorder, step_seed
 from ..store import EventStore
+from .faults import FaultPlan
 from .playback import Divergence, Playback, describe
 from .scenario import (
     AGENT_PREFIX,
@@ -59,6 +60,7 @@ from .simulated import (
     check_schema,
     truth,
 )
+from .tool_response import read_tool_result
 
 
 class RunStateError(SteplogError):
@@ -111,6 +113,8 @@ class RunContext:
     """Fingerprint of the last model response (loop detection compares attempts)."""
     playback: Playback | None = None
     """Set when replaying: recorded calls are served instead of made."""
+    faults: FaultPlan | None = None
+    """Set in a chaos fork: the tool fault injected into its live tool calls."""
     _random: RecordedRandom | None = field(default=None, repr=False)
     model: SimulatedModel = field(init=False)
     tools: SimulatedTools = field(init=False)
@@ -161,8 +165,13 @@ class RunContext:
         )
         return value
 
-    def call_model(self, step: ConcreteStep, inputs: dict[str, Any]) -> dict[str, Any]:
-        """Ask the model version for the step's output; recorded as ``ModelCalled``."""
+    def call_model(
+        self, step: ConcreteStep, inputs: dict[str, Any], *, grounded: bool = True
+    ) -> dict[str, Any]:
+        """Ask the model version for the step's output; recorded as ``ModelCalled``.
+
+        ``grounded=False``: the step goes on without its tool's data (the request says so).
+        """
         rule_fields = step.spec.fields if step.spec.rule_fields is None else step.spec.rule_fields
         request = {
             "instance": self.instance.id,
@@ -171,6 +180,8 @@ class RunContext:
             "fields": step.spec.fields,
             "attempt": self.attempt,
         }
+        if not grounded:
+            request["tool_data"] = "none"
         playback = self._served(step.index)
         if playback is not None:
             recorded = playback.take(
@@ -193,6 +204,7 @@ class RunContext:
             attempt=self.attempt,
             fields=step.spec.fields,
             rule_fields=list(rule_fields),
+            grounded=grounded,
         )
         self._pace(reply.latency_ms)
         self.last_response = fingerprint("response", reply.response)
@@ -234,6 +246,8 @@ class RunContext:
             step_index=step.index,
             attempt=self.attempt,
         )
+        if self.faults is not None and self.faults.applies(step.index, self.attempt):
+            reply = self.faults.inject(tool, reply, self.model.spec)
         self._pace(reply.latency_ms)
         self.recorder.record(
             ToolCalled(
@@ -306,11 +320,13 @@ def launch(
     fork_step: int | None = None,
     rerun_of: str | None = None,
     session_id: str | None = None,
+    faults: FaultPlan | None = None,
 ) -> Ending:
     """Like :func:`start_run`, returning only how it ended (no final fold): the batch path.
 
     With ``playback`` the recorded calls are served instead of made (replay and fork);
-    ``rerun_of`` links a fresh run of an earlier run's task instance (a regression check).
+    ``rerun_of`` links a fresh run of an earlier run's task instance (a regression check);
+    ``faults`` injects a tool fault into the live calls (a chaos fork).
     """
     instance = scenario.instance(instance_id)
     scenario.model(model_version)  # a clear error for an unknown version, before writing
@@ -340,7 +356,14 @@ def launch(
     )
     start_clock = time.time() * 1000
     context = RunContext(
-        recorder, scenario, instance, model_version, seed, start_clock, playback=playback
+        recorder,
+        scenario,
+        instance,
+        model_version,
+        seed,
+        start_clock,
+        playback=playback,
+        faults=faults,
     )
     try:
         context.now(start=True)  # the run's start time, recorded: replays serve it back
@@ -649,9 +672,17 @@ def _attempt(
     ctx: RunContext, step: ConcreteStep, inputs: dict[str, Any], previous: str | None
 ) -> dict[str, Any]:
     """One attempt: tool (if any), model, then schema, business rule and custom checks."""
+    grounded = True
     if step.spec.tool:
-        ctx.call_tool(step, step.spec.tool)
-    response = ctx.call_model(step, inputs)
+        verdict = read_tool_result(ctx.call_tool(step, step.spec.tool), step.spec)
+        if verdict.action == "invalid":
+            raise _AttemptError(
+                "schema", verdict.problem or "", layer="schema", check="tool_response"
+            )
+        if verdict.action == "empty":
+            raise _AttemptError("tool_empty", verdict.problem or "")
+        grounded = verdict.action == "use"
+    response = ctx.call_model(step, inputs, grounded=grounded)
     if response.get("status") != "ok":
         raise _AttemptError("model_error", str(response.get("message", "model error")))
     if previous is not None and ctx.last_response == previous:

@@ -98,6 +98,11 @@ class StepSpec(_Spec):
     min_value: float = 0.0
     max_value: float = 1000.0
     gate: bool = Field(default=False, description="ask for approval before this step")
+    on_empty: Literal["retry", "proceed"] = Field(
+        default="retry",
+        description="when the tool returns no records: retry the step, or proceed without the "
+        "data (the model answers ungrounded)",
+    )
 
     @model_validator(mode="after")
     def _rule_fields_exist(self) -> StepSpec:

@@ -14,7 +14,9 @@ uninterrupted one would have. Failure modes (rates per attempt, see ``ModelVersi
   the known decisive step of attribution benchmarks;
 * loops -- the model answers every attempt of a step with the same wrong action until the
   retry budget runs out;
-* transient tool errors -- timeouts and rate limits, retryable.
+* transient tool errors -- timeouts and rate limits, retryable;
+* ungrounded answers -- asked without its tool's data (an empty result the step proceeds on),
+  the model guesses: one field off.
 """
 
 from __future__ import annotations
@@ -87,8 +89,9 @@ class SimulatedModel:
         attempt: int,
         fields: list[str],
         rule_fields: list[str],
+        grounded: bool = True,
     ) -> ModelReply:
-        """Answer one attempt of a step."""
+        """Answer one attempt of a step (``grounded=False``: without the step's tool data)."""
         spec = self.spec
         input_tokens = spec.input_tokens + spec.context_growth_tokens * step_index
         output_tokens = spec.output_tokens
@@ -96,6 +99,18 @@ class SimulatedModel:
             input_tokens * spec.price_per_1k_input + output_tokens * spec.price_per_1k_output
         ) / 1000
         key = (self.version, seed, instance_id, step_index)
+        if not grounded:
+            # No data to read: a plausible guess, one field (seeded) off, verified or not.
+            output = self._perturbed(
+                instance_id, step, fields, fields, ("ungrounded", *key, attempt)
+            )
+            return ModelReply(
+                {"status": "ok", "output": output},
+                input_tokens,
+                output_tokens,
+                cost,
+                spec.latency_ms,
+            )
         if step_index == planted_step(self.version, spec, seed, instance_id):
             # The planted decisive mistake: an unverified field off, on every attempt.
             unverified = [f for f in fields if f not in rule_fields] or fields

@@ -1,0 +1,202 @@
+"""``chaos``: fork a recorded run at each step with a tool call, with injected tool faults.
+
+For every step where the run called a tool, and every sample ``i < M``, one fork continues
+from that step with no fault (the *unfaulted twin*) and one per fault with the fault injected
+into the step's tool call (:mod:`steplog.harness.faults`); all of them use the same seed
+(:func:`chaos_seed`: a pure function of the run's seed, the step and ``i``), so the pair differs
+only by the fault. Forks are ordinary recorded runs: ``forked_from`` the profiled run (kept out
+of metrics, comparisons and failure counts, like every fork), session ``chaos:<run>``, and the
+faulted tool result is recorded as the call's result, so every fork replays exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..errors import SteplogError
+from ..harness.faults import FaultPlan, fault_calls
+from ..projections.run_state import RunState
+from ..store import EventStore
+from .report import ChaosProfile, Pairs, StepProfile
+
+Progress = Callable[[int, int], None]
+
+
+def chaos_seed(seed: int | None, step: int, sample: int) -> int:
+    """The seed of sample ``sample``'s forks at ``step`` of a run recorded with ``seed``."""
+    digest = hashlib.sha256(f"chaos|{seed}|{step}|{sample}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % 2**31
+
+
+def session_of(run_id: str) -> str:
+    """The session every chaos fork of ``run_id`` records."""
+    return f"chaos:{run_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    run_id: str
+    original: RunState
+    tool_steps: tuple[tuple[int, str, str], ...]
+    """(step index, step name, tool) of every step where the run called a tool."""
+
+
+class NoToolCalls(SteplogError):
+    """The run made no tool call: there is nothing to inject a fault into."""
+
+
+def _prepare(store: EventStore, run_id: str, *, what: str = "run") -> _Target:
+    """Refuse before forking anything: unknown, unfinished, not a scenario run, no tool call."""
+    from ..harness.runner import RunStateError, registered_scenario
+    from ..projections.run_state import fold
+
+    events = store.read_run(run_id)
+    if not events:
+        raise RunStateError(f"no run {run_id!r} in {store.url}")
+    original = fold(events)
+    if original.source != "harness":
+        raise SteplogError(
+            f"{what} {run_id!r} was recorded by {original.source!r}, not the harness: chaos "
+            "forks registered scenario runs only"
+        )
+    if not original.is_terminal:
+        raise RunStateError(
+            f"{what} {run_id!r} is still {original.status}; chaos forks finished runs"
+        )
+    registered_scenario(original)  # the forks re-run it: a clear error if it is gone
+    names = original.planned_steps
+    tools: dict[int, str] = {}
+    for event in events:
+        if event.type == "ToolCalled":
+            tools.setdefault(int(event.payload["step_index"]), str(event.payload["tool"]))
+    if not tools:
+        raise NoToolCalls(
+            f"{what} {run_id!r} made no tool call: there is nothing to inject a fault into"
+        )
+    steps = tuple(
+        (index, names[index] if index < len(names) else f"step {index}", tool)
+        for index, tool in sorted(tools.items())
+    )
+    return _Target(run_id, original, steps)
+
+
+def chaos(
+    store: EventStore,
+    run_id: str,
+    *,
+    faults: Sequence[str],
+    forks: int = 20,
+    on_fork: Progress | None = None,
+) -> ChaosProfile:
+    """The chaos profile of the finished scenario run ``run_id``."""
+    _check_forks(forks)
+    target = _prepare(store, run_id)
+    return _profile(store, [target], run_id, "run", faults, forks, on_fork)
+
+
+def chaos_set(
+    store: EventStore,
+    set_name: str,
+    *,
+    faults: Sequence[str],
+    forks: int = 20,
+    on_fork: Progress | None = None,
+) -> ChaosProfile:
+    """The chaos profile of every run of regression set ``set_name``, pooled per step name.
+
+    Members without a tool call are skipped (and listed); a set where none has one is refused.
+    """
+    from ..projections.queries import refresh, regression_set
+
+    _check_forks(forks)
+    refresh(store)
+    members = regression_set(store, set_name)
+    if not members:
+        raise SteplogError(f"no regression set {set_name!r} (or it is empty)")
+    targets: list[_Target] = []
+    skipped: list[str] = []
+    for member in dict.fromkeys(str(m["run_id"]) for m in members):
+        try:
+            targets.append(_prepare(store, member, what=f"{set_name} member"))
+        except NoToolCalls:
+            skipped.append(member)
+    if not targets:
+        raise SteplogError(
+            f"no run of regression set {set_name!r} made a tool call: there is nothing to "
+            "inject a fault into"
+        )
+    profile = _profile(store, targets, set_name, "set", faults, forks, on_fork, skipped)
+    refresh(store)
+    return profile
+
+
+def _check_forks(forks: int) -> None:
+    if forks < 1:
+        raise SteplogError(f"--forks must be at least 1, not {forks}")
+
+
+def _profile(
+    store: EventStore,
+    targets: list[_Target],
+    name: str,
+    kind: str,
+    faults: Sequence[str],
+    forks: int,
+    on_fork: Progress | None,
+    skipped: Sequence[str] = (),
+) -> ChaosProfile:
+    for fault in faults:
+        FaultPlan(0, fault)  # an unknown fault: refused before anything is written
+    total = sum(len(t.tool_steps) for t in targets) * forks * (1 + len(faults))
+    done = 0
+    steps: dict[tuple[str, str], StepProfile] = {}
+    for target in targets:
+        scenario = target.original.scenario or ""
+        for index, step_name, tool in target.tool_steps:
+            profile = steps.setdefault(
+                (scenario, step_name), StepProfile(scenario, step_name, index, tool)
+            )
+            for sample in range(forks):
+                seed = chaos_seed(target.original.seed, index, sample)
+                unfaulted = _fork(store, target.run_id, index, seed, None)
+                profile.baseline_forks += 1
+                profile.baseline_completed += unfaulted
+                done += 1
+                if on_fork is not None:
+                    on_fork(done, total)
+                for fault in faults:
+                    plan = FaultPlan(index, fault, fault_calls(fault, seed))
+                    faulted = _fork(store, target.run_id, index, seed, plan)
+                    profile.faults.setdefault(fault, Pairs()).add(faulted, unfaulted)
+                    done += 1
+                    if on_fork is not None:
+                        on_fork(done, total)
+    ordered = sorted(steps.values(), key=lambda s: (s.scenario, s.step_index, s.step))
+    return ChaosProfile(
+        target=name,
+        kind=kind,
+        runs=tuple(t.run_id for t in targets),
+        faults=tuple(faults),
+        forks_per_step=forks,
+        steps=tuple(ordered),
+        forks_spent=done,
+        sessions=tuple(session_of(t.run_id) for t in targets),
+        skipped=tuple(skipped),
+    )
+
+
+def _fork(store: EventStore, run_id: str, step: int, seed: int, plan: FaultPlan | None) -> bool:
+    """One fork at ``step``; whether it completed."""
+    from ..replay import replay
+
+    result = replay(
+        store, run_id, fork_at_step=step, seed=seed, session_id=session_of(run_id), faults=plan
+    )
+    if result.divergence is not None:
+        raise SteplogError(
+            f"the fork of {run_id!r} at step {step} diverged from its recording "
+            f"({result.summary}): its scenario changed since the run was recorded"
+        )
+    return result.status == "completed"
