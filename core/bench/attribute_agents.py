@@ -10,6 +10,10 @@ the answer is scored against the planted step and the agent the scenario assigns
 it, in the same run: the constant baselines (always the first step and its agent; always the
 failure step's agent), the agent the run recorded at the step found (blame without its forks),
 and the exhaustive cost (every step up to the failure, then every agent, ``forks`` forks each).
+
+A second, smaller set checks the other answer: runs of ``sim-sloppy``, whose silent errors are
+random slips any fresh sample avoids, should get "no single agent"; the share that does (and so
+how often an agent is blamed wrongly, repeated looks included) is reported with its interval.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from ..stats.proportions import proportion
 from ..store import EventStore
 
 SCENARIO = "planted-team"
-PLANTED, RESCUER = "sim-planted", "sim-strong"
+PLANTED, RESCUER, SLOPPY = "sim-planted", "sim-strong", "sim-sloppy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,10 @@ class AgentBench:
     cpu_seconds_per_fork: float
     seconds_per_fork: float
     skipped_runs: int
+    sloppy_runs: int
+    sloppy_no_single_agent: int
+    """Runs of random slips answered "no single agent" (the right answer)."""
+    sloppy_mean_forks: float
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form, with accuracies as Wilson intervals."""
@@ -77,11 +85,19 @@ class AgentBench:
             "failure_agent_accuracy": share(self.failure_agent_correct),
             "step_agent_accuracy": share(self.step_agent_correct),
             "forks_vs_exhaustive": self.mean_forks / self.exhaustive_forks,
+            "sloppy_no_single_agent_share": (
+                proportion(self.sloppy_no_single_agent, self.sloppy_runs).as_dict()
+                if self.sloppy_runs
+                else None
+            ),
         }
 
 
-def run_agent_benchmark(*, runs: int = 200, forks: int = 10, seed: int = 1) -> AgentBench:
-    """Blame ``runs`` failed planted-team runs; score the step and the agent."""
+def run_agent_benchmark(
+    *, runs: int = 200, forks: int = 10, seed: int = 1, sloppy_runs: int = 40
+) -> AgentBench:
+    """Blame ``runs`` failed planted-team runs (score the step and the agent), and
+    ``sloppy_runs`` failed runs of random slips (count "no single agent")."""
     folder = data_dir("seeds", "attribution/planted-team.toml")
     previous = os.environ.get(ENV_SCENARIOS)
     os.environ[ENV_SCENARIOS] = str(folder)
@@ -90,7 +106,7 @@ def run_agent_benchmark(*, runs: int = 200, forks: int = 10, seed: int = 1) -> A
         with tempfile.TemporaryDirectory(prefix="steplog-bench-", dir=shm) as tmp:
             store = EventStore.open(str(Path(tmp) / "attribute-agents.db"))
             try:
-                return _measure(store, runs, forks, seed)
+                return _measure(store, runs, forks, seed, sloppy_runs)
             finally:
                 store.close()
     finally:
@@ -100,25 +116,47 @@ def run_agent_benchmark(*, runs: int = 200, forks: int = 10, seed: int = 1) -> A
             os.environ[ENV_SCENARIOS] = previous
 
 
-def _measure(store: EventStore, runs: int, forks: int, seed: int) -> AgentBench:
+def _failed(store: EventStore, version: str, runs: int, seed: int) -> tuple[list[str], int]:
+    """Up to ``runs`` runs of ``version`` that failed at the completion criterion; and how many
+    other failures were skipped."""
     scenario = get_scenario(SCENARIO)
-    spec = scenario.model(PLANTED)
-    roles = scenario.roles
-    plans = plan_runs(scenario, model_version=PLANTED, runs=runs + runs // 10 + 5, seed=seed)
-    chosen: list[tuple[str, int, str]] = []
+    planned = runs + runs // 10 + 5 if version == PLANTED else 3 * runs + 5
+    chosen: list[str] = []
     skipped = 0
+    plans = plan_runs(scenario, model_version=version, runs=planned, seed=seed)
     for outcome in execute_all(store.url, plans):
         if len(chosen) == runs:
             break
-        if outcome.failure_type != "completion_criterion":
+        if outcome.failure_type == "completion_criterion":
+            chosen.append(outcome.run_id)
+        elif outcome.status != "completed":
             skipped += 1
-            continue
-        state = fold_run(store, outcome.run_id)
+    return chosen, skipped
+
+
+def _sloppy(store: EventStore, runs: int, forks: int, seed: int) -> tuple[int, int, float]:
+    chosen, _ = _failed(store, SLOPPY, runs, seed + 100_000) if runs else ([], 0)
+    right = spent = 0
+    for run_id in chosen:
+        found = blame(store, run_id, rescuer=RESCUER, forks=forks)
+        right += found.verdict == "no_single_agent"
+        spent += found.forks_spent
+    return len(chosen), right, spent / max(len(chosen), 1)
+
+
+def _measure(store: EventStore, runs: int, forks: int, seed: int, sloppy_runs: int) -> AgentBench:
+    scenario = get_scenario(SCENARIO)
+    spec = scenario.model(PLANTED)
+    roles = scenario.roles
+    failed, skipped = _failed(store, PLANTED, runs, seed)
+    chosen: list[tuple[str, int, str]] = []
+    for run_id in failed:
+        state = fold_run(store, run_id)
         instance = scenario.instance(state.task_instance_id or "")
         step = planted_step(PLANTED, spec, state.seed, instance.id)
         assert step is not None
         agent = scenario.steps_for(instance)[step].spec.role or ""
-        chosen.append((outcome.run_id, step, agent))
+        chosen.append((run_id, step, agent))
     if not chosen:
         raise SteplogError("no recorded run failed at its completion criterion; nothing to score")
     counts = dict.fromkeys(
@@ -159,6 +197,7 @@ def _measure(store: EventStore, runs: int, forks: int, seed: int) -> AgentBench:
     cpu_spent, elapsed = time.process_time() - cpu, time.perf_counter() - started
     done = len(chosen)
     total = max(sum(spent), 1)
+    sloppy, sloppy_right, sloppy_forks = _sloppy(store, sloppy_runs, forks, seed)
     return AgentBench(
         runs=done,
         agents=len(roles),
@@ -181,4 +220,7 @@ def _measure(store: EventStore, runs: int, forks: int, seed: int) -> AgentBench:
         cpu_seconds_per_fork=cpu_spent / total,
         seconds_per_fork=elapsed / total,
         skipped_runs=skipped,
+        sloppy_runs=sloppy,
+        sloppy_no_single_agent=sloppy_right,
+        sloppy_mean_forks=sloppy_forks,
     )

@@ -285,6 +285,13 @@ def _print_agent_bench(team: "AgentBench") -> None:
         ci = shown[key]
         return f"{ci['estimate']:6.1%} [{ci['ci'][0]:.1%}, {ci['ci'][1]:.1%}]"
 
+    slips = (
+        f"  random slips (sim-sloppy): no single agent in {team.sloppy_no_single_agent}/"
+        f"{team.sloppy_runs} runs ({share('sloppy_no_single_agent_share')}), "
+        f"{team.sloppy_mean_forks:.1f} forks/run\n"
+        if team.sloppy_runs
+        else ""
+    )
     console.print(
         f"{team.runs} failed runs of 30 steps by {team.agents} agents with a planted (agent, "
         f"step), {team.forks_per_step} forks per step and per agent "
@@ -300,6 +307,7 @@ def _print_agent_bench(team: "AgentBench") -> None:
         f"  agent at the step found, no blame forks: agent {share('step_agent_accuracy')}\n"
         f"  exhaustive          {team.exhaustive_forks:6.1f} forks/run "
         f"({shown['forks_vs_exhaustive']:.0%} of it spent)\n"
+        f"{slips}"
         f"  {team.cpu_seconds_per_fork * 1000:.1f} ms CPU per fork "
         f"({team.seconds_per_fork * 1000:.1f} ms wall)",
         highlight=False,
