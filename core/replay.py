@@ -190,7 +190,10 @@ def replay(
     if check and fork_at_step is not None:
         raise SteplogError("--check compares an exact replay with its recording: not a fork")
     if role_versions is not None and fork_at_step is None:
-        raise SteplogError("per-agent model versions change the run's future: fork with them")
+        raise SteplogError(
+            "per-agent model versions (--agent-version) change the run's future: use them "
+            "with --fork-at-step K"
+        )
     if original.source == "sdk" or agent is not None:
         from .replay_sdk import replay_agent
 

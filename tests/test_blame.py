@@ -240,7 +240,7 @@ def test_blame_refuses_bad_input(store: EventStore, team: Path) -> None:
         )
     with pytest.raises(ScenarioError, match="no model version 'sim-9'"):
         replay(store, run_id, fork_at_step=0, role_versions={agent: "sim-9"})
-    with pytest.raises(SteplogError, match="fork with them"):
+    with pytest.raises(SteplogError, match="use them with --fork-at-step"):
         replay(store, run_id, role_versions={agent: "sim-strong"})
     spec = get_scenario("sandbox")
     outcome = execute_all(store.url, plan_runs(spec, model_version="sim-v1", runs=12, seed=3))
@@ -307,3 +307,28 @@ def test_bench_attribute_agents_small() -> None:
     assert result.mean_forks == result.mean_step_forks + result.mean_blame_forks
     assert result.mean_forks < result.exhaustive_forks
     assert report["agent_accuracy"]["method"] == "wilson"
+
+
+def test_replay_cli_forks_one_agent_by_hand(store_url: str, team: Path) -> None:
+    store = EventStore.open(store_url)
+    run_id, step, agent = _planted_runs(store, 1)[0]
+    store.close()
+    fork = ["replay", run_id, "--fork-at-step", str(step), "--model-version", "sim-planted"]
+    upgraded = ["--agent-version", f"{agent}=sim-strong", "--seed", "4"]
+    result = runner.invoke(app, [*fork, *upgraded, "--db", store_url, "--json"])
+    assert result.exit_code == 0, result.output
+    forked = json.loads(result.output)
+    assert forked["status"] == "completed"
+    store = EventStore.open(store_url)
+    assert store.read_run(forked["run_id"])[0].payload["role_versions"] == {agent: "sim-strong"}
+    store.close()
+    again = runner.invoke(app, ["replay", forked["run_id"], "--db", store_url, "--json"])
+    assert again.exit_code == 0 and json.loads(again.output)["identical"] is True
+    bad = runner.invoke(app, [*fork, "--agent-version", agent, "--db", store_url])
+    assert bad.exit_code == 1 and f"takes AGENT=VERSION, not '{agent}'" in bad.output
+    no_fork = runner.invoke(
+        app, ["replay", run_id, "--agent-version", f"{agent}=sim-strong", "--db", store_url]
+    )
+    assert no_fork.exit_code == 1 and "use them with --fork-at-step" in no_fork.output
+    stranger = runner.invoke(app, [*fork, "--agent-version", "boss=sim-strong", "--db", store_url])
+    assert stranger.exit_code == 1 and "has no agent 'boss'" in stranger.output
