@@ -193,8 +193,13 @@ class RunStarted(Event):
         description="known gaps in the source (e.g. spans whose parent never arrived): the run "
         "may be incomplete (v2)",
     )
+    role_versions: dict[str, str] | None = Field(
+        default=None,
+        description="model version per agent (role) of a multi-agent scenario where it differs "
+        "from model_version: a fork that upgraded one agent (v3)",
+    )
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
 
 
 @catalogue.register
@@ -270,6 +275,11 @@ class StepStarted(Event):
     step_index: int = Field(ge=0)
     attempt: int = Field(default=1, ge=1)
     input: JsonDict = Field(default_factory=dict)
+    role: str | None = Field(
+        default=None, description="the agent (role) of a multi-agent scenario that acted (v2)"
+    )
+
+    schema_version: ClassVar[int] = 2
 
 
 @catalogue.register
@@ -450,3 +460,20 @@ def _added_optional_fields(payload: JsonDict) -> JsonDict:
 
 for _type in (RunStarted, RunFailed, StepAttemptFailed, StepFailed, ModelCalled, ToolCalled):
     catalogue.register_upcaster(_type.type_name(), 1, _added_optional_fields)
+
+
+def _with_none(field: str) -> Upcaster:
+    """An upcaster for a type that gained one optional field: the field, as ``None``.
+
+    The key is filled in (not left out) so an old recording and its replay by the current code,
+    which writes the field, compare equal.
+    """
+
+    def upcast(payload: JsonDict) -> JsonDict:
+        return {**payload, field: payload.get(field)}
+
+    return upcast
+
+
+catalogue.register_upcaster("RunStarted", 2, _with_none("role_versions"))
+catalogue.register_upcaster("StepStarted", 1, _with_none("role"))

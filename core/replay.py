@@ -161,6 +161,7 @@ def replay(
     check: bool = False,
     scenario: ScenarioSpec | None = None,
     faults: FaultPlan | None = None,
+    role_versions: dict[str, str] | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
 
@@ -177,6 +178,9 @@ def replay(
     index) is given: M forks at one step with M seeds are M different futures, each recorded
     (so replayable); ``session_id`` tags the fork (e.g. the attribution that made it);
     ``faults`` injects a tool fault into the fork's live steps (a chaos fork).
+    ``role_versions`` (a fork of a multi-agent scenario run) answers those agents with other
+    model versions, the rest with ``model_version``; it is recorded, so the fork replays exactly.
+    A replay, or a fork that changes neither, keeps the run's recorded map.
     """
     if (seed is not None or session_id is not None) and fork_at_step is None:
         raise SteplogError("--seed changes the run's future: use it with --fork-at-step K")
@@ -190,9 +194,19 @@ def replay(
         raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
     if check and fork_at_step is not None:
         raise SteplogError("--check compares an exact replay with its recording: not a fork")
+    if role_versions is not None and fork_at_step is None:
+        raise SteplogError(
+            "per-agent model versions (--agent-version) change the run's future: use them "
+            "with --fork-at-step K"
+        )
     if original.source == "sdk" or agent is not None:
         from .replay_sdk import replay_agent
 
+        if role_versions is not None:
+            raise SteplogError(
+                f"run {run_id!r} is not a scenario run: per-agent model versions fork scenario "
+                "runs only (not supported for SDK runs yet)"
+            )
         if seed is not None or session_id is not None or faults is not None:
             raise SteplogError(
                 f"run {run_id!r} is not a scenario run: --seed forks scenario runs only"
@@ -232,6 +246,8 @@ def replay(
     version = model_version or original.model_version
     if not fork and version != original.model_version:
         raise SteplogError("--model-version changes the model: use it with --fork-at-step K")
+    if role_versions is None and model_version is None:
+        role_versions = events[0].payload.get("role_versions")
     # Replaying a fork: its steps before the fork point were answered by the original's model.
     names_from = original.fork_step if original.forked_from and original.fork_step else 0
     playback = Playback.of(events, live_from_step=fork_at_step, names_from_step=names_from)
@@ -251,6 +267,7 @@ def replay(
         fork_step=fork_at_step if fork else original.fork_step,
         session_id=session_id if fork else original.session_id,  # a replay keeps its tag too
         faults=faults,
+        role_versions=role_versions,
     )
     replayed = target.read_run(ending.run_id)
     if isinstance(target, BufferedStore):

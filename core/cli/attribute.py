@@ -20,12 +20,40 @@ def attribute_cmd(
     scan: Annotated[
         bool, typer.Option(help="Fork every step up to the failure (exhaustive, costly).")
     ] = False,
+    by_agent: Annotated[
+        bool,
+        typer.Option(
+            "--by-agent",
+            help="Multi-agent runs: then upgrade one agent at a time at the decisive step and "
+            "blame the agent whose upgrade rescues significantly more often.",
+        ),
+    ] = False,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent", metavar="NAME", help="With --by-agent: blame among these agents only."
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Find the decisive step of a failed run: fork it onto a rescuer version, step by step."""
     from ..attribution import attribute
+    from ..errors import SteplogError
 
+    if agent and not by_agent:
+        raise SteplogError("--agent chooses the agents to blame: use it with --by-agent")
+    if by_agent:
+        from ..attribution.blame import blame
+        from ._blame import show_blame
+
+        with _opened(db) as store:
+            blamed = blame(store, run_id, rescuer=rescuer, forks=forks, agents=agent, scan=scan)
+        if as_json:
+            _print_json(blamed.as_dict())
+        else:
+            show_blame(blamed)
+        return
     with _opened(db) as store:
         result = attribute(store, run_id, rescuer=rescuer, forks=forks, scan=scan)
     if as_json:

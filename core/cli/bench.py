@@ -2,7 +2,7 @@
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,6 +17,9 @@ from ._shared import (
     console,
     err_console,
 )
+
+if TYPE_CHECKING:
+    from ..bench.attribute_agents import AgentBench
 
 # --- bench -----------------------------------------------------------------------------------
 
@@ -228,6 +231,10 @@ def bench_attribute(
     scan_runs: Annotated[
         int, typer.Option(min=0, help="Runs also attributed by the exhaustive scan.")
     ] = 2,
+    agents: Annotated[
+        bool,
+        typer.Option(help="Also the multi-agent set: decisive step and blamed agent (--by-agent)."),
+    ] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Decisive-step accuracy and forks per run on planted failures, next to the baselines."""
@@ -235,8 +242,13 @@ def bench_attribute(
 
     result = run_attribute_benchmark(runs=runs, forks=forks, scan_runs=scan_runs)
     report = result.as_dict()
+    team = None
+    if agents:
+        from ..bench.attribute_agents import run_agent_benchmark
+
+        team = run_agent_benchmark(runs=runs, forks=forks)
     if as_json:
-        _print_json(report)
+        _print_json({**report, "multi_agent": team.as_dict() if team else None})
         return
 
     def share(key: str) -> str:
@@ -260,6 +272,44 @@ def bench_attribute(
         f"  exhaustive scan     {result.scan_mean_forks:6.1f} forks/run "
         f"({report['forks_vs_scan']:.0%} of it spent by the search); {scan_line}\n"
         f"  {result.seconds_per_fork * 1000:.1f} ms per fork",
+        highlight=False,
+    )
+    if team is not None:
+        _print_agent_bench(team)
+
+
+def _print_agent_bench(team: "AgentBench") -> None:
+    shown = team.as_dict()
+
+    def share(key: str) -> str:
+        ci = shown[key]
+        return f"{ci['estimate']:6.1%} [{ci['ci'][0]:.1%}, {ci['ci'][1]:.1%}]"
+
+    slips = (
+        f"  random slips (sim-sloppy): no single agent in {team.sloppy_no_single_agent}/"
+        f"{team.sloppy_runs} runs ({share('sloppy_no_single_agent_share')}), "
+        f"{team.sloppy_mean_forks:.1f} forks/run\n"
+        if team.sloppy_runs
+        else ""
+    )
+    console.print(
+        f"{team.runs} failed runs of 30 steps by {team.agents} agents with a planted (agent, "
+        f"step), {team.forks_per_step} forks per step and per agent "
+        f"({team.skipped_runs} other failures skipped)\n"
+        f"  search + blame      step {share('step_accuracy')}  agent "
+        f"{share('agent_accuracy')}  {team.mean_forks:6.1f} forks/run ({team.mean_step_forks:.1f} "
+        f"step + {team.mean_blame_forks:.1f} agents; max {team.max_forks}; "
+        f"{team.no_single_agent} no single agent, {team.plateaus} plateau(s), "
+        f"{team.not_rescuable} not rescuable)\n"
+        f"  always first step   step {share('first_step_accuracy')}  agent "
+        f"{share('first_agent_accuracy')}\n"
+        f"  failure step agent  agent {share('failure_agent_accuracy')}\n"
+        f"  agent at the step found, no blame forks: agent {share('step_agent_accuracy')}\n"
+        f"  exhaustive          {team.exhaustive_forks:6.1f} forks/run "
+        f"({shown['forks_vs_exhaustive']:.0%} of it spent)\n"
+        f"{slips}"
+        f"  {team.cpu_seconds_per_fork * 1000:.1f} ms CPU per fork "
+        f"({team.seconds_per_fork * 1000:.1f} ms wall)",
         highlight=False,
     )
 

@@ -21,6 +21,17 @@ from .compare import _choice
 # --- replay ----------------------------------------------------------------------------------
 
 
+def _version_map(pairs: list[str]) -> dict[str, str]:
+    """``AGENT=VERSION`` options as a map (an agent named twice: the last one)."""
+    found: dict[str, str] = {}
+    for pair in pairs:
+        role, equals, version = pair.partition("=")
+        if not equals or not role.strip() or not version.strip():
+            raise SteplogError(f"--agent-version takes AGENT=VERSION, not {pair!r}")
+        found[role.strip()] = version.strip()
+    return found
+
+
 @app.command("replay")
 def replay_cmd(
     run_id: Annotated[str, typer.Argument(help="The run to replay.")],
@@ -58,12 +69,22 @@ def replay_cmd(
             "writing nothing; exit 1 where behaviour changed.",
         ),
     ] = False,
+    agent_version: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent-version",
+            metavar="AGENT=VERSION",
+            help="With --fork-at-step, multi-agent scenarios: answer this agent with another "
+            "model version (repeatable); the others keep --model-version.",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Replay a run with its recorded responses (identical or not?), or fork it at a step."""
     from ..replay import replay
 
+    role_versions = _version_map(agent_version) if agent_version else None
     if import_module:
         import_agent_code(import_module)
 
@@ -76,6 +97,7 @@ def replay_cmd(
             agent=agent,
             seed=seed,
             check=check,
+            role_versions=role_versions,
         )
     if as_json:
         _print_json(result.as_dict())

@@ -115,9 +115,12 @@ class RunContext:
     """Set when replaying: recorded calls are served instead of made."""
     faults: FaultPlan | None = None
     """Set in a chaos fork: the tool fault injected into its live tool calls."""
+    role_versions: dict[str, str] = field(default_factory=dict)
+    """Agents (roles) answered by another model version than the run's (a per-agent fork)."""
     _random: RecordedRandom | None = field(default=None, repr=False)
     model: SimulatedModel = field(init=False)
     tools: SimulatedTools = field(init=False)
+    _models: dict[str, SimulatedModel] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.started_ms = self.started_ms or self.clock_ms
@@ -125,6 +128,14 @@ class RunContext:
         self.model = SimulatedModel(self.model_version, spec)
         self.tools = SimulatedTools(self.model_version, spec)
         self.wall_latency_ms = spec.wall_latency_ms
+        self._models = {self.model_version: self.model}
+        for version in self.role_versions.values():
+            self._models.setdefault(version, SimulatedModel(version, self.scenario.model(version)))
+
+    def version_of(self, step: ConcreteStep) -> str:
+        """The model version that answers ``step``: its agent's, else the run's."""
+        role = step.spec.role
+        return self.role_versions.get(role, self.model_version) if role else self.model_version
 
     def begin_attempt(self, step_index: int, attempt: int) -> None:
         """Point the context at a new step attempt (fresh random stream)."""
@@ -182,12 +193,13 @@ class RunContext:
         }
         if not grounded:
             request["tool_data"] = "none"
+        version = self.version_of(step)
         playback = self._served(step.index)
         if playback is not None:
             recorded = playback.take(
                 "ModelCalled",
                 step.index,
-                name=self.model_version,
+                name=version,
                 request=request,
                 check_name=playback.checks_name(step.index),
             )
@@ -196,7 +208,7 @@ class RunContext:
             self.last_response = fingerprint("response", recorded["response"])
             self.recorder.record(ModelCalled.model_validate(recorded))
             return dict(recorded["response"])
-        reply = self.model.complete(
+        reply = self._models[version].complete(
             seed=self.seed,
             instance_id=self.instance.id,
             step=step.name,
@@ -212,8 +224,8 @@ class RunContext:
             ModelCalled(
                 step_index=step.index,
                 call_index=self.recorder.next_call_index(),
-                fingerprint=fingerprint(self.model_version, request),
-                model=self.model_version,
+                fingerprint=fingerprint(version, request),
+                model=version,
                 request=request,
                 response=reply.response,
                 error=reply.response.get("message") if reply.response["status"] != "ok" else None,
@@ -321,15 +333,18 @@ def launch(
     rerun_of: str | None = None,
     session_id: str | None = None,
     faults: FaultPlan | None = None,
+    role_versions: dict[str, str] | None = None,
 ) -> Ending:
     """Like :func:`start_run`, returning only how it ended (no final fold): the batch path.
 
     With ``playback`` the recorded calls are served instead of made (replay and fork);
     ``rerun_of`` links a fresh run of an earlier run's task instance (a regression check);
     ``faults`` injects a tool fault into the live calls (a chaos fork).
+    ``role_versions`` answers some agents of a multi-agent scenario with other model versions.
     """
     instance = scenario.instance(instance_id)
     scenario.model(model_version)  # a clear error for an unknown version, before writing
+    scenario.check_role_versions(role_versions or {})
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)  # recorded, so the run stays replayable
     steps = scenario.steps_for(instance)
@@ -352,6 +367,7 @@ def launch(
             fork_step=fork_step,
             rerun_of=rerun_of,
             session_id=session_id,
+            role_versions=role_versions or None,
         )
     )
     start_clock = time.time() * 1000
@@ -364,6 +380,7 @@ def launch(
         start_clock,
         playback=playback,
         faults=faults,
+        role_versions=dict(role_versions or {}),
     )
     try:
         context.now(start=True)  # the run's start time, recorded: replays serve it back
@@ -406,6 +423,7 @@ def continue_run(store: EventStore, run_id: str) -> Ending:
         state.seed,
         clock,
         started_ms=started,
+        role_versions=dict(events[0].payload.get("role_versions") or {}),
     )
     return _drive(store, recorder, scenario, context)
 
@@ -591,7 +609,13 @@ def _execute(
             ctx.begin_attempt(step.index, attempt)
             inputs = _inputs(step, values, ctx.instance)
             recorder.record(
-                StepStarted(step=step.name, step_index=step.index, attempt=attempt, input=inputs)
+                StepStarted(
+                    step=step.name,
+                    step_index=step.index,
+                    attempt=attempt,
+                    input=inputs,
+                    role=step.spec.role,
+                )
             )
             tokens_before = _tokens(recorder)
             try:

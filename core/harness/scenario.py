@@ -64,6 +64,11 @@ class ModelVersionSpec(_Spec):
         description="[first, last] step index: each run makes one silent error at a step drawn "
         "(seeded) from this window, on every attempt -- ground truth for attribution",
     )
+    planted_per_instance: bool = Field(
+        default=False,
+        description="draw the planted step from the task instance alone, not the run's seed: a "
+        "systematic mistake every sample of this version makes (forks with other seeds too)",
+    )
 
     @model_validator(mode="after")
     def _window_ordered(self) -> ModelVersionSpec:
@@ -102,6 +107,12 @@ class StepSpec(_Spec):
         default="retry",
         description="when the tool returns no records: retry the step, or proceed without the "
         "data (the model answers ungrounded)",
+    )
+    role: str | None = Field(
+        default=None,
+        pattern=r"^[a-z][a-z0-9_-]*$",
+        description="the agent of a multi-agent scenario that does this step (its model version "
+        "can differ from the run's: a fork may upgrade one agent)",
     )
 
     @model_validator(mode="after")
@@ -192,6 +203,21 @@ class ScenarioSpec(_Spec):
     def agent(self) -> str:
         """The registry name runs of this scenario record as their agent."""
         return AGENT_PREFIX + self.name
+
+    @property
+    def roles(self) -> list[str]:
+        """The agents (roles) of a multi-agent scenario, in order of first appearance."""
+        return list(dict.fromkeys(s.role for s in self.steps if s.role is not None))
+
+    def check_role_versions(self, role_versions: dict[str, str]) -> None:
+        """A clear error for an unknown agent or model version in a per-agent version map."""
+        for role, version in role_versions.items():
+            if role not in self.roles:
+                known = ", ".join(self.roles) or "none: it is not a multi-agent scenario"
+                raise ScenarioError(
+                    f"scenario {self.name!r} has no agent {role!r}; its agents: {known}"
+                )
+            self.model(version)
 
     def versions_for_demo(self) -> list[str]:
         """The two model versions the demo seeds."""

@@ -11,7 +11,8 @@ uninterrupted one would have. Failure modes (rates per attempt, see ``ModelVersi
 * silent error -- an unverified field off: passes every step, caught only by the final
   completion criterion (if the scenario has one);
 * planted error -- one silent error at a seeded step of a window (``planted_error_window``):
-  the known decisive step of attribution benchmarks;
+  the known decisive step of attribution benchmarks (``planted_per_instance``: drawn from the
+  task instance alone, a systematic mistake every sample of the version makes);
 * loops -- the model answers every attempt of a step with the same wrong action until the
   retry budget runs out;
 * transient tool errors -- timeouts and rate limits, retryable;
@@ -69,7 +70,8 @@ def planted_step(
     window = spec.planted_error_window
     if window is None:
         return None
-    return _stream("planted", version, seed, instance_id).randint(window[0], window[1])
+    key = "instance" if spec.planted_per_instance else seed
+    return _stream("planted", version, key, instance_id).randint(window[0], window[1])
 
 
 class SimulatedModel:
