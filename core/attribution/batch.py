@@ -148,8 +148,11 @@ def recorded_histogram(
     store: EventStore, signature: str, *, rescuer: str | None = None, limit: int = 1000
 ) -> dict[str, Any] | None:
     """The histogram of ``signature`` from its runs' recorded attributions (no forking), or
-    ``None`` when none of its runs has one."""
-    runs = runs_of_signature(store, signature, limit=limit)
+    ``None`` when none of its runs has one (or there is no such signature)."""
+    try:
+        runs = runs_of_signature(store, signature, limit=limit)
+    except SteplogError:
+        return None
     found = attributions_of(store, [r.run_id for r in runs], rescuer=rescuer)
     chosen = [a for a in (preferred(v, rescuer) for v in found.values()) if a is not None]
     if not chosen:
