@@ -32,10 +32,13 @@ def attribute_cmd(
     ] = False,
     signature: Annotated[
         str | None,
-        typer.Option(help="Batch: every failed run of this failure signature (or its prefix)."),
+        typer.Option(
+            metavar="SIG", help="Batch: every failed run of this failure signature (or its prefix)."
+        ),
     ] = None,
     set_name: Annotated[
-        str | None, typer.Option("--set", help="Batch: every run of this regression set.")
+        str | None,
+        typer.Option("--set", metavar="NAME", help="Batch: every run of this regression set."),
     ] = None,
     limit: Annotated[
         int, typer.Option(min=1, help="With --signature: at most this many runs (oldest first).")

@@ -233,8 +233,9 @@ def regress_cmd(
     fork_at: Annotated[
         str,
         typer.Option(
+            metavar="WHERE",
             help="With --mode fork: earliest (the first step that can change the outcome) or "
-            "decisive (each sample's decisive step from a recorded steplog attribute)."
+            "decisive (each sample's decisive step from a recorded steplog attribute).",
         ),
     ] = "earliest",
     check: Annotated[
