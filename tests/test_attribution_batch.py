@@ -273,3 +273,22 @@ def test_regress_forks_at_the_recorded_decisive_step(store: EventStore, planted:
     ]
     with pytest.raises(SteplogError, match="needs --mode fork"):
         regress(store, "planted", model_version="sim-strong", mode="rerun", fork_at="decisive")
+
+
+def test_regress_cli_fork_at_refuses_bad_input(store_url: str) -> None:
+    failed = _sandbox_failures(store_url, 1)
+    store = EventStore.open(store_url)
+    add_to_regression_set(store, "one", failed)
+    store.close()
+    common = ["regress", "one", "--model-version", "uniform-0.0", "--db", store_url]
+    bad = runner.invoke(app, [*common, "--fork-at", "sideways"])
+    assert bad.exit_code == 1
+    assert bad.output.strip() == (
+        "error: --fork-at must be one of earliest, decisive, not 'sideways'"
+    )
+    rerun = runner.invoke(app, [*common, "--mode", "rerun", "--fork-at", "decisive"])
+    assert rerun.exit_code == 1 and "it needs --mode fork" in rerun.output
+    shown = runner.invoke(app, [*common, "--fork-at", "decisive", "--json"])
+    assert shown.exit_code == 0, shown.output
+    [row] = json.loads(shown.output)["results"]
+    assert row["fork_reason"].startswith("no recorded attribution, so at the earliest step")
