@@ -36,8 +36,9 @@ from .projections.run_state import RunState
 from .store import EventStore
 
 Mode = Literal["fork", "rerun"]
+ForkAt = Literal["earliest", "decisive"]
 
-__all__ = ["Mode", "arm_seed", "regress"]
+__all__ = ["ForkAt", "Mode", "arm_seed", "regress"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +67,30 @@ def regress(
     *,
     model_version: str,
     mode: Mode = "fork",
+    fork_at: ForkAt = "earliest",
     on_sample: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run every sample of ``set_name`` on ``model_version`` and on its own version (control);
-    the paired comparison of the two, and the fix rate overall and per failure signature."""
+    the paired comparison of the two, and the fix rate overall and per failure signature.
+
+    ``fork_at="decisive"`` forks each sample at the decisive step of its recorded attribution
+    (``steplog attribute``; the candidate's as rescuer when there is one), and where there is
+    none (or it found no single step) at the earliest step that can change the outcome, saying
+    why per sample.
+    """
     if mode not in ("fork", "rerun"):
         raise SteplogError(f"mode must be fork or rerun, not {mode!r}")
+    if fork_at not in ("earliest", "decisive"):
+        raise SteplogError(f"fork_at must be earliest or decisive, not {fork_at!r}")
+    if fork_at == "decisive" and mode != "fork":
+        raise SteplogError("--fork-at decisive forks the samples: it needs --mode fork")
     refresh(store)
     members = regression_set(store, set_name)
     if not members:
         raise SteplogError(f"no regression set {set_name!r} (or it is empty)")
     samples = [_prepare(store, fold_run(store, m["run_id"]), model_version, mode) for m in members]
+    if mode == "fork" and fork_at == "decisive":
+        samples = _at_decisive_steps(store, samples, model_version)
     results = []
     for sample in samples:  # everything was checked above: now write
         control = _arm(store, sample, sample.original.model_version, mode)
@@ -86,7 +100,7 @@ def regress(
         if on_sample is not None:
             on_sample(row)
     refresh(store)
-    return _report(set_name, model_version, mode, results)
+    return {**_report(set_name, model_version, mode, results), "fork_at": fork_at}
 
 
 def _prepare(store: EventStore, original: RunState, model_version: str, mode: Mode) -> _Sample:
@@ -110,6 +124,46 @@ def _prepare(store: EventStore, original: RunState, model_version: str, mode: Mo
         failure.id if failure else None,
         label,
     )
+
+
+def _at_decisive_steps(
+    store: EventStore, samples: list[_Sample], model_version: str
+) -> list[_Sample]:
+    """Move each sample's fork point to the decisive step of its recorded attribution."""
+    from dataclasses import replace
+
+    from .attribution.readback import attributions_of, preferred
+
+    found = attributions_of(store, [s.original.run_id for s in samples])
+    moved = []
+    for sample in samples:
+        fallback = sample.point.reason if sample.point else "from the start"
+        chosen = preferred(found.get(sample.original.run_id, []), model_version)
+        if chosen is None:
+            reason = f"no recorded attribution, so at the earliest step: {fallback}"
+            moved.append(replace(sample, point=_point(sample.point, reason)))
+            continue
+        step = chosen.decisive_step
+        if step is None:
+            why = chosen.summary.split(";")[0]
+            reason = (
+                f"the attribution onto {chosen.rescuer} found no decisive step ({why}), so at "
+                f"the earliest step: {fallback}"
+            )
+            moved.append(replace(sample, point=_point(sample.point, reason)))
+            continue
+        point = next(p for p in chosen.located.curve if p.step == step)
+        reason = (
+            f"decisive step {step} (attribution onto {chosen.rescuer}: rescued in "
+            f"{point.rescued}/{point.forks} forks there); the failure is at step "
+            f"{chosen.failure_step}"
+        )
+        moved.append(replace(sample, point=ForkPoint(step, reason)))
+    return moved
+
+
+def _point(point: ForkPoint | None, reason: str) -> ForkPoint:
+    return ForkPoint(point.step if point else 0, reason)
 
 
 def _arm(store: EventStore, sample: _Sample, version: str, mode: Mode) -> Ending:

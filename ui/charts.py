@@ -96,3 +96,79 @@ def survival_chart(baseline: str, candidate: str) -> dict[str, Any]:
             },
         ],
     }
+
+
+DECISIVE_COLOUR = "#54a24b"
+FAILURE_COLOUR = "#e45756"
+
+
+def _marker(step: int, label: str, colour: str, dash: bool) -> list[dict[str, Any]]:
+    """A vertical rule at ``step`` with its label on top."""
+    data = {"values": [{"step": step, "marker": label}]}
+    x = field("step")
+    rule: dict[str, Any] = {"type": "rule", "color": colour, "strokeWidth": 2}
+    if dash:
+        rule["strokeDash"] = [5, 4]
+    tooltip = [field("marker", "nominal"), field("step", format="d")]
+    return [
+        {"data": data, "mark": rule, "encoding": {"x": x, "tooltip": tooltip}},
+        {
+            "data": data,
+            "mark": {"type": "text", "color": colour, "dy": -8, "align": "left", "dx": 3},
+            "encoding": {"x": x, "y": {"value": 0}, "text": field("marker", "nominal")},
+        },
+    ]
+
+
+def rescue_curve_chart(decisive: int | None, failure: int) -> dict[str, Any]:
+    """The rescue rate per step with its Wilson interval (columns step, rate, low, high,
+    rescued, forks); the decisive step and the recorded failure step marked."""
+    x = field("step", title="fork step", axis={"tickMinStep": 1, "format": "d"})
+    tooltip = [
+        field("step", format="d"),
+        field("rescued", format="d"),
+        field("forks", format="d"),
+        field("rate", title="rescue rate", format=".0%"),
+        field("low", title="Wilson low", format=".0%"),
+        field("high", title="Wilson high", format=".0%"),
+    ]
+    y = field("rate", title="rescue rate", scale={"domain": [0, 1]}, axis={"format": "%"})
+    layers: list[dict[str, Any]] = [
+        {
+            "mark": {"type": "rule", "strokeWidth": 3, "color": BASELINE_COLOUR},
+            "encoding": {"x": x, "y": field("low"), "y2": {"field": "high"}, "tooltip": tooltip},
+        },
+        {
+            "mark": {"type": "point", "filled": True, "size": 80, "color": BASELINE_COLOUR},
+            "encoding": {"x": x, "y": y, "tooltip": tooltip},
+        },
+    ]
+    layers += _marker(failure, "failure recorded", FAILURE_COLOUR, dash=True)
+    if decisive is not None:
+        layers += _marker(decisive, "decisive", DECISIVE_COLOUR, dash=False)
+    return {"height": 260, "layer": layers}
+
+
+def decisive_histogram_chart() -> dict[str, Any]:
+    """Runs per step, decisive steps next to recorded failure steps (columns step, kind, runs)."""
+    kinds = ["decisive", "failure"]
+    return {
+        "height": 220,
+        "mark": {"type": "bar", "tooltip": True},
+        "encoding": {
+            "x": field("step", "ordinal", title="step", axis={"labelAngle": 0}),
+            "xOffset": field("kind", "nominal", sort=kinds),
+            "y": field("runs", title="runs", axis={"tickMinStep": 1, "format": "d"}),
+            "color": field(
+                "kind",
+                "nominal",
+                scale={"domain": kinds, "range": [DECISIVE_COLOUR, FAILURE_COLOUR]},
+                legend={"orient": "top", "title": None},
+            ),
+            "tooltip": [
+                field("kind", "nominal"),
+                field("step", "ordinal"),
+                field("runs", format="d"),
+            ],
+        },
+    }

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SteplogError
 from ..store import EventStore
 from .search import Located, Verdict, locate
+
+if TYPE_CHECKING:
+    from ..projections.run_state import RunState
 
 
 def fork_seed(seed: int | None, step: int, sample: int) -> int:
@@ -42,6 +45,8 @@ class Attribution:
     located: Located
     session: str
     scan: bool
+    forks_reused: int = 0
+    """Forks whose recorded outcome was read back instead of forking again (``reuse=True``)."""
 
     @property
     def verdict(self) -> Verdict:
@@ -108,30 +113,20 @@ class Attribution:
             "exhaustive_cost": self.exhaustive_cost,
             "search": "scan" if self.scan else "binary",
             "session": self.session,
+            "forks_reused": self.forks_reused,
             "summary": self.summary,
         }
 
 
-def attribute(
-    store: EventStore,
-    run_id: str,
-    *,
-    rescuer: str,
-    forks: int = 10,
-    probe_forks: int | None = None,
-    scan: bool = False,
-) -> Attribution:
-    """Find the decisive step of the failed scenario run ``run_id`` by forking onto ``rescuer``.
+def check_attributable(store: EventStore, run_id: str, rescuer: str) -> tuple[RunState, int]:
+    """The failed run ``run_id`` and its failure step, or a clear error; forks nothing.
 
-    Refuses, before forking anything: an unknown run, one that did not fail, an imported or
-    SDK run (forks here re-run a registered scenario), an unknown rescuer version.
+    Refuses an unknown run, one that did not fail, an imported or SDK run (forks here re-run a
+    registered scenario), an unknown rescuer version.
     """
     from ..harness.runner import RunStateError, registered_scenario
     from ..projections.run_state import fold
-    from ..replay import replay
 
-    if forks < 1:
-        raise SteplogError(f"--forks must be at least 1, not {forks}")
     events = store.read_run(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
@@ -150,15 +145,45 @@ def attribute(
         raise RunStateError(f"run {run_id!r} ({original.status}) names no failure step")
     scenario = registered_scenario(original)
     scenario.model(rescuer)  # an unknown version: a clear error listing the known ones
+    return original, failure
+
+
+def attribute(
+    store: EventStore,
+    run_id: str,
+    *,
+    rescuer: str,
+    forks: int = 10,
+    probe_forks: int | None = None,
+    scan: bool = False,
+    reuse: bool = False,
+) -> Attribution:
+    """Find the decisive step of the failed scenario run ``run_id`` by forking onto ``rescuer``.
+
+    Refuses, before forking anything, what :func:`check_attributable` refuses. With ``reuse``, a
+    fork already recorded in the attribution's session (same step, same seed: the same future)
+    is read back instead of run again, so repeating an attribution costs no new forks.
+    """
+    from ..replay import replay
+
+    if forks < 1:
+        raise SteplogError(f"--forks must be at least 1, not {forks}")
+    original, failure = check_attributable(store, run_id, rescuer)
     session = session_of(run_id, rescuer)
+    recorded = _recorded(store, run_id, rescuer) if reuse else {}
+    reused = [0]
 
     def fork(step: int, sample: int) -> bool:
+        seed = fork_seed(original.seed, step, sample)
+        if (step, seed) in recorded:
+            reused[0] += 1
+            return recorded[(step, seed)]
         result = replay(
             store,
             run_id,
             fork_at_step=step,
             model_version=rescuer,
-            seed=fork_seed(original.seed, step, sample),
+            seed=seed,
             session_id=session,
         )
         if result.divergence is not None:
@@ -179,4 +204,13 @@ def attribute(
         located=located,
         session=session,
         scan=scan,
+        forks_reused=reused[0],
     )
+
+
+def _recorded(store: EventStore, run_id: str, rescuer: str) -> dict[tuple[int, int | None], bool]:
+    """The outcomes of the forks already recorded in ``run_id``'s attribution by ``rescuer``."""
+    from .readback import recorded_forks
+
+    forks = recorded_forks(store, [run_id], rescuer=rescuer).get((run_id, rescuer), [])
+    return {(f.step, f.seed): f.completed for f in forks}

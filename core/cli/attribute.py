@@ -5,15 +5,25 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ._shared import DbOption, JsonOption, _opened, _print_json, app, console
+from ..errors import SteplogError
+from ._shared import (
+    DbOption,
+    JsonOption,
+    _opened,
+    _print_json,
+    app,
+    console,
+)
 
 
 @app.command("attribute")
 def attribute_cmd(
-    run_id: Annotated[str, typer.Argument(help="The failed scenario run to attribute.")],
     rescuer: Annotated[
         str, typer.Option(help="The (stronger) model version the forks continue on.")
     ],
+    run_id: Annotated[
+        str | None, typer.Argument(help="The failed scenario run to attribute.")
+    ] = None,
     forks: Annotated[
         int, typer.Option(min=1, max=1000, help="Forks per step (distinct recorded seeds).")
     ] = 10,
@@ -34,15 +44,48 @@ def attribute_cmd(
             "--agent", metavar="NAME", help="With --by-agent: blame among these agents only."
         ),
     ] = None,
+    signature: Annotated[
+        str | None,
+        typer.Option(
+            metavar="SIG", help="Batch: every failed run of this failure signature (or its prefix)."
+        ),
+    ] = None,
+    set_name: Annotated[
+        str | None,
+        typer.Option("--set", metavar="NAME", help="Batch: every run of this regression set."),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, help="With --signature: at most this many runs (oldest first).")
+    ] = 100,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Find the decisive step of a failed run: fork it onto a rescuer version, step by step."""
+    """Find the decisive step of a failed run: fork it onto a rescuer version, step by step.
+    With --signature or --set: every such run (reusing recorded forks), with a histogram of
+    decisive steps against failure steps per signature."""
     from ..attribution import attribute
-    from ..errors import SteplogError
 
+    chosen = [
+        name
+        for name, value in (("RUN", run_id), ("--signature", signature), ("--set", set_name))
+        if value is not None
+    ]
+    if len(chosen) != 1:
+        raise SteplogError(
+            "attribute needs exactly one of RUN, --signature SIG or --set NAME"
+            + (f" (got {' and '.join(chosen)})" if chosen else "")
+        )
     if agent and not by_agent:
         raise SteplogError("--agent chooses the agents to blame: use it with --by-agent")
+    if by_agent and run_id is None:
+        raise SteplogError(
+            "--by-agent blames the agents of one run: give RUN, not --signature/--set"
+        )
+    if run_id is None:
+        from .attribute_batch import attribute_batch
+
+        attribute_batch(signature, set_name, rescuer, forks, scan, limit, db, as_json)
+        return
     if by_agent:
         from ..attribution.blame import blame
         from ._blame import show_blame

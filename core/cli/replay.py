@@ -252,6 +252,14 @@ def regress_cmd(
             "(the whole task again)."
         ),
     ] = "fork",
+    fork_at: Annotated[
+        str,
+        typer.Option(
+            metavar="WHERE",
+            help="With --mode fork: earliest (the first step that can change the outcome) or "
+            "decisive (each sample's decisive step from a recorded steplog attribute).",
+        ),
+    ] = "earliest",
     check: Annotated[
         bool,
         typer.Option(
@@ -283,6 +291,7 @@ def regress_cmd(
             regression_set,
             model_version=model_version,
             mode=_choice("--mode", mode, ("fork", "rerun")),
+            fork_at=_choice("--fork-at", fork_at, ("earliest", "decisive")),
         )
     if as_json:
         _print_json(result)

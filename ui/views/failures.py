@@ -12,6 +12,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from steplog.attribution.batch import recorded_histogram
 from steplog.projections.queries import (
     STATUSES,
     FailureView,
@@ -21,6 +22,7 @@ from steplog.projections.queries import (
     list_runs,
     metrics,
 )
+from steplog.ui import charts
 from steplog.ui.annotate import labels_table, set_members
 from steplog.ui.common import (
     EMPTY_HINT,
@@ -156,6 +158,7 @@ def _signature(signature: str | None, version: str | None) -> None:
                 ["run_id", "model_version", "task_instance_id", "seed", "failed_step", "ended_at"]
             ]
             pickable(frame, "samples", lambda row: go(RUN, run=str(row["run_id"])))
+        _decisive_steps(view.signature)
     with right:
         st.markdown("**Labels**")
         labels_table(view.labels)
@@ -165,6 +168,26 @@ def _signature(signature: str | None, version: str | None) -> None:
         for name in view.regression_sets:
             with st.expander(md(name)):
                 set_members(name)
+
+
+def _decisive_steps(signature: str) -> None:
+    """Where the signature's attributed runs were decided, next to where they failed."""
+    group = cached(recorded_histogram, signature)
+    if group is None:
+        st.caption("No run of this signature is attributed yet (steplog attribute --signature).")
+        return
+    st.markdown("**Decisive steps** (from recorded attributions)")
+    rows = [
+        {"step": row["step"], "kind": kind, "runs": row[kind]}
+        for row in group["steps"]
+        for kind in ("decisive", "failure")
+    ]
+    st.vega_lite_chart(pd.DataFrame(rows), charts.decisive_histogram_chart(), width="stretch")
+    st.caption(  # numbers only: nothing to make inert
+        f"{group['runs']} attributed run(s): {group['decisive']} with a decisive step "
+        f"({group['decided_before_failure']} before the step that failed), "
+        f"{group['plateau']} plateau, {group['not_rescuable']} not rescuable"
+    )
 
 
 guard(render)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from steplog.attribution.readback import recorded_view, rescuers_of
 from steplog.projections.queries import (
     get_failure,
     regression_sets_of_run,
@@ -16,7 +17,7 @@ from steplog.projections.queries import (
     run_summary,
 )
 from steplog.projections.run_state import as_of, fold
-from steplog.ui import trajectory_view
+from steplog.ui import charts, trajectory_view
 from steplog.ui.annotate import flash, label_form, labels_table, set_form, set_members
 from steplog.ui.common import LIBRARY, REPLAY, RUN, cached, guard, link, md, store, text, url_text
 from steplog.ui.trajectory import cut_at_step, trajectory
@@ -107,6 +108,7 @@ def render() -> None:
     trajectory_view.render(
         trajectory(cut_at_step(events, at)), kinds=set(kinds), errors_only=errors_only, raw=raw
     )
+    _attribution(run_id, final)
     _annotations(run_id, final, summary)
     related = cached(related_runs, run_id)
     if related:
@@ -114,6 +116,47 @@ def render() -> None:
         for row in related:
             link(RUN, f"{row['run_id']} ({row['status']})", run=row["run_id"])
     link(REPLAY, "Replay or fork this run", run=run_id)
+
+
+def _attribution(run_id: str, final) -> None:  # type: ignore[no-untyped-def]
+    """The rescue curve of a recorded attribution (steplog attribute), read back: no forks."""
+    if final.status not in ("failed", "aborted"):
+        return
+    rescuers = cached(rescuers_of, run_id)
+    if not rescuers:
+        return
+    st.subheader("Which step was decisive?")
+    rescuer = rescuers[0]
+    if len(rescuers) > 1:
+        rescuer = st.selectbox("rescuer", rescuers, key="rescuer", bind="query-params")
+    found = cached(recorded_view, run_id, rescuer)
+    if found is None:
+        return
+    text(found["summary"])
+    frame = pd.DataFrame(
+        [
+            {
+                "step": p["step"],
+                "rate": p["rate"],
+                "low": p["ci"][0],
+                "high": p["ci"][1],
+                "rescued": p["rescued"],
+                "forks": p["forks"],
+            }
+            for p in found["curve"]
+        ]
+    )
+    st.vega_lite_chart(
+        frame,
+        charts.rescue_curve_chart(found["decisive_step"], found["failure_step"]),
+        width="stretch",
+    )
+    st.caption(
+        md(
+            f"rescue rate per fork step with its 95% Wilson interval, read back from the "
+            f"{found['forks_spent']} recorded forks of session {found['session']}"
+        )
+    )
 
 
 def _annotations(run_id: str, final, summary) -> None:  # type: ignore[no-untyped-def]
