@@ -267,3 +267,21 @@ def test_a_dead_receiver_worker_is_restarted_and_reported(tmp_path: Path) -> Non
         serve.process.send_signal(signal.SIGTERM)
         _, err = serve.process.communicate(timeout=60)
     assert "receiver worker 0 died" in err
+
+
+def test_serve_processes_collect_garbage_less_often_but_still_collect() -> None:
+    """``tune_gc`` (called once by each of serve's processes) freezes what exists and raises
+    the young-generation threshold; cycles made afterwards are still collected."""
+    code = (
+        "import gc, json, weakref\n"
+        "from steplog.ingest.otlp.lifecycle import GC_THRESHOLD, tune_gc\n"
+        "tune_gc()\n"
+        "class Node: pass\n"
+        "a, b = Node(), Node(); a.other, b.other = b, a\n"
+        "gone = weakref.ref(a); del a, b\n"
+        "gc.collect()\n"
+        "print(json.dumps([gc.get_threshold()[0] == GC_THRESHOLD, gc.isenabled(),\n"
+        "                  gc.get_freeze_count() > 0, gone() is None]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [True, True, True, True]

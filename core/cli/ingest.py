@@ -323,6 +323,7 @@ def serve_cmd(
     Spans are committed before the 200 (or the gRPC OK); each trace becomes a run once its root
     span arrived. GET /health reports the staged backlog and the assembler's liveness.
     """
+    from ..ingest.otlp.lifecycle import tune_gc
     from ..ingest.otlp.pipeline import OtlpIngest
     from ..ingest.otlp.server import OtlpReceiver
     from ..ingest.otlp.workers import ReceiverWorkers
@@ -399,6 +400,7 @@ def serve_cmd(
     sys.stdout.flush()
     started = time.monotonic()
     signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: shut down cleanly
+    tune_gc()
     try:
         with suppress(KeyboardInterrupt):
             receiver.serve_forever(poll_interval=0.2)

@@ -22,7 +22,13 @@ _FIXED = (0x7 << 76) | (0b10 << 62)  # version 7, RFC 4122 variant
 
 def stable_event_id(unix_ms: int, *identity: str | int) -> uuid.UUID:
     """A UUIDv7 whose time is ``unix_ms`` and whose remaining bits hash ``identity``."""
-    digest = _blake2b("\x1f".join(map(str, identity)).encode(), digest_size=10).digest()
+    return stable_event_id_of(unix_ms, "\x1f".join(map(str, identity)))
+
+
+def stable_event_id_of(unix_ms: int, key: str) -> uuid.UUID:
+    """:func:`stable_event_id` of an identity already joined with ``"\\x1f"`` (a mapping that
+    makes many ids of one trace builds ``key`` from a prefix it keeps)."""
+    digest = _blake2b(key.encode(), digest_size=10).digest()
     rand = int.from_bytes(digest, "big")  # 80 bits; 74 are used
     millis = unix_ms if 0 <= unix_ms <= _MAX_MILLIS else max(0, min(unix_ms, _MAX_MILLIS))
     value = (millis << 80) | _FIXED | ((rand >> 68) & 0xFFF) << 64 | (rand & _RAND_LOW)

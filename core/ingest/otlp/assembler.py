@@ -56,7 +56,7 @@ def _process_main(
 ) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
-    from .lifecycle import die_with_parent, stop_on_sigterm
+    from .lifecycle import die_with_parent, stop_on_sigterm, tune_gc
     from .pipeline import OtlpIngest
 
     die_with_parent()
@@ -67,6 +67,7 @@ def _process_main(
 
     store = EventStore.open(url)
     ingest = OtlpIngest(store, default_redactor(), settle_seconds=settle, idle_seconds=idle)
+    tune_gc()
 
     def once() -> int:
         runs = ingest.assemble(shard=shard).runs

@@ -40,7 +40,7 @@ from ...events import (
     ToolCalled,
 )
 from ...store import NewEvent
-from ..ids import stable_event_id
+from ..ids import stable_event_id_of
 from .attributes import (
     ErrorInfo,
     as_dict,
@@ -107,6 +107,8 @@ class _Builder:
         self.call_index = 0
         self._errors: dict[str, ErrorInfo] = {}
         self._failures: dict[int | None, ErrorInfo] = {}
+        self._errored: dict[str, list[Span]] = {}
+        self._id_prefix = f"{self.trace_id}\x1f"
 
     def _error(self, span: Span) -> ErrorInfo:
         found = self._errors.get(span.span_id)
@@ -114,11 +116,12 @@ class _Builder:
             found = self._errors[span.span_id] = error_of(span)
         return found
 
-    def add(self, event: Event, time_ns: int, *identity: str | int) -> None:
+    def add(self, event: Event, time_ns: int, span_id: str, role: str) -> None:
+        key = f"{self._id_prefix}{span_id}\x1f{role}"  # stable_event_id's identity, joined
         self.events.append(
             NewEvent(
                 event,
-                event_id=stable_event_id(time_ns // 1_000_000, self.trace_id, *identity),
+                event_id=stable_event_id_of(time_ns // 1_000_000, key),
                 recorded_at=_utc(time_ns),
             )
         )
@@ -181,7 +184,12 @@ class _Builder:
         return len(self.steps) - 1
 
     def _errored_calls(self, step: Span) -> list[Span]:
-        return [s for s in self.tree.subtree(step) if s.failed and call_kind(s)]
+        found = self._errored.get(step.span_id)
+        if found is None:
+            kind_of = self.tree.kind_of
+            found = [s for s in self.tree.subtree(step) if s.failed and kind_of(s)]
+            self._errored[step.span_id] = found
+        return found
 
     def _origin(self, top: Span) -> Span:
         """The innermost errored span the error of ``top`` came from."""
@@ -235,13 +243,14 @@ class _Builder:
         name = step_name(step)
         started = StepStarted(step=name, step_index=index, input=as_dict(input_of(step)))
         self.add(started, step.start_ns, step.span_id, "step-started")
+        kind_of = self.tree.kind_of
         for call in self.tree.subtree(step):
-            kind = call_kind(call)
+            kind = kind_of(call)
             if kind:
                 self._add_call(call, index, kind)
         end = step.end_ns or step.start_ns
         attempts = self._errored_calls(step)
-        if step.failed and not call_kind(step) and not attempts:
+        if step.failed and not kind_of(step) and not attempts:
             attempts = [step]  # a failed step with no failed call in it: one failed attempt
         fatal_error = self._failure(index) if fatal else None
         recovered = attempts

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import multiprocessing
 import os
 import signal
@@ -25,6 +26,20 @@ from collections.abc import Callable
 from contextlib import suppress
 
 PR_SET_PDEATHSIG = 1
+
+
+GC_THRESHOLD = 20_000
+"""Allocations between two young-generation collections in ``serve``'s processes (Python's
+default is 700): a round allocates a few objects per span, and collecting every 700 of them,
+each pass also walking what survived, cost about a tenth of the assembly's CPU."""
+
+
+def tune_gc() -> None:
+    """For a long-running ``serve`` process, once started: the objects made so far (modules,
+    the store's engine) are kept out of every collection, and young objects are collected
+    less often. Garbage cycles are still collected."""
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 10, 10)
 
 
 def die_with_parent() -> None:

@@ -40,9 +40,16 @@ class SpanTree:
         self.root = self.roots[0]
         self._children: dict[str, list[Span]] = defaultdict(list)
         self._subtrees: dict[str, list[Span]] = {}
+        self._kinds = {s.span_id: call_kind(s) for s in self.spans}
         for span in self.spans:
             if span is not self.root and span.parent_span_id in self.by_id:
                 self._children[span.parent_span_id].append(span)
+
+    def kind_of(self, span: Span) -> str | None:
+        """:func:`~.attributes.call_kind` of a span of this tree (read once per span)."""
+        if self.by_id.get(span.span_id) is span:
+            return self._kinds[span.span_id]
+        return call_kind(span)
 
     def children_of(self, span: Span) -> list[Span]:
         """Direct children, in start order."""
@@ -82,13 +89,13 @@ class SpanTree:
         """``(wrappers, steps)``: the single-child chain from the root down to where the run
         branches, and the steps below it (plus spans whose parent never arrived)."""
         orphans = self.roots[1:]
-        if call_kind(self.root):  # a model or tool call at the top: one step
+        if self.kind_of(self.root):  # a model or tool call at the top: one step
             return [], sorted([self.root, *orphans], key=_order)
         wrappers = [self.root]
         node = self.root
         while True:
             children = self.children_of(node)
-            if len(children) != 1 or call_kind(children[0]) or not self.children_of(children[0]):
+            if len(children) != 1 or self.kind_of(children[0]) or not self.children_of(children[0]):
                 break
             node = children[0]
             wrappers.append(node)

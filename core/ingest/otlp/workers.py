@@ -29,7 +29,7 @@ def _worker_main(
 ) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
-    from .lifecycle import die_with_parent, stop_on_sigterm
+    from .lifecycle import die_with_parent, stop_on_sigterm, tune_gc
     from .pipeline import OtlpIngest
     from .server import OtlpReceiver
 
@@ -41,6 +41,7 @@ def _worker_main(
     )
     receiver.shared_health = health  # /health answered here tells the parent's view
     stop_on_sigterm(receiver.shutdown)
+    tune_gc()
     try:
         receiver.serve_forever(poll_interval=0.2)
     finally:
