@@ -215,15 +215,15 @@ def sqlite_rows(
     return [
         (
             position + i,
-            item.event_id.hex,
+            f"{event_id.int:032x}",  # UUID.hex, without the property call
             run_id,
             seq + i,
-            item.type,
-            item.schema_version,
-            now_text if item.recorded_at is None else sqlite_datetime(item.recorded_at),
-            item.payload_json,
+            type_name,
+            schema_version,
+            now_text if recorded_at is None else sqlite_datetime(recorded_at),
+            payload_json,
         )
-        for i, item in enumerate(batch)
+        for i, (event_id, type_name, schema_version, payload_json, recorded_at) in enumerate(batch)
     ]
 
 
@@ -241,6 +241,10 @@ class BatchWriter:
         self._catalogue = catalogue
         self._sqlite = engine.dialect.name == "sqlite"
         self._pg_pool: Pool | None = None
+        if not self._sqlite:
+            pool = engine.pool.recreate()
+            pool._pre_ping = False
+            self._pg_pool = pool
 
     @property
     def _appending_pool(self) -> Pool:
@@ -251,19 +255,20 @@ class BatchWriter:
         append, and a dead connection needs none -- the append fails on it, this pool is
         replaced, and the retry (safe: re-sent ids are recognised) runs on a fresh connection.
         """
-        if self._sqlite:
-            return self.engine.pool
-        if self._pg_pool is None:
-            pool = self.engine.pool.recreate()
-            pool._pre_ping = False
-            self._pg_pool = pool
-        return self._pg_pool
+        return self._pg_pool if self._pg_pool is not None else self.engine.pool
+
+    def _replace_pg_pool(self) -> None:
+        """After a dead connection: its siblings most likely died with it (a server restart),
+        so later appends start on fresh ones (what ``Engine.dispose`` does)."""
+        old = self._pg_pool
+        if old is not None:
+            self._pg_pool = old.recreate()
+            old.dispose()
 
     def close(self) -> None:
-        """Release the PostgreSQL append pool's connections."""
+        """Release the PostgreSQL append pool's idle connections."""
         if self._pg_pool is not None:
             self._pg_pool.dispose()
-            self._pg_pool = None
 
     def append_once(
         self, run_id: str, batch: list[Prepared], expected_version: int | None
@@ -325,9 +330,8 @@ class BatchWriter:
             if gone and pooled is not None:
                 pooled.invalidate(exc)
                 pooled = None
-            if gone and not self._sqlite:
-                # Its other connections most likely died with this one (a server restart).
-                self.close()
+            if gone:
+                self._replace_pg_pool()
             raise DBAPIError.instance(
                 "append",
                 (),
