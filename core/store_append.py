@@ -168,7 +168,7 @@ def prepare(events: Sequence[Event | NewEvent], catalogue: Catalogue, limit: int
                 (new.event_id, type_name, schema_version, payload_json, new.recorded_at),
             )
         )
-    if len({entry.event_id.int for entry in prepared}) != len(prepared):
+    if len(prepared) > 1 and len({entry.event_id.int for entry in prepared}) != len(prepared):
         seen: set[uuid.UUID] = set()
         for position, entry in enumerate(prepared):
             if entry.event_id in seen:
