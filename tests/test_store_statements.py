@@ -217,3 +217,38 @@ def test_sqlite_time_text_is_the_format_sqlalchemy_reads(moment: datetime) -> No
     assert SQLiteDateTime().result_processor(sqlite_dialect(), None)(expected) == utc(
         moment
     ).replace(tzinfo=None)
+
+
+def test_big_batches_pause_the_cyclic_collector_and_restore_it(
+    sqlite_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch from GC_PAUSE_MIN_EVENTS on runs with the collector off (its objects die by
+    reference counting at the end of the batch); the caller's setting comes back, also after
+    an error, and a caller that had it off keeps it off."""
+    import gc
+
+    from steplog.store_append import GC_PAUSE_MIN_EVENTS
+
+    seen: list[bool] = []
+    writer = sqlite_store._writer
+    real = writer.append_once
+
+    def spy(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(writer, "append_once", spy)
+    assert gc.isenabled()
+    sqlite_store.append("small", steps(GC_PAUSE_MIN_EVENTS - 1), 0)
+    sqlite_store.append("big", steps(GC_PAUSE_MIN_EVENTS), 0)
+    assert seen == [True, False] and gc.isenabled()
+    with pytest.raises(ConcurrencyError):
+        sqlite_store.append("big", steps(GC_PAUSE_MIN_EVENTS, 100), 0)  # stale version
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        sqlite_store.append("big", steps(GC_PAUSE_MIN_EVENTS, 100), GC_PAUSE_MIN_EVENTS)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert [e.seq for e in sqlite_store.read_run("big")] == list(range(2 * GC_PAUSE_MIN_EVENTS))
