@@ -52,12 +52,14 @@ from .errors import (
 )
 from .models import events_table, quarantine_table
 from .store_append import (
+    GC_PAUSE_MIN_EVENTS,
     POSITION_LOCK_SQL,
     AppendResult,
     BatchWriter,
     NewEvent,
     Prepared,
     chunks,
+    gc_paused,
     insert_rows,
     lock_positions,
     prepare,
@@ -258,6 +260,14 @@ class EventStore:
     ) -> AppendResult:
         """Like :meth:`append`, and also tells whether the batch was a re-send (a no-op)."""
         check_run_id(run_id)
+        if len(events) < GC_PAUSE_MIN_EVENTS:
+            return self._append_batch(run_id, events, expected_version)
+        with gc_paused():
+            return self._append_batch(run_id, events, expected_version)
+
+    def _append_batch(
+        self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None
+    ) -> AppendResult:
         prepared = self._prepare(events)
         if not prepared:
             return AppendResult([])

@@ -1,16 +1,22 @@
 """The event store's write path: validation, then one transaction per batch.
 
-SQLAlchemy begins and commits (so its hooks, pool and error handling apply); the statements in
-between run on the driver's own connection, below SQLAlchemy's execution layer (whose
-per-statement work costs more than SQLite's insert itself):
+The statements run on a pooled driver connection, below SQLAlchemy's execution layer (whose
+per-statement work costs more than SQLite's insert itself); the engine's dialect commits, its
+pool connects (with the engine's ``connect`` hooks), and driver errors are wrapped as
+SQLAlchemy's, so retries, messages and fault drills treat them like any other:
 
-* SQLite: ``BEGIN IMMEDIATE`` (the write lock), one indexed query for the run's version and the
-  last position, one ``executemany``, ``COMMIT`` -- four statements.
-* PostgreSQL: the transaction-scoped advisory lock and one ``INSERT ... SELECT`` -- which reads
-  the last position and the run's version *after* the lock (a new statement, so a new snapshot
-  under READ COMMITTED) and inserts only if the version is the expected one -- sent together in
-  psycopg's pipeline mode; with the pool's pre-ping, the ``BEGIN`` psycopg sends first and the
-  ``COMMIT``, four round trips.
+* SQLite: ``BEGIN IMMEDIATE`` (the write lock); one ``INSERT ... SELECT ... RETURNING`` that
+  places the first event after the run's last seq and the log's last position (two indexed
+  look-ups) and inserts it only if the run is at the expected version; one ``executemany`` for
+  the rest of the batch (none for a single event); ``COMMIT`` -- three statements for one
+  event, four for a batch.
+* PostgreSQL: one statement, ``SELECT steplog_append(...)`` (a PL/pgSQL function, migration
+  0007) on an autocommit connection -- one round trip, its own transaction. The function takes
+  the transaction-scoped position lock, then reads the run's version and the last position
+  (new statements, so new snapshots under READ COMMITTED: nothing committed before the lock is
+  missed) and inserts the batch only if the version is the expected one. Connections come from
+  a copy of the engine's pool without pre-ping (a dead connection fails the append, the pool is
+  replaced and the append retried).
 
 The idempotency look-up runs only when the fast path did not store the batch (a version
 conflict or a unique violation): a re-send is recognised there, and its original positions are
@@ -19,20 +25,22 @@ returned.
 
 from __future__ import annotations
 
-import functools
+import gc
 import json
+import operator
 import re
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.pool import Pool
 from uuid6 import uuid7
 
-from .database import write_transaction
 from .errors import ConcurrencyError, IdempotencyError, InvalidEventError, PayloadTooLargeError
 from .models import events_table
 
@@ -40,33 +48,35 @@ if TYPE_CHECKING:
     from .events import Catalogue, Event
 
 T = TypeVar("T")
-_IDLE: Final = 0  # psycopg.pq.TransactionStatus.IDLE (psycopg is imported only on PostgreSQL)
 
 POSITION_LOCK_SQL: Final = (
     # One lock per events table (its OID), so stores in other schemas never wait on each other.
     "SELECT pg_advisory_xact_lock((x'57E9106'::bigint << 32) | 'events'::regclass::oid::bigint)"
 )
 COLUMN_NAMES: Final = "position, event_id, run_id, seq, type, schema_version, recorded_at, payload"
-_SQLITE_HEADS: Final = (
-    "SELECT (SELECT max(seq) FROM events WHERE run_id = ?), (SELECT max(position) FROM events)"
-)
 SQLITE_INSERT: Final = f"INSERT INTO events ({COLUMN_NAMES}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-_PG_INSERT: Final = f"""\
+_SQLITE_FIRST: Final = f"""\
 INSERT INTO events ({COLUMN_NAMES})
-SELECT h.p + u.n, u.id, %s, h.v + u.n - 1, u.type, u.ver, u.at, u.payload::jsonb
-FROM (SELECT coalesce((SELECT max(position) FROM events), 0) AS p,
-             coalesce((SELECT max(seq) + 1 FROM events WHERE run_id = %s), 0) AS v) AS h,
-     (VALUES {{rows}}) AS u(n, id, type, ver, at, payload)
-WHERE %s::int IS NULL OR h.v = %s::int
-RETURNING position"""
-_PG_ROW: Final = "({n:d}, %s::uuid, %s, %s::int, %s::timestamptz, %s)"
-
-
-@functools.lru_cache(maxsize=64)
-def _pg_insert_sql(size: int) -> str:
-    """The one-statement insert for a batch of ``size`` rows (scalar parameters: psycopg dumps
-    them in C, where arrays cost a Python pass per array)."""
-    return _PG_INSERT.format(rows=", ".join(_PG_ROW.format(n=n) for n in range(1, size + 1)))
+SELECT coalesce((SELECT max(position) FROM events), 0) + 1, ?, ?, h.v, ?, ?, ?, ?
+FROM (SELECT coalesce((SELECT max(seq) + 1 FROM events WHERE run_id = ?2), 0) AS v) AS h
+WHERE ?7 IS NULL OR h.v = ?7
+RETURNING position, seq"""
+"""A batch's first row, placed after the run's last seq and the log's last position, inserted
+only if the run is at the expected version (``?7``): the look-up and the insert in one
+statement."""
+_SQLITE_VERSION: Final = "SELECT max(seq) FROM events WHERE run_id = ?"
+_PG_APPEND: Final = (
+    "SELECT steplog_append(%s::text, %s::integer, %s::timestamptz, %s::text, %s::text, "
+    "%s::text, %s::text, %s::text)"
+)
+"""The server-side append (migration 0007): one statement, one round trip in autocommit."""
+_PG_CHUNK_EVENTS: Final = 10_000
+_PG_CHUNK_CHARS: Final = 64 * 1024 * 1024
+"""A larger batch is sent in chunks (PostgreSQL caps a JSON document's size), one function call
+each, inside one explicit transaction: still atomic."""
+_payload_of = operator.itemgetter(3)
+_tuple_new = tuple.__new__
+_type_of = operator.itemgetter(1)
 
 
 _NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -117,19 +127,28 @@ def prepare(events: Sequence[Event | NewEvent], catalogue: Catalogue, limit: int
     the catalogue's, their ids are unique within the batch, and their size.
     """
     prepared: list[Prepared] = []
-    name_of = catalogue.name_of
     append = prepared.append
+    kinds: dict[type, tuple[str, Callable[[Any], bytes], int]] = {}
+    quarter = limit // 4  # len(text) > limit // 4 exactly when len(text) * 4 > limit
     for index, item in enumerate(events):
         new = item if type(item) is NewEvent else _new_event(item)
         event = new.event
         kind = type(event)
-        type_name = name_of(kind)
-        if type_name is None:
-            raise not_in_catalogue(catalogue, index, event)
-        try:
+        known = kinds.get(kind)
+        if known is None:
+            type_name = catalogue.name_of(kind)
+            if type_name is None:
+                raise not_in_catalogue(catalogue, index, event)
             # The model's own serializer, as ``model_dump_json()`` calls it (same bytes),
             # without that method's keyword handling: this is the per-event cost of appending.
-            payload_json = kind.__pydantic_serializer__.to_json(event).decode()
+            known = kinds[kind] = (
+                type_name,
+                kind.__pydantic_serializer__.to_json,
+                kind.schema_version,
+            )
+        type_name, to_json, schema_version = known
+        try:
+            payload_json = to_json(event).decode()
         except (ValueError, UnicodeError) as exc:
             raise InvalidEventError(
                 f"event #{index} ({type_name}) cannot be stored as JSON: {exc}"
@@ -140,15 +159,19 @@ def prepare(events: Sequence[Event | NewEvent], catalogue: Catalogue, limit: int
                 "PostgreSQL cannot store; remove or escape it"
             )
         # A str of n characters encodes to at most 4n bytes: count exactly only near the limit.
-        if len(payload_json) * 4 > limit and len(payload_json.encode()) > limit:
+        if len(payload_json) > quarter and len(payload_json.encode()) > limit:
             raise PayloadTooLargeError(
                 f"event #{index} ({type_name}, id {new.event_id}) has a "
                 f"{len(payload_json.encode()):,}-byte payload; the limit is {limit:,} bytes"
             )
+        # tuple.__new__: a NamedTuple's own __new__ is a Python function, per event.
         append(
-            Prepared(new.event_id, type_name, kind.schema_version, payload_json, new.recorded_at)
+            _tuple_new(
+                Prepared,
+                (new.event_id, type_name, schema_version, payload_json, new.recorded_at),
+            )
         )
-    if len({entry.event_id.int for entry in prepared}) != len(prepared):
+    if len(prepared) > 1 and len({entry.event_id.int for entry in prepared}) != len(prepared):
         seen: set[uuid.UUID] = set()
         for position, entry in enumerate(prepared):
             if entry.event_id in seen:
@@ -195,16 +218,38 @@ def sqlite_rows(
     return [
         (
             position + i,
-            item.event_id.hex,
+            f"{event_id.int:032x}",  # UUID.hex, without the property call
             run_id,
             seq + i,
-            item.type,
-            item.schema_version,
-            now_text if item.recorded_at is None else sqlite_datetime(item.recorded_at),
-            item.payload_json,
+            type_name,
+            schema_version,
+            now_text if recorded_at is None else sqlite_datetime(recorded_at),
+            payload_json,
         )
-        for i, item in enumerate(batch)
+        for i, (event_id, type_name, schema_version, payload_json, recorded_at) in enumerate(batch)
     ]
+
+
+GC_PAUSE_MIN_EVENTS: Final = 64
+"""Batches from this size on are prepared and written with the cyclic collector paused."""
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for one batch (as projections do per page).
+
+    A batch's prepared events hold their UUIDs, so they stay tracked and a collection that runs
+    mid-batch promotes them, until a full collection walks the caller's whole heap -- for
+    objects that reference counting frees anyway at the end of the batch (appending creates no
+    cycles). Re-enabled only if it was enabled on entry.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def chunks(items: list[T], size: int) -> Iterable[list[T]]:
@@ -220,20 +265,42 @@ class BatchWriter:
         self.engine = engine
         self._catalogue = catalogue
         self._sqlite = engine.dialect.name == "sqlite"
+        self._pg_pool: Pool | None = None
+        if not self._sqlite:
+            pool = engine.pool.recreate()
+            pool._pre_ping = False
+            self._pg_pool = pool
+
+    @property
+    def _appending_pool(self) -> Pool:
+        """The pool appends check connections out of.
+
+        SQLite: the engine's own. PostgreSQL: a copy of the engine's pool (same connect
+        arguments and ``connect`` hooks) without pre-ping: a ping is one more round trip per
+        append, and a dead connection needs none -- the append fails on it, this pool is
+        replaced, and the retry (safe: re-sent ids are recognised) runs on a fresh connection.
+        """
+        return self._pg_pool if self._pg_pool is not None else self.engine.pool
+
+    def _replace_pg_pool(self) -> None:
+        """After a dead connection: its siblings most likely died with it (a server restart),
+        so later appends start on fresh ones (what ``Engine.dispose`` does)."""
+        old = self._pg_pool
+        if old is not None:
+            self._pg_pool = old.recreate()
+            old.dispose()
 
     def close(self) -> None:
-        """Nothing of its own to release (appends use the store's engine)."""
+        """Release the PostgreSQL append pool's idle connections."""
+        if self._pg_pool is not None:
+            self._pg_pool.dispose()
 
     def append_once(
         self, run_id: str, batch: list[Prepared], expected_version: int | None
     ) -> AppendResult:
         """One attempt: the fast path, and the idempotency look-up only if it stored nothing."""
         try:
-            if self._sqlite:
-                positions = self._driver_call(self._sqlite_append, run_id, batch, expected_version)
-            else:
-                positions = self._driver_call(self._pg_append, run_id, batch, expected_version)
-            return AppendResult(positions)
+            return AppendResult(self._driver_call(run_id, batch, expected_version))
         except _Conflict as conflict:
             with self.engine.connect() as conn:
                 stored = self.already_stored(conn, run_id, batch)
@@ -254,72 +321,53 @@ class BatchWriter:
             ) from None
 
     def _driver_call(
-        self,
-        body: Callable[[Any, str, list[Prepared], int | None], list[int]],
-        run_id: str,
-        batch: list[Prepared],
-        expected_version: int | None,
+        self, run_id: str, batch: list[Prepared], expected_version: int | None
     ) -> list[int]:
-        """``body`` on the driver connection of a SQLAlchemy write transaction.
+        """One transaction on a pooled driver connection, below SQLAlchemy's execution layer.
 
-        SQLAlchemy begins (``BEGIN IMMEDIATE`` on SQLite) and commits, so its hooks and error
-        handling apply; the statements in between run on the driver, their errors wrapped as
-        SQLAlchemy's (a dead connection invalidated) so retries and messages treat them alike.
+        The engine's dialect commits (``do_commit``: the hook fault drills patch); driver
+        errors, the pool's connect errors included, are wrapped as SQLAlchemy's (a dead
+        connection invalidated) so retries and messages treat them like any other.
         """
         engine = self.engine
         dialect = engine.dialect
-        with write_transaction(engine) as conn:
-            dbapi_connection = conn.connection.dbapi_connection
-            try:
-                return body(dbapi_connection, run_id, batch, expected_version)
-            except dialect.loaded_dbapi.Error as exc:
-                gone = dialect.is_disconnect(exc, dbapi_connection, None)
-                if gone:
-                    conn.invalidate(exc)
-                raise DBAPIError.instance(
-                    "append",
-                    (),
-                    exc,
-                    dialect.loaded_dbapi.Error,
-                    connection_invalidated=gone,
-                    dialect=dialect,
-                ) from exc
-
-    @staticmethod
-    def _sqlite_append(
-        dbapi: Any, run_id: str, batch: list[Prepared], expected_version: int | None
-    ) -> list[int]:
-        now_text = sqlite_datetime(datetime.now(UTC))
-        last_seq, last_position = dbapi.execute(_SQLITE_HEADS, (run_id,)).fetchone()
-        current = 0 if last_seq is None else last_seq + 1
-        if expected_version is not None and expected_version != current:
-            raise _Conflict(current)
-        position = (last_position or 0) + 1
-        dbapi.executemany(SQLITE_INSERT, sqlite_rows(run_id, current, position, batch, now_text))
-        return list(range(position, position + len(batch)))
-
-    @staticmethod
-    def _pg_append(
-        dbapi: Any, run_id: str, batch: list[Prepared], expected_version: int | None
-    ) -> list[int]:
-        now = datetime.now(UTC)
-        params: list[Any] = [run_id, run_id, expected_version, expected_version]
-        rows: list[Any] = []
-        for item in batch:
-            at = now if item.recorded_at is None else utc(item.recorded_at)
-            rows += (item.event_id, item.type, item.schema_version, at, item.payload_json)
-        params[2:2] = rows  # in placeholder order: run id twice, the rows, the version twice
-        inserted = dbapi.cursor()
-        with dbapi.pipeline():  # the lock and the insert in one round trip
-            dbapi.execute(POSITION_LOCK_SQL)
-            inserted.execute(_pg_insert_sql(len(batch)), params)
-        positions = sorted(row[0] for row in inserted.fetchall())
-        if not positions:  # nothing inserted: the run's version was not the expected one
-            with dbapi.cursor() as check:
-                check.execute("SELECT max(seq) FROM events WHERE run_id = %s", (run_id,))
-                row = check.fetchone()
-            raise _Conflict(0 if row is None or row[0] is None else int(row[0]) + 1)
-        return positions
+        pool = self._appending_pool
+        pooled: Any = None
+        dbapi: Any = None
+        try:
+            pooled = pool.connect()
+            dbapi = pooled.dbapi_connection
+            if self._sqlite:
+                dbapi.execute("BEGIN IMMEDIATE")
+                try:
+                    positions = _sqlite_append(dbapi, run_id, batch, expected_version)
+                    dialect.do_commit(pooled)
+                except BaseException:
+                    if dbapi.in_transaction:
+                        dbapi.rollback()
+                    raise
+                return positions
+            positions = _pg_append(dbapi, run_id, batch, expected_version)
+            dialect.do_commit(pooled)  # autocommit: the statement has committed; no round trip
+            return positions
+        except dialect.loaded_dbapi.Error as exc:
+            gone = dialect.is_disconnect(exc, dbapi, None)
+            if gone and pooled is not None:
+                pooled.invalidate(exc)
+                pooled = None
+            if gone:
+                self._replace_pg_pool()
+            raise DBAPIError.instance(
+                "append",
+                (),
+                exc,
+                dialect.loaded_dbapi.Error,
+                connection_invalidated=gone,
+                dialect=dialect,
+            ) from exc
+        finally:
+            if pooled is not None:
+                pooled.close()
 
     def already_stored(
         self, conn: Connection, run_id: str, batch: list[Prepared]
@@ -370,6 +418,111 @@ class BatchWriter:
                     f"{row.seq}, {row.type}) with different content; event ids must be unique"
                 )
         return [rows[item.event_id].position for item in batch]
+
+
+def _sqlite_append(
+    dbapi: Any, run_id: str, batch: list[Prepared], expected_version: int | None
+) -> list[int]:
+    """``batch`` in the open ``BEGIN IMMEDIATE`` transaction: its first row placed and
+    version-checked by one statement, the rest in one ``executemany``."""
+    now_text = sqlite_datetime(datetime.now(UTC))
+    first = batch[0]
+    placed = dbapi.execute(
+        _SQLITE_FIRST,
+        (
+            first.event_id.hex,
+            run_id,
+            first.type,
+            first.schema_version,
+            now_text if first.recorded_at is None else sqlite_datetime(first.recorded_at),
+            first.payload_json,
+            expected_version,
+        ),
+    ).fetchall()
+    if not placed:  # nothing inserted: the run's version was not the expected one
+        (last_seq,) = dbapi.execute(_SQLITE_VERSION, (run_id,)).fetchone()
+        raise _Conflict(0 if last_seq is None else last_seq + 1)
+    ((position, seq),) = placed
+    if len(batch) > 1:
+        dbapi.executemany(
+            SQLITE_INSERT, sqlite_rows(run_id, seq + 1, position + 1, batch[1:], now_text)
+        )
+    return list(range(position, position + len(batch)))
+
+
+def _pg_append(
+    dbapi: Any, run_id: str, batch: list[Prepared], expected_version: int | None
+) -> list[int]:
+    """``batch`` through ``steplog_append`` on an autocommit connection: one statement (its own
+    transaction), or one explicit transaction around a huge batch's chunks."""
+    if not dbapi.autocommit:
+        dbapi.autocommit = True
+    now = datetime.now(UTC)
+    parts = list(_pg_chunks(batch))
+    if len(parts) == 1:
+        first = _pg_call(dbapi, run_id, expected_version, now, batch)
+    else:
+        with dbapi.transaction():
+            first = _pg_call(dbapi, run_id, expected_version, now, parts[0])
+            version = None if expected_version is None else expected_version + len(parts[0])
+            for part in parts[1:]:
+                _pg_call(dbapi, run_id, version, now, part)
+                version = None if version is None else version + len(part)
+    return list(range(first, first + len(batch)))
+
+
+def _pg_call(
+    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: list[Prepared]
+) -> int:
+    """One ``steplog_append`` call: the first position (a stale version raises _Conflict)."""
+    times = None
+    if any(item.recorded_at is not None for item in batch):
+        times = (
+            "{"
+            + ",".join(
+                "NULL" if item.recorded_at is None else utc(item.recorded_at).isoformat()
+                for item in batch
+            )
+            + "}"
+        )
+    params = (
+        run_id,
+        expected_version,
+        now,
+        "{" + ",".join([item.event_id.hex for item in batch]) + "}",
+        json.dumps(list(map(_type_of, batch))),
+        "{" + ",".join([str(item.schema_version) for item in batch]) + "}",
+        times,
+        "[" + ",".join(map(_payload_of, batch)) + "]",
+    )
+    with dbapi.cursor() as cursor:
+        cursor.execute(_PG_APPEND, params)
+        (first,) = cursor.fetchone()
+    if first < 0:  # nothing inserted: the run's version was not the expected one
+        raise _Conflict(-1 - first)
+    return int(first)
+
+
+def _pg_chunks(batch: list[Prepared]) -> Iterable[list[Prepared]]:
+    """``batch`` in parts of at most ``_PG_CHUNK_EVENTS`` events and about ``_PG_CHUNK_CHARS``
+    characters of payload (one part, itself, almost always)."""
+    if (
+        len(batch) <= _PG_CHUNK_EVENTS
+        and sum(len(item.payload_json) for item in batch) < _PG_CHUNK_CHARS
+    ):
+        yield batch
+        return
+    part: list[Prepared] = []
+    size = 0
+    for item in batch:
+        if part and (
+            len(part) >= _PG_CHUNK_EVENTS or size + len(item.payload_json) > _PG_CHUNK_CHARS
+        ):
+            yield part
+            part, size = [], 0
+        part.append(item)
+        size += len(item.payload_json)
+    yield part
 
 
 def insert_rows(

@@ -510,8 +510,14 @@ def page_count(path: Path) -> int:
 def test_full_database_refuses_the_whole_batch_and_recovers(tmp_path: Path) -> None:
     path = tmp_path / "full.db"
     store = EventStore.open(str(path))
-    begins: list[int] = []
-    event.listen(store.engine, "begin", lambda _conn: begins.append(1))
+    begins: list[str] = []  # write attempts: the append's BEGIN IMMEDIATE runs on the driver
+
+    @event.listens_for(store.engine, "connect")
+    def trace(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+        dbapi_connection.set_trace_callback(
+            lambda sql: begins.append(sql) if sql.startswith("BEGIN IMMEDIATE") else None
+        )
+
     acknowledged: list[uuid.UUID] = []
     try:
         first = batch_of(0, 4)

@@ -63,3 +63,22 @@ def test_the_check_fails_for_a_query_no_index_serves(store: EventStore) -> None:
         assert "SCAN events" in plan and "USING" not in plan, plan
     else:
         assert "Seq Scan on events" in plan, plan
+
+
+def test_sqlite_append_statement_looks_up_by_index(tmp_path: object) -> None:
+    """The append's one version-checked insert (store_append) reads the run's last seq and the
+    last position by index, never by scanning the log."""
+    from steplog.store_append import _SQLITE_FIRST
+
+    store = EventStore.open(f"{tmp_path}/plan.db")
+    try:
+        store.append("r-0", [StepStarted(step="s", step_index=i) for i in range(20)], 0)
+        with store.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {_SQLITE_FIRST}", ("0" * 32, "r-0", "T", 1, "t", "{}", 20)
+            ).all()
+        plan = "\n".join(str(row[-1]) for row in rows)
+        assert "SCAN events" not in plan, plan
+        assert "SEARCH events USING COVERING INDEX" in plan and "SEARCH events\n" in plan + "\n"
+    finally:
+        store.close()

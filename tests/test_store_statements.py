@@ -3,8 +3,8 @@
 Counted, not timed: SQLite's trace callback sees every statement the driver runs; libpq's
 protocol trace shows every message PostgreSQL receives (a ``Sync`` ends a round trip, a simple
 ``Query`` is one too -- a pool's pre-ping is one). The expectations are the write path's design
-(module docstring of ``steplog.store_append``): four statements on SQLite, four round trips on
-PostgreSQL, and the idempotency look-up only for a re-send.
+(module docstring of ``steplog.store_append``): on SQLite three statements for one event and four
+for a batch, on PostgreSQL one round trip, and the idempotency look-up only for a re-send.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sqlalchemy import event
 from sqlalchemy.dialects.sqlite import DATETIME as SQLiteDateTime
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite as sqlite_dialect
 
-from steplog.errors import ConcurrencyError
+from steplog.errors import ConcurrencyError, IdempotencyError
 from steplog.events import Event, StepStarted
 from steplog.store import EventStore, NewEvent
 from steplog.store_append import sqlite_datetime, utc
@@ -67,15 +67,23 @@ def sqlite_store(tmp_path: Path) -> Any:
     store.close()
 
 
-def test_sqlite_append_is_four_statements_at_any_batch_size(sqlite_store: EventStore) -> None:
+def test_sqlite_append_is_three_statements_for_one_event_and_four_for_a_batch(
+    sqlite_store: EventStore,
+) -> None:
     seen = _sqlite_statements(sqlite_store)
     sqlite_store.append("warm-2", steps(1), 0)  # opens the traced connection: pragmas
-    for batch in (1, 100):
+    seen.clear()
+    sqlite_store.append("run-1", steps(1), 0)
+    assert _kinds(seen) == ["BEGIN", "INSERT", "COMMIT"], seen
+    assert "RETURNING" in seen[1]  # the version check and placement ride on the insert
+    for batch in (2, 100):
         seen.clear()
         sqlite_store.append(f"run-{batch}", steps(batch), 0)
-        assert _kinds(seen) == ["BEGIN", "SELECT", "INSERT", "COMMIT"], seen
+        assert _kinds(seen) == ["BEGIN", "INSERT", "COMMIT"], seen
         inserts = [sql for sql in seen if sql.lstrip().upper().startswith("INSERT")]
-        assert len(inserts) == batch  # one executemany: the statement once per row
+        assert len(inserts) == batch  # the first row's statement, then one executemany
+        assert "RETURNING" in inserts[0] and not any("RETURNING" in sql for sql in inserts[1:])
+    assert [e.seq for e in sqlite_store.read_run("run-100")] == list(range(100))
 
 
 def test_sqlite_resend_looks_up_ids_only_after_the_fast_path_stored_nothing(
@@ -86,46 +94,108 @@ def test_sqlite_resend_looks_up_ids_only_after_the_fast_path_stored_nothing(
     seen = _sqlite_statements(sqlite_store)
     assert sqlite_store.append("r", batch, 0) == first  # a re-send: same positions
     kinds = _kinds(seen)
-    assert "LOOKUP" in kinds and "INSERT" not in kinds
-    assert kinds.index("LOOKUP") > kinds.index("ROLLBACK")  # after the fast path gave up
+    # The fast path tried its one version-checked insert (which stored nothing: the version
+    # is 3, not 0) and rolled back; only then the look-up.
+    assert kinds[:4] == ["BEGIN", "INSERT", "SELECT", "ROLLBACK"], kinds
+    assert "LOOKUP" in kinds and kinds.index("LOOKUP") > kinds.index("ROLLBACK")
+    assert kinds.count("INSERT") == 1  # never the rest of the batch
     seen.clear()
     with pytest.raises(ConcurrencyError):
         sqlite_store.append("r", steps(1), 0)  # a real conflict: new ids, stale version
-    assert "INSERT" not in _kinds(seen)
+    assert _kinds(seen)[:4] == ["BEGIN", "INSERT", "SELECT", "ROLLBACK"], seen
+    assert [e.event_id for e in sqlite_store.read_run("r")] == [n.event_id for n in batch]
 
 
-def test_sqlite_append_sends_only_its_begin_through_sqlalchemy(sqlite_store: EventStore) -> None:
+def test_sqlite_append_sends_nothing_through_sqlalchemy_execution(
+    sqlite_store: EventStore,
+) -> None:
     executed: list[str] = []
     event.listen(sqlite_store.engine, "before_cursor_execute",
                  lambda *args: executed.append(args[2]))  # fmt: skip
     sqlite_store.append("r", steps(10), 0)
-    assert executed == ["BEGIN IMMEDIATE"]  # the rest runs on the driver
+    assert executed == []  # every statement runs on the driver
+    assert [e.seq for e in sqlite_store.read_run("r")] == list(range(10))
+
+
+def _pg_round_trips(store: EventStore, trace_path: Path, appends: Any) -> list[str]:
+    """What the client sent while ``appends()`` ran on the store's append connection (the
+    append pool holds one idle connection after a first append)."""
+    pool = store._writer._appending_pool
+    pooled: Any = pool.connect()
+    pgconn = pooled.dbapi_connection.pgconn
+    fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    pgconn.trace(fd)
+    pooled.close()
+    try:
+        appends()
+    finally:
+        pooled = pool.connect()
+        pooled.dbapi_connection.pgconn.untrace()
+        pooled.close()
+        os.close(fd)
+    sent = [line.split("\t") for line in trace_path.read_text().splitlines()]
+    return [fields[3] for fields in sent if len(fields) > 3 and fields[1] == "F"]
 
 
 @pytest.mark.postgres
-def test_postgres_append_is_four_round_trips(pg_url: str, tmp_path: Path) -> None:
+def test_postgres_append_is_one_round_trip(pg_url: str, tmp_path: Path) -> None:
     store = EventStore.open(pg_url)
-    trace_path = tmp_path / "libpq.trace"
     try:
         run = f"r-{uuid.uuid4().hex}"
         store.append(f"warm-{run}", steps(1), 0)
-        pool = store.engine
-        with pool.connect() as conn:
-            pgconn = conn.connection.dbapi_connection.pgconn  # type: ignore[union-attr]
-            fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            pgconn.trace(fd)
-        store.append(run, steps(100), 0)
-        store.append(run, steps(1, start=100), 100)
-        with pool.connect() as conn:
-            conn.connection.dbapi_connection.pgconn.untrace()  # type: ignore[union-attr]
-        os.close(fd)
-        sent = [line.split("\t") for line in trace_path.read_text().splitlines()]
-        from_client = [fields[3] for fields in sent if len(fields) > 3 and fields[1] == "F"]
-        # Per append: the pool's pre-ping (a simple Query), then three Syncs: psycopg's BEGIN,
-        # the pipelined lock + insert, the COMMIT.
-        round_trips = from_client.count("Sync") + from_client.count("Query")
-        assert round_trips == 2 * 4 + 1, from_client  # + the pre-ping of the untrace checkout
+        from_client = _pg_round_trips(
+            store,
+            tmp_path / "libpq.trace",
+            lambda: (store.append(run, steps(100), 0), store.append(run, steps(1, 100), 100)),
+        )
+        # One Sync per append (Parse/Bind/Describe/Execute of ``SELECT steplog_append``), no
+        # pre-ping, no BEGIN, no COMMIT: the statement is its own transaction.
+        assert from_client.count("Sync") == 2 and "Query" not in from_client, from_client
         assert [e.seq for e in store.read_run(run)] == list(range(101))
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_conflict_and_resend_store_nothing_and_map_to_the_same_errors(
+    pg_url: str, tmp_path: Path
+) -> None:
+    store = EventStore.open(pg_url)
+    try:
+        run = f"r-{uuid.uuid4().hex}"
+        batch = [NewEvent(e) for e in steps(3)]
+        first = store.append(run, batch, 0)
+        resent = store.append_batch(run, batch, 0)
+        assert resent.duplicate and resent.positions == first
+        with pytest.raises(ConcurrencyError) as conflict:
+            store.append(run, steps(1), 1)
+        assert (conflict.value.expected, conflict.value.actual) == (1, 3)
+        assert [e.event_id for e in store.read_run(run)] == [n.event_id for n in batch]
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+def test_postgres_huge_batch_is_chunked_in_one_transaction(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import steplog.store_append as store_append
+
+    monkeypatch.setattr(store_append, "_PG_CHUNK_EVENTS", 7)
+    store = EventStore.open(pg_url)
+    try:
+        run = f"r-{uuid.uuid4().hex}"
+        when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+        batch = [NewEvent(e, recorded_at=when if i % 2 else None) for i, e in enumerate(steps(20))]
+        positions = store.append(run, batch, 0)
+        assert positions == list(range(positions[0], positions[0] + 20))
+        stored = store.read_run(run)
+        assert [e.seq for e in stored] == list(range(20))
+        assert [e.recorded_at == when for e in stored] == [i % 2 == 1 for i in range(20)]
+        clash = [NewEvent(e) for e in steps(9, 20)] + [batch[0]]  # a stored id in chunk two
+        with pytest.raises(IdempotencyError):
+            store.append(run, clash, 20)
+        assert store.version(run) == 20  # chunk one was rolled back with it
     finally:
         store.close()
 
@@ -147,3 +217,38 @@ def test_sqlite_time_text_is_the_format_sqlalchemy_reads(moment: datetime) -> No
     assert SQLiteDateTime().result_processor(sqlite_dialect(), None)(expected) == utc(
         moment
     ).replace(tzinfo=None)
+
+
+def test_big_batches_pause_the_cyclic_collector_and_restore_it(
+    sqlite_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch from GC_PAUSE_MIN_EVENTS on runs with the collector off (its objects die by
+    reference counting at the end of the batch); the caller's setting comes back, also after
+    an error, and a caller that had it off keeps it off."""
+    import gc
+
+    from steplog.store_append import GC_PAUSE_MIN_EVENTS
+
+    seen: list[bool] = []
+    writer = sqlite_store._writer
+    real = writer.append_once
+
+    def spy(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(writer, "append_once", spy)
+    assert gc.isenabled()
+    sqlite_store.append("small", steps(GC_PAUSE_MIN_EVENTS - 1), 0)
+    sqlite_store.append("big", steps(GC_PAUSE_MIN_EVENTS), 0)
+    assert seen == [True, False] and gc.isenabled()
+    with pytest.raises(ConcurrencyError):
+        sqlite_store.append("big", steps(GC_PAUSE_MIN_EVENTS, 100), 0)  # stale version
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        sqlite_store.append("big", steps(GC_PAUSE_MIN_EVENTS, 100), GC_PAUSE_MIN_EVENTS)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert [e.seq for e in sqlite_store.read_run("big")] == list(range(2 * GC_PAUSE_MIN_EVENTS))

@@ -9,6 +9,7 @@ alters rows is caught rather than timed. Payload bytes are pydantic-core's compa
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import sqlite3
 import time
@@ -70,6 +71,10 @@ def expected_checksum(plan: Plan) -> str:
 
 
 def _timed(action: Callable[[], object]) -> float:
+    """Seconds ``action()`` takes, started with no garbage pending from the writer's set-up
+    (a store's engine, a baseline's encoded payloads): a full collection of it would otherwise
+    land in whichever writer's clock happens to be running. Collection stays on while timed."""
+    gc.collect()
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
