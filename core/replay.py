@@ -159,15 +159,17 @@ def replay(
     session_id: str | None = None,
     check: bool = False,
     scenario: ScenarioSpec | None = None,
+    scenarios: dict[str, ScenarioSpec] | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
 
     ``check`` replays exactly *with the current code* without writing a new run: the replay's
     events are kept in memory and compared with the recording (``departure`` says where they
     first differ). The current code is the registered scenario of that name (its version may
-    have moved on; the result notes it), or ``scenario`` when given. An exact replay that
-    writes stores its new run in one transaction when it ends: it calls nothing live, so a
-    crash loses only a recomputation. A fork's live steps are committed step by step.
+    have moved on; the result notes it), or ``scenario`` when given; ``scenarios`` (a dict
+    the caller keeps while checking many runs) remembers what each name resolved to. An exact
+    replay that writes stores its new run in one transaction when it ends: it calls nothing
+    live, so a crash loses only a recomputation. A fork's live steps are committed step by step.
 
     Runs of users' agents (recorded by the SDK, or imported with ``agent``: the registered
     agent to serve the imported responses to) are replayed by :mod:`steplog.replay_sdk`.
@@ -213,7 +215,9 @@ def replay(
         )
     notes: list[str] = []
     if scenario is None:
-        scenario = current_scenario(original, notes) if check else registered_scenario(original)
+        scenario = (
+            current_scenario(original, notes, scenarios) if check else registered_scenario(original)
+        )
     if original.task_instance_id is None:
         raise RunStateError(f"run {run_id!r} names no task instance; it cannot be replayed")
     fork = fork_at_step is not None
@@ -246,18 +250,21 @@ def replay(
         fork_step=fork_at_step if fork else original.fork_step,
         session_id=session_id,
     )
-    replayed = target.read_run(ending.run_id)
+    identical = None
+    if check and isinstance(target, BufferedStore):  # compared before anything is serialized
+        identical = ending.divergence is None and target.same_as(ending.run_id, events)
+    replayed = [] if identical else target.read_run(ending.run_id)
     if isinstance(target, BufferedStore):
         if check:
             target.discard(ending.run_id)
         else:
             target.commit(ending.run_id)
-    identical = None
     difference = None
     found = None
     declared: list[str] = []
     if not fork:
-        identical = ending.divergence is None and same_stream(events, replayed)
+        if identical is None:
+            identical = ending.divergence is None and same_stream(events, replayed)
         if not identical:
             difference = first_difference(events, replayed)
             found = departure(events, replayed, ending.divergence)
@@ -280,9 +287,12 @@ def replay(
     )
 
 
-def current_scenario(original: RunState, notes: list[str]) -> ScenarioSpec:
+def current_scenario(
+    original: RunState, notes: list[str], resolved: dict[str, ScenarioSpec] | None = None
+) -> ScenarioSpec:
     """The scenario registered now under the run's name (the code a check replays), noting a
-    version that moved on since the recording."""
+    version that moved on since the recording; ``resolved`` remembers it by name (one look at
+    the scenario folders per name while checking a batch of runs)."""
     from .harness.scenario import ScenarioError, get_scenario
 
     if original.source != "harness" or not original.agent.startswith("scenario/"):
@@ -290,10 +300,14 @@ def current_scenario(original: RunState, notes: list[str]) -> ScenarioSpec:
             f"run {original.run_id!r} was recorded by {original.source!r} for agent "
             f"{original.agent!r}; only scenario runs replay a scenario"
         )
-    try:
-        scenario = get_scenario(original.agent)
-    except ScenarioError as exc:
-        raise RunStateError(f"run {original.run_id!r} cannot be checked: {exc}") from None
+    scenario = None if resolved is None else resolved.get(original.agent)
+    if scenario is None:
+        try:
+            scenario = get_scenario(original.agent)
+        except ScenarioError as exc:
+            raise RunStateError(f"run {original.run_id!r} cannot be checked: {exc}") from None
+        if resolved is not None:
+            resolved[original.agent] = scenario
     if scenario.version != original.agent_version:
         notes.append(
             f"recorded with {original.agent} version {original.agent_version}; checked "

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import from_json
 
-from .diff import REPLAY_LINKS, canonical
+from .diff import ANNOTATIONS, REPLAY_LINKS, canonical
 from .errors import ConcurrencyError, SteplogError
 from .harness.playback import CALL_TYPES
 from .store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from .events import Event
 
 __all__ = ["BufferedStore", "declared_changes", "departure"]
+
+
+_COUNTED_IDS: list[uuid.UUID] = []
 
 
 class BufferedStore(EventStore):
@@ -53,12 +56,19 @@ class BufferedStore(EventStore):
         """Nothing will be committed: event ids are a counter, not UUIDv7s."""
         self._runs: dict[str, list[StoredEvent]] = {}
         self._new: dict[str, list[NewEvent]] = {}
-        self._counter = itertools.count(1)
+        self._events: dict[str, list[tuple[str, Event, uuid.UUID, datetime]]] = {}
+        """Check-only: each run's events as recorded, serialized only when read."""
+        self._lazy: dict[str, int] = {}
+        """Check-only: how many events each run has (its stored list may lag behind)."""
+        self._counter = itertools.count(0)
         if check_only:
             self.event_ids = self._counted_id
 
     def _counted_id(self) -> uuid.UUID:
-        return uuid.UUID(int=next(self._counter))
+        index = next(self._counter)
+        if index >= len(_COUNTED_IDS):  # ids 1, 2, ... made once per process, not per replay
+            _COUNTED_IDS.extend(uuid.UUID(int=n + 1) for n in range(len(_COUNTED_IDS), index + 1))
+        return _COUNTED_IDS[index]
 
     @property
     def url(self) -> str:
@@ -82,30 +92,21 @@ class BufferedStore(EventStore):
         if run_id not in self._runs:
             check_run_id(run_id)
         stored = self._runs.setdefault(run_id, [])
-        if expected_version is not None and expected_version != len(stored):
-            raise ConcurrencyError(run_id, expected_version, len(stored))
+        first = self._lazy.get(run_id, len(stored))
+        if expected_version is not None and expected_version != first:
+            raise ConcurrencyError(run_id, expected_version, first)
         now = datetime.now(UTC)
-        first = len(stored)
         items = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
         if self.check_only:
             name_of = self.catalogue.name_of
+            kept = self._events.setdefault(run_id, [])
             for offset, item in enumerate(items):
                 event = item.event
                 type_name = name_of(type(event))
                 if type_name is None:
                     raise not_in_catalogue(self.catalogue, offset, event)
-                stored.append(
-                    StoredEvent(
-                        -1,
-                        item.event_id,
-                        run_id,
-                        first + offset,
-                        type_name,
-                        event.schema_version,
-                        now,
-                        event.model_dump(mode="json"),
-                    )
-                )
+                kept.append((type_name, event, item.event_id, now))
+            self._lazy[run_id] = len(kept)
             return AppendResult(list(range(first, first + len(items))))
         for offset, prepared in enumerate(self._prepare(items)):
             stored.append(
@@ -136,13 +137,64 @@ class BufferedStore(EventStore):
     def read_run(self, run_id: str, *, from_seq: int = 0) -> list[StoredEvent]:
         """The buffered run's events, or the backing store's for any other run."""
         if run_id in self._runs:
-            return self._runs[run_id][from_seq:]
+            return self._serialized(run_id)[from_seq:]
         return self.backing.read_run(run_id, from_seq=from_seq)
+
+    def _serialized(self, run_id: str) -> list[StoredEvent]:
+        """A run's stored events; a check-only run's are serialized here, on first read: each
+        event's JSON form (``model_dump(mode="json")``, what a read would give back), without
+        the store's size checks (nothing will be stored)."""
+        stored = self._runs[run_id]
+        kept = self._events.get(run_id, ())
+        for seq in range(len(stored), len(kept)):
+            type_name, event, event_id, at = kept[seq]
+            stored.append(
+                StoredEvent(
+                    -1,
+                    event_id,
+                    run_id,
+                    seq,
+                    type_name,
+                    event.schema_version,
+                    at,
+                    event.model_dump(mode="json"),
+                )
+            )
+        return stored
+
+    def same_as(self, run_id: str, recorded: list[StoredEvent]) -> bool:
+        """Whether the buffered run has ``recorded``'s canonical event stream: what
+        :func:`same_stream` says of ``recorded`` and :meth:`read_run`, found without serializing
+        each event when its fields already equal the recorded payload (a check-only replay
+        that behaves as recorded, the usual case)."""
+        kept = self._events.get(run_id)
+        if kept is None or run_id not in self._runs:
+            return same_stream(recorded, self.read_run(run_id))
+        mine = [entry for entry in kept if entry[0] not in ANNOTATIONS]
+        theirs = [event for event in recorded if event.type not in ANNOTATIONS]
+        if len(mine) != len(theirs):
+            return False
+        for (type_name, event, _, _), stored in zip(mine, theirs, strict=True):
+            if type_name != stored.type:
+                return False
+            payload = stored.payload
+            if type_name == "RunStarted":
+                links = REPLAY_LINKS
+                dumped = event.model_dump(mode="json")
+                if {k: v for k, v in payload.items() if k not in links} != {
+                    k: v for k, v in dumped.items() if k not in links
+                }:
+                    return False
+            elif payload != event.__dict__ and payload != event.model_dump(mode="json"):
+                # the fields equal: so does their JSON form (the harness's values are JSON
+                # values); else the JSON form decides
+                return False
+        return True
 
     def version(self, run_id: str) -> int:
         """The buffered run's number of events, or the backing store's."""
         if run_id in self._runs:
-            return len(self._runs[run_id])
+            return self._lazy.get(run_id, len(self._runs[run_id]))
         return self.backing.version(run_id)
 
     def commit(self, run_id: str) -> list[int]:
@@ -157,6 +209,8 @@ class BufferedStore(EventStore):
         """Forget a buffered run."""
         self._new.pop(run_id, None)
         self._runs.pop(run_id, None)
+        self._events.pop(run_id, None)
+        self._lazy.pop(run_id, None)
 
 
 def declared_changes(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> list[str]:

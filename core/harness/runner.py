@@ -93,6 +93,10 @@ class _Stop(Exception):
         self.failure_type = failure_type
 
 
+_NONE: Any = object()
+"""No model response yet in this attempt."""
+
+
 @dataclass
 class RunContext:
     """What step code may use: recorded model and tool calls, clock and random draws."""
@@ -107,8 +111,8 @@ class RunContext:
     wall_latency_ms: float = 0.0
     step_index: int = 0
     attempt: int = 1
-    last_response: str | None = None
-    """Fingerprint of the last model response (loop detection compares attempts)."""
+    _response: Any = field(default=_NONE, init=False, repr=False)
+    """The last model response; fingerprinted only when loop detection compares attempts."""
     playback: Playback | None = None
     """Set when replaying: recorded calls are served instead of made."""
     _random: RecordedRandom | None = field(default=None, repr=False)
@@ -126,7 +130,7 @@ class RunContext:
         """Point the context at a new step attempt (fresh random stream)."""
         self.step_index = step_index
         self.attempt = attempt
-        self.last_response = None
+        self._response = _NONE
         self._random = None
 
     @property
@@ -136,6 +140,12 @@ class RunContext:
             material = step_seed(self.seed, self.step_index, self.attempt)
             self._random = RecordedRandom(self.recorder, material, self.step_index)
         return self._random
+
+    @property
+    def last_response(self) -> str | None:
+        """Fingerprint of the last model response (loop detection compares attempts)."""
+        response = self._response
+        return None if response is _NONE else fingerprint("response", response)
 
     def _served(self, step_index: int | None) -> Playback | None:
         playback = self.playback
@@ -182,7 +192,7 @@ class RunContext:
             )
             recorded["call_index"] = self.recorder.next_call_index()
             self.clock_ms += recorded.get("latency_ms", 0.0)
-            self.last_response = fingerprint("response", recorded["response"])
+            self._response = recorded["response"]
             self.recorder.record(ModelCalled.model_validate(recorded))
             return dict(recorded["response"])
         reply = self.model.complete(
@@ -195,7 +205,7 @@ class RunContext:
             rule_fields=list(rule_fields),
         )
         self._pace(reply.latency_ms)
-        self.last_response = fingerprint("response", reply.response)
+        self._response = reply.response
         self.recorder.record(
             ModelCalled(
                 step_index=step.index,
