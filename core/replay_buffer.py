@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,14 @@ __all__ = ["BufferedStore", "declared_changes", "departure"]
 _COUNTED_IDS: list[uuid.UUID] = []
 
 
+def _counted_ids() -> Iterator[uuid.UUID]:
+    """UUIDs 1, 2, 3, ...: made once per process and shared by every check-only replay."""
+    for index in itertools.count():
+        if index == len(_COUNTED_IDS):
+            _COUNTED_IDS.extend(uuid.UUID(int=n + 1) for n in range(index, 2 * index + 64))
+        yield _COUNTED_IDS[index]
+
+
 class BufferedStore(EventStore):
     """An :class:`EventStore` whose appends stay in memory; other runs are read from ``backing``."""
 
@@ -56,19 +64,13 @@ class BufferedStore(EventStore):
         """Nothing will be committed: event ids are a counter, not UUIDv7s."""
         self._runs: dict[str, list[StoredEvent]] = {}
         self._new: dict[str, list[NewEvent]] = {}
-        self._events: dict[str, list[tuple[str, Event, uuid.UUID, datetime]]] = {}
-        """Check-only: each run's events as recorded, serialized only when read."""
-        self._lazy: dict[str, int] = {}
-        """Check-only: how many events each run has (its stored list may lag behind)."""
-        self._counter = itertools.count(0)
+        self._events: dict[str, list[tuple[str, NewEvent]]] = {}
+        """Check-only: each run's events as recorded (with their type names), serialized
+        only when read."""
+        self._opened = datetime.now(UTC)
+        """Check-only: the time every buffered event is said to be appended at."""
         if check_only:
-            self.event_ids = self._counted_id
-
-    def _counted_id(self) -> uuid.UUID:
-        index = next(self._counter)
-        if index >= len(_COUNTED_IDS):  # ids 1, 2, ... made once per process, not per replay
-            _COUNTED_IDS.extend(uuid.UUID(int=n + 1) for n in range(len(_COUNTED_IDS), index + 1))
-        return _COUNTED_IDS[index]
+            self.event_ids = _counted_ids().__next__
 
     @property
     def url(self) -> str:
@@ -78,6 +80,15 @@ class BufferedStore(EventStore):
     def close(self) -> None:
         """Nothing to release: the engine belongs to the backing store."""
 
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event | NewEvent],
+        expected_version: int | None = None,
+    ) -> list[int]:
+        """Like :meth:`append_batch`, returning the positions in the run."""
+        return self.append_batch(run_id, events, expected_version).positions
+
     def append_batch(
         self,
         run_id: str,
@@ -86,28 +97,37 @@ class BufferedStore(EventStore):
     ) -> AppendResult:
         """Validate and serialize ``events`` like the store, and keep them in memory.
 
-        A check-only store keeps each event's JSON form (``model_dump(mode="json")``: what a
-        read would give back) without the store's size checks: nothing will be stored.
+        A check-only store keeps the events themselves (with their type names, checked against
+        the catalogue): they are serialized only if read (:meth:`read_run`), and compared with a
+        recording field by field (:meth:`same_as`); the store's size checks are skipped, as
+        nothing will be stored.
         """
+        if self.check_only:
+            kept = self._events.get(run_id)
+            if kept is None:
+                check_run_id(run_id)
+                kept = self._events[run_id] = []
+                self._runs[run_id] = []
+            first = len(kept)
+            if expected_version is not None and expected_version != first:
+                raise ConcurrencyError(run_id, expected_version, first)
+            name_of = self.catalogue.name_of
+            for offset, item in enumerate(events):
+                if type(item) is not NewEvent:
+                    item = item if isinstance(item, NewEvent) else NewEvent(item)
+                type_name = name_of(type(item.event))
+                if type_name is None:
+                    raise not_in_catalogue(self.catalogue, offset, item.event)
+                kept.append((type_name, item))
+            return AppendResult(list(range(first, len(kept))))
         if run_id not in self._runs:
             check_run_id(run_id)
         stored = self._runs.setdefault(run_id, [])
-        first = self._lazy.get(run_id, len(stored))
+        first = len(stored)
         if expected_version is not None and expected_version != first:
             raise ConcurrencyError(run_id, expected_version, first)
         now = datetime.now(UTC)
         items = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
-        if self.check_only:
-            name_of = self.catalogue.name_of
-            kept = self._events.setdefault(run_id, [])
-            for offset, item in enumerate(items):
-                event = item.event
-                type_name = name_of(type(event))
-                if type_name is None:
-                    raise not_in_catalogue(self.catalogue, offset, event)
-                kept.append((type_name, event, item.event_id, now))
-            self._lazy[run_id] = len(kept)
-            return AppendResult(list(range(first, first + len(items))))
         for offset, prepared in enumerate(self._prepare(items)):
             stored.append(
                 StoredEvent(
@@ -147,17 +167,17 @@ class BufferedStore(EventStore):
         stored = self._runs[run_id]
         kept = self._events.get(run_id, ())
         for seq in range(len(stored), len(kept)):
-            type_name, event, event_id, at = kept[seq]
+            type_name, item = kept[seq]
             stored.append(
                 StoredEvent(
                     -1,
-                    event_id,
+                    item.event_id,
                     run_id,
                     seq,
                     type_name,
-                    event.schema_version,
-                    at,
-                    event.model_dump(mode="json"),
+                    item.event.schema_version,
+                    item.recorded_at or self._opened,
+                    item.event.model_dump(mode="json"),
                 )
             )
         return stored
@@ -174,9 +194,10 @@ class BufferedStore(EventStore):
         theirs = [event for event in recorded if event.type not in ANNOTATIONS]
         if len(mine) != len(theirs):
             return False
-        for (type_name, event, _, _), stored in zip(mine, theirs, strict=True):
+        for (type_name, item), stored in zip(mine, theirs, strict=True):
             if type_name != stored.type:
                 return False
+            event = item.event
             payload = stored.payload
             if type_name == "RunStarted":
                 links = REPLAY_LINKS
@@ -193,8 +214,10 @@ class BufferedStore(EventStore):
 
     def version(self, run_id: str) -> int:
         """The buffered run's number of events, or the backing store's."""
+        if run_id in self._events:
+            return len(self._events[run_id])
         if run_id in self._runs:
-            return self._lazy.get(run_id, len(self._runs[run_id]))
+            return len(self._runs[run_id])
         return self.backing.version(run_id)
 
     def commit(self, run_id: str) -> list[int]:
@@ -210,7 +233,6 @@ class BufferedStore(EventStore):
         self._new.pop(run_id, None)
         self._runs.pop(run_id, None)
         self._events.pop(run_id, None)
-        self._lazy.pop(run_id, None)
 
 
 def declared_changes(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> list[str]:
