@@ -38,12 +38,16 @@ __all__ = ["BufferedStore", "declared_changes", "departure"]
 _COUNTED_IDS: list[uuid.UUID] = []
 
 
+def _counted_id(index: int) -> uuid.UUID:
+    """UUID ``index + 1``: made once per process and shared by every check-only replay."""
+    if index >= len(_COUNTED_IDS):
+        _COUNTED_IDS.extend(uuid.UUID(int=n + 1) for n in range(len(_COUNTED_IDS), 2 * index + 64))
+    return _COUNTED_IDS[index]
+
+
 def _counted_ids() -> Iterator[uuid.UUID]:
-    """UUIDs 1, 2, 3, ...: made once per process and shared by every check-only replay."""
-    for index in itertools.count():
-        if index == len(_COUNTED_IDS):
-            _COUNTED_IDS.extend(uuid.UUID(int=n + 1) for n in range(index, 2 * index + 64))
-        yield _COUNTED_IDS[index]
+    """UUIDs 1, 2, 3, ... (a check-only replay's event ids: nothing keeps them)."""
+    return map(_counted_id, itertools.count())
 
 
 class BufferedStore(EventStore):
@@ -87,6 +91,8 @@ class BufferedStore(EventStore):
         expected_version: int | None = None,
     ) -> list[int]:
         """Like :meth:`append_batch`, returning the positions in the run."""
+        if self.check_only:
+            return self._keep(run_id, events, expected_version)
         return self.append_batch(run_id, events, expected_version).positions
 
     def append_batch(
@@ -103,23 +109,7 @@ class BufferedStore(EventStore):
         nothing will be stored.
         """
         if self.check_only:
-            kept = self._events.get(run_id)
-            if kept is None:
-                check_run_id(run_id)
-                kept = self._events[run_id] = []
-                self._runs[run_id] = []
-            first = len(kept)
-            if expected_version is not None and expected_version != first:
-                raise ConcurrencyError(run_id, expected_version, first)
-            name_of = self.catalogue.name_of
-            for offset, item in enumerate(events):
-                if type(item) is not NewEvent:
-                    item = item if isinstance(item, NewEvent) else NewEvent(item)
-                type_name = name_of(type(item.event))
-                if type_name is None:
-                    raise not_in_catalogue(self.catalogue, offset, item.event)
-                kept.append((type_name, item))
-            return AppendResult(list(range(first, len(kept))))
+            return AppendResult(self._keep(run_id, events, expected_version))
         if run_id not in self._runs:
             check_run_id(run_id)
         stored = self._runs.setdefault(run_id, [])
@@ -149,6 +139,28 @@ class BufferedStore(EventStore):
     ) -> list[list[int]]:
         """Buffer several new runs."""
         return [self.append_batch(run_id, events, 0).positions for run_id, events in runs]
+
+    def _keep(
+        self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None
+    ) -> list[int]:
+        """Check-only: buffer ``events`` as they are, with their type names; their seqs."""
+        kept = self._events.get(run_id)
+        if kept is None:
+            check_run_id(run_id)
+            kept = self._events[run_id] = []
+            self._runs[run_id] = []
+        first = len(kept)
+        if expected_version is not None and expected_version != first:
+            raise ConcurrencyError(run_id, expected_version, first)
+        name_of = self.catalogue.name_of
+        for offset, item in enumerate(events):
+            if type(item) is not NewEvent:
+                item = item if isinstance(item, NewEvent) else NewEvent(item)
+            type_name = name_of(type(item.event))
+            if type_name is None:
+                raise not_in_catalogue(self.catalogue, offset, item.event)
+            kept.append((type_name, item))
+        return list(range(first, len(kept)))
 
     def quarantine(self, *, source: str, location: str, reason: str, raw: str) -> int:
         """A replay never quarantines input."""

@@ -837,11 +837,12 @@ def _check_timeout(
 
 
 def _tokens(recorder: RunRecorder) -> int:
-    return sum(
-        e.event.input_tokens + e.event.output_tokens
-        for e in recorder.pending
-        if isinstance(e.event, ModelCalled)
-    )
+    total = 0  # a loop, not sum(generator): this runs twice per step attempt
+    for pending in recorder.pending:
+        event = pending.event
+        if isinstance(event, ModelCalled):
+            total += event.input_tokens + event.output_tokens
+    return total
 
 
 def _completion_problem(
