@@ -46,8 +46,15 @@ def _counted_id(index: int) -> uuid.UUID:
 
 
 def _counted_ids() -> Iterator[uuid.UUID]:
-    """UUIDs 1, 2, 3, ... (a check-only replay's event ids: nothing keeps them)."""
-    return map(_counted_id, itertools.count())
+    """UUIDs 1, 2, 3, ... (a check-only replay's event ids: nothing keeps them); the first
+    thousand straight from the shared list."""
+    _counted_id(_PREMADE_IDS - 1)
+    return itertools.chain(
+        _COUNTED_IDS[:_PREMADE_IDS], map(_counted_id, itertools.count(_PREMADE_IDS))
+    )
+
+
+_PREMADE_IDS = 1024
 
 
 class BufferedStore(EventStore):

@@ -20,7 +20,7 @@ from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.runner import RunStateError
 from steplog.harness.scenario import ENV_SCENARIOS, get_scenario
 from steplog.projections.run_state import fold
-from steplog.replay import replay
+from steplog.replay import header, replay
 from steplog.replay_buffer import BufferedStore, departure, same_stream
 from steplog.replay_check import check_run, check_runs, check_set
 
@@ -350,3 +350,70 @@ def test_same_as_agrees_with_comparing_the_serialized_streams(home: dict[str, An
     assert tuple_store.same_as("mem-4", written) and same_stream(
         written, tuple_store.read_run("mem-4")
     )
+
+
+HEADER_FIELDS = [
+    "run_id",
+    "scenario",
+    "model_version",
+    "agent",
+    "agent_version",
+    "task_instance_id",
+    "task_type",
+    "seed",
+    "config",
+    "input",
+    "planned_steps",
+    "source",
+    "gate_policy",
+    "replay_of",
+    "forked_from",
+    "fork_step",
+    "started_at",
+    "status",
+    "failure_step",
+    "failure_step_index",
+    "failure_type",
+    "failure_message",
+    "budget_exceeded",
+    "output",
+    "ended_at",
+    "session_id",
+    "user_id",
+    "gaps",
+    "rerun_of",
+]
+
+
+def test_the_header_fold_agrees_with_the_full_fold(home: dict[str, Any]) -> None:
+    """A check-only replay folds only the recording's header and ending: for finished, failed,
+    aborted and waiting runs they must be what the full fold says."""
+    store = home["store"]
+    edit_scenario(home, "max_retry_per_step = 1", "max_retry_per_step = 1\nmax_steps = 2")
+    aborted = execute_all(
+        store.url,
+        plan_runs(
+            get_scenario("gatekeeper"), model_version="v2", runs=1, seed=9, run_id_prefix="abort-"
+        ),
+    )
+    gated = execute_all(
+        store.url,
+        plan_runs(
+            get_scenario("data-migration"),
+            model_version=get_scenario("data-migration").versions_for_demo()[0],
+            runs=2,
+            seed=1,
+            gate_policy="manual",
+            run_id_prefix="gated-",
+        ),
+    )
+    run_ids = [*home["completed"], *home["failed"], *(o.run_id for o in aborted + gated)]
+    statuses = set()
+    for run_id in run_ids:
+        events = store.read_run(run_id)
+        full, lean = fold(events), header(events)
+        statuses.add(full.status)
+        assert [getattr(lean, f) for f in HEADER_FIELDS] == [
+            getattr(full, f) for f in HEADER_FIELDS
+        ]
+    assert {"completed", "failed", "aborted", "awaiting_approval"} <= statuses
