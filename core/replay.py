@@ -35,7 +35,7 @@ from .replay_buffer import (
     describe_departure,
     same_stream,
 )
-from .store import EventStore
+from .store import EventStore, StoredEvent
 
 if TYPE_CHECKING:
     from .harness.faults import FaultPlan
@@ -162,15 +162,17 @@ def replay(
     scenario: ScenarioSpec | None = None,
     faults: FaultPlan | None = None,
     role_versions: dict[str, str] | None = None,
+    scenarios: dict[str, ScenarioSpec] | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
 
     ``check`` replays exactly *with the current code* without writing a new run: the replay's
     events are kept in memory and compared with the recording (``departure`` says where they
     first differ). The current code is the registered scenario of that name (its version may
-    have moved on; the result notes it), or ``scenario`` when given. An exact replay that
-    writes stores its new run in one transaction when it ends: it calls nothing live, so a
-    crash loses only a recomputation. A fork's live steps are committed step by step.
+    have moved on; the result notes it), or ``scenario`` when given; ``scenarios`` (a dict
+    the caller keeps while checking many runs) remembers what each name resolved to. An exact
+    replay that writes stores its new run in one transaction when it ends: it calls nothing
+    live, so a crash loses only a recomputation. A fork's live steps are committed step by step.
 
     Runs of users' agents (recorded by the SDK, or imported with ``agent``: the registered
     agent to serve the imported responses to) are replayed by :mod:`steplog.replay_sdk`.
@@ -189,7 +191,9 @@ def replay(
     events = store.read_run(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
-    original = fold(events)
+    original = header(events) if check and fork_at_step is None and agent is None else None
+    if original is None or original.source != "harness":
+        original = fold(events)
     if not original.is_terminal:  # a replay would have to go live where the run stopped
         raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
     if check and fork_at_step is not None:
@@ -232,7 +236,9 @@ def replay(
         )
     notes: list[str] = []
     if scenario is None:
-        scenario = current_scenario(original, notes) if check else registered_scenario(original)
+        scenario = (
+            current_scenario(original, notes, scenarios) if check else registered_scenario(original)
+        )
     if original.task_instance_id is None:
         raise RunStateError(f"run {run_id!r} names no task instance; it cannot be replayed")
     fork = fork_at_step is not None
@@ -269,18 +275,21 @@ def replay(
         faults=faults,
         role_versions=role_versions,
     )
-    replayed = target.read_run(ending.run_id)
+    identical = None
+    if check and isinstance(target, BufferedStore):  # compared before anything is serialized
+        identical = ending.divergence is None and target.same_as(ending.run_id, events)
+    replayed = [] if identical else target.read_run(ending.run_id)
     if isinstance(target, BufferedStore):
         if check:
             target.discard(ending.run_id)
         else:
             target.commit(ending.run_id)
-    identical = None
     difference = None
     found = None
     declared: list[str] = []
     if not fork:
-        identical = ending.divergence is None and same_stream(events, replayed)
+        if identical is None:
+            identical = ending.divergence is None and same_stream(events, replayed)
         if not identical:
             difference = first_difference(events, replayed)
             found = departure(events, replayed, ending.divergence)
@@ -303,9 +312,37 @@ def replay(
     )
 
 
-def current_scenario(original: RunState, notes: list[str]) -> ScenarioSpec:
+HEADER_EVENTS = frozenset(
+    {
+        "RunStarted",
+        "RunRevised",
+        "ApprovalRequested",
+        "ApprovalDecided",
+        "BudgetExceeded",
+        "RunCompleted",
+        "RunFailed",
+        "RunAborted",
+    }
+)
+"""The events that set a run's header (what it ran, with which seed, linked to what) and its
+status; steps, calls and their accounting do not."""
+
+
+def header(events: list[StoredEvent]) -> RunState:
+    """The run's state folded from its :data:`HEADER_EVENTS` only: its header, status and
+    failure as :func:`fold` gives them, without its steps, values or token counts (what an
+    exact check-only replay of a scenario run needs to know about the recording)."""
+    if not events or events[0].type != "RunStarted":
+        return fold(events)  # fold's own error
+    return fold([event for event in events if event.type in HEADER_EVENTS])
+
+
+def current_scenario(
+    original: RunState, notes: list[str], resolved: dict[str, ScenarioSpec] | None = None
+) -> ScenarioSpec:
     """The scenario registered now under the run's name (the code a check replays), noting a
-    version that moved on since the recording."""
+    version that moved on since the recording; ``resolved`` remembers it by name (one look at
+    the scenario folders per name while checking a batch of runs)."""
     from .harness.scenario import ScenarioError, get_scenario
 
     if original.source != "harness" or not original.agent.startswith("scenario/"):
@@ -313,10 +350,14 @@ def current_scenario(original: RunState, notes: list[str]) -> ScenarioSpec:
             f"run {original.run_id!r} was recorded by {original.source!r} for agent "
             f"{original.agent!r}; only scenario runs replay a scenario"
         )
-    try:
-        scenario = get_scenario(original.agent)
-    except ScenarioError as exc:
-        raise RunStateError(f"run {original.run_id!r} cannot be checked: {exc}") from None
+    scenario = None if resolved is None else resolved.get(original.agent)
+    if scenario is None:
+        try:
+            scenario = get_scenario(original.agent)
+        except ScenarioError as exc:
+            raise RunStateError(f"run {original.run_id!r} cannot be checked: {exc}") from None
+        if resolved is not None:
+            resolved[original.agent] = scenario
     if scenario.version != original.agent_version:
         notes.append(
             f"recorded with {original.agent} version {original.agent_version}; checked "

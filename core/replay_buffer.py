@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import from_json
 
-from .diff import REPLAY_LINKS, canonical
+from .diff import ANNOTATIONS, REPLAY_LINKS, canonical
 from .errors import ConcurrencyError, SteplogError
 from .harness.playback import CALL_TYPES
 from .store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id
@@ -33,6 +33,28 @@ if TYPE_CHECKING:
     from .events import Event
 
 __all__ = ["BufferedStore", "declared_changes", "departure"]
+
+
+_COUNTED_IDS: list[uuid.UUID] = []
+
+
+def _counted_id(index: int) -> uuid.UUID:
+    """UUID ``index + 1``: made once per process and shared by every check-only replay."""
+    if index >= len(_COUNTED_IDS):
+        _COUNTED_IDS.extend(uuid.UUID(int=n + 1) for n in range(len(_COUNTED_IDS), 2 * index + 64))
+    return _COUNTED_IDS[index]
+
+
+def _counted_ids() -> Iterator[uuid.UUID]:
+    """UUIDs 1, 2, 3, ... (a check-only replay's event ids: nothing keeps them); the first
+    thousand straight from the shared list."""
+    _counted_id(_PREMADE_IDS - 1)
+    return itertools.chain(
+        _COUNTED_IDS[:_PREMADE_IDS], map(_counted_id, itertools.count(_PREMADE_IDS))
+    )
+
+
+_PREMADE_IDS = 1024
 
 
 class BufferedStore(EventStore):
@@ -53,12 +75,13 @@ class BufferedStore(EventStore):
         """Nothing will be committed: event ids are a counter, not UUIDv7s."""
         self._runs: dict[str, list[StoredEvent]] = {}
         self._new: dict[str, list[NewEvent]] = {}
-        self._counter = itertools.count(1)
+        self._events: dict[str, list[tuple[str, NewEvent]]] = {}
+        """Check-only: each run's events as recorded (with their type names), serialized
+        only when read."""
+        self._opened = datetime.now(UTC)
+        """Check-only: the time every buffered event is said to be appended at."""
         if check_only:
-            self.event_ids = self._counted_id
-
-    def _counted_id(self) -> uuid.UUID:
-        return uuid.UUID(int=next(self._counter))
+            self.event_ids = _counted_ids().__next__
 
     @property
     def url(self) -> str:
@@ -68,6 +91,17 @@ class BufferedStore(EventStore):
     def close(self) -> None:
         """Nothing to release: the engine belongs to the backing store."""
 
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Event | NewEvent],
+        expected_version: int | None = None,
+    ) -> list[int]:
+        """Like :meth:`append_batch`, returning the positions in the run."""
+        if self.check_only:
+            return self._keep(run_id, events, expected_version)
+        return self.append_batch(run_id, events, expected_version).positions
+
     def append_batch(
         self,
         run_id: str,
@@ -76,37 +110,21 @@ class BufferedStore(EventStore):
     ) -> AppendResult:
         """Validate and serialize ``events`` like the store, and keep them in memory.
 
-        A check-only store keeps each event's JSON form (``model_dump(mode="json")``: what a
-        read would give back) without the store's size checks: nothing will be stored.
+        A check-only store keeps the events themselves (with their type names, checked against
+        the catalogue): they are serialized only if read (:meth:`read_run`), and compared with a
+        recording field by field (:meth:`same_as`); the store's size checks are skipped, as
+        nothing will be stored.
         """
+        if self.check_only:
+            return AppendResult(self._keep(run_id, events, expected_version))
         if run_id not in self._runs:
             check_run_id(run_id)
         stored = self._runs.setdefault(run_id, [])
-        if expected_version is not None and expected_version != len(stored):
-            raise ConcurrencyError(run_id, expected_version, len(stored))
-        now = datetime.now(UTC)
         first = len(stored)
+        if expected_version is not None and expected_version != first:
+            raise ConcurrencyError(run_id, expected_version, first)
+        now = datetime.now(UTC)
         items = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
-        if self.check_only:
-            name_of = self.catalogue.name_of
-            for offset, item in enumerate(items):
-                event = item.event
-                type_name = name_of(type(event))
-                if type_name is None:
-                    raise not_in_catalogue(self.catalogue, offset, event)
-                stored.append(
-                    StoredEvent(
-                        -1,
-                        item.event_id,
-                        run_id,
-                        first + offset,
-                        type_name,
-                        event.schema_version,
-                        now,
-                        event.model_dump(mode="json"),
-                    )
-                )
-            return AppendResult(list(range(first, first + len(items))))
         for offset, prepared in enumerate(self._prepare(items)):
             stored.append(
                 StoredEvent(
@@ -129,6 +147,28 @@ class BufferedStore(EventStore):
         """Buffer several new runs."""
         return [self.append_batch(run_id, events, 0).positions for run_id, events in runs]
 
+    def _keep(
+        self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None
+    ) -> list[int]:
+        """Check-only: buffer ``events`` as they are, with their type names; their seqs."""
+        kept = self._events.get(run_id)
+        if kept is None:
+            check_run_id(run_id)
+            kept = self._events[run_id] = []
+            self._runs[run_id] = []
+        first = len(kept)
+        if expected_version is not None and expected_version != first:
+            raise ConcurrencyError(run_id, expected_version, first)
+        name_of = self.catalogue.name_of
+        for offset, item in enumerate(events):
+            if type(item) is not NewEvent:
+                item = item if isinstance(item, NewEvent) else NewEvent(item)
+            type_name = name_of(type(item.event))
+            if type_name is None:
+                raise not_in_catalogue(self.catalogue, offset, item.event)
+            kept.append((type_name, item))
+        return list(range(first, len(kept)))
+
     def quarantine(self, *, source: str, location: str, reason: str, raw: str) -> int:
         """A replay never quarantines input."""
         raise SteplogError("a buffered replay cannot quarantine input")
@@ -136,11 +176,65 @@ class BufferedStore(EventStore):
     def read_run(self, run_id: str, *, from_seq: int = 0) -> list[StoredEvent]:
         """The buffered run's events, or the backing store's for any other run."""
         if run_id in self._runs:
-            return self._runs[run_id][from_seq:]
+            return self._serialized(run_id)[from_seq:]
         return self.backing.read_run(run_id, from_seq=from_seq)
+
+    def _serialized(self, run_id: str) -> list[StoredEvent]:
+        """A run's stored events; a check-only run's are serialized here, on first read: each
+        event's JSON form (``model_dump(mode="json")``, what a read would give back), without
+        the store's size checks (nothing will be stored)."""
+        stored = self._runs[run_id]
+        kept = self._events.get(run_id, ())
+        for seq in range(len(stored), len(kept)):
+            type_name, item = kept[seq]
+            stored.append(
+                StoredEvent(
+                    -1,
+                    item.event_id,
+                    run_id,
+                    seq,
+                    type_name,
+                    item.event.schema_version,
+                    item.recorded_at or self._opened,
+                    item.event.model_dump(mode="json"),
+                )
+            )
+        return stored
+
+    def same_as(self, run_id: str, recorded: list[StoredEvent]) -> bool:
+        """Whether the buffered run has ``recorded``'s canonical event stream: what
+        :func:`same_stream` says of ``recorded`` and :meth:`read_run`, found without serializing
+        each event when its fields already equal the recorded payload (a check-only replay
+        that behaves as recorded, the usual case)."""
+        kept = self._events.get(run_id)
+        if kept is None or run_id not in self._runs:
+            return same_stream(recorded, self.read_run(run_id))
+        mine = [entry for entry in kept if entry[0] not in ANNOTATIONS]
+        theirs = [event for event in recorded if event.type not in ANNOTATIONS]
+        if len(mine) != len(theirs):
+            return False
+        for (type_name, item), stored in zip(mine, theirs, strict=True):
+            if type_name != stored.type:
+                return False
+            event = item.event
+            payload = stored.payload
+            if type_name == "RunStarted":
+                links = REPLAY_LINKS
+                dumped = event.model_dump(mode="json")
+                if {k: v for k, v in payload.items() if k not in links} != {
+                    k: v for k, v in dumped.items() if k not in links
+                }:
+                    return False
+            elif payload != event.__dict__ and payload != event.model_dump(mode="json"):
+                # the fields equal: so does their JSON form (the harness's values are JSON
+                # values); else the JSON form decides
+                return False
+        return True
 
     def version(self, run_id: str) -> int:
         """The buffered run's number of events, or the backing store's."""
+        if run_id in self._events:
+            return len(self._events[run_id])
         if run_id in self._runs:
             return len(self._runs[run_id])
         return self.backing.version(run_id)
@@ -157,6 +251,7 @@ class BufferedStore(EventStore):
         """Forget a buffered run."""
         self._new.pop(run_id, None)
         self._runs.pop(run_id, None)
+        self._events.pop(run_id, None)
 
 
 def declared_changes(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> list[str]:

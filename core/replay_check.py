@@ -19,7 +19,7 @@ from typing import Any
 from .errors import SteplogError
 from .store import EventStore
 
-__all__ = ["SampleCheck", "SetCheck", "check_run", "check_set", "set_members"]
+__all__ = ["SampleCheck", "SetCheck", "check_run", "check_runs", "check_set", "set_members"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +102,20 @@ def set_members(store: EventStore, set_name: str) -> list[tuple[str, str | None]
 
 
 def check_run(
-    store: EventStore, run_id: str, *, agent: str | None = None, scenario: str | None = None
+    store: EventStore,
+    run_id: str,
+    *,
+    agent: str | None = None,
+    scenario: str | None = None,
+    scenarios: dict[str, Any] | None = None,
 ) -> SampleCheck:
     """Replay ``run_id`` check-only with the current code; never raises for the run's own
-    problems (unknown scenario, unfinished run, ...): they make the sample fail."""
+    problems (unknown scenario, unfinished run, ...): they make the sample fail. ``scenarios``
+    (kept by the caller across a batch) remembers which scenario each name resolved to."""
     from .replay import replay
 
     try:
-        result = replay(store, run_id, check=True, agent=agent)
+        result = replay(store, run_id, check=True, agent=agent, scenarios=scenarios)
     except SteplogError as exc:
         return SampleCheck(
             run_id, False, f"cannot be checked: {exc}", error=str(exc), scenario=scenario
@@ -137,8 +143,16 @@ def check_set(
     """Replay every sample of ``set_name`` check-only; ``progress(done, total)`` after each."""
     members = set_members(store, set_name)
     samples = []
+    scenarios: dict[str, Any] = {}  # the scenario folders are read once per name, not per run
     for done, (run_id, scenario) in enumerate(members, start=1):
-        samples.append(check_run(store, run_id, scenario=scenario))
+        samples.append(check_run(store, run_id, scenario=scenario, scenarios=scenarios))
         if progress is not None:
             progress(done, len(members))
     return SetCheck(set_name, samples)
+
+
+def check_runs(store: EventStore, run_ids: list[str]) -> list[SampleCheck]:
+    """Replay each of ``run_ids`` check-only with the current code, in order (the scenario
+    folders are read once per scenario name for the whole batch)."""
+    scenarios: dict[str, Any] = {}
+    return [check_run(store, run_id, scenarios=scenarios) for run_id in run_ids]

@@ -92,6 +92,21 @@ class NewEvent:
     recorded_at: datetime | None = None
     """When it happened; defaults to the time of the append (imports keep the original)."""
 
+    @classmethod
+    def of(cls, event: Event, event_id: uuid.UUID) -> NewEvent:
+        """``NewEvent(event, event_id)``, built for hot paths (a recorder buffers every event
+        through it): the slots are set directly, not through the frozen class's checks."""
+        new = object.__new__(cls)
+        _SET_EVENT(new, event)
+        _SET_ID(new, event_id)
+        _SET_AT(new, None)
+        return new
+
+
+_SET_EVENT = NewEvent.__dict__["event"].__set__
+_SET_ID = NewEvent.__dict__["event_id"].__set__
+_SET_AT = NewEvent.__dict__["recorded_at"].__set__
+
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:

@@ -517,3 +517,30 @@ def test_unknown_instance_and_model_version_are_clear_errors(store: EventStore) 
 def test_fold_run_of_unknown_run(store: EventStore) -> None:
     with pytest.raises(RunStateError, match="no run 'x'"):
         fold_run(store, "x")
+
+
+def test_expanded_steps_and_instances_belong_to_one_spec_object() -> None:
+    """Steps and instances are expanded once per spec; a copy with other steps or instances
+    (another object) never sees its original's, and callers get lists of their own."""
+    spec = get_scenario("invoice-extraction")
+    instance = spec.all_instances()[0]
+    steps = spec.steps_for(instance)
+    assert spec.steps_for(instance) == steps and spec.steps_for(instance) is not steps
+    steps.clear()  # a caller's list: the spec's own stays whole
+    assert spec.steps_for(instance)
+    fewer = spec.model_copy(update={"steps": spec.steps[:1]})
+    assert [s.name for s in fewer.steps_for(instance)] == [spec.steps[0].name]
+    assert len(spec.steps_for(instance)) > 1
+    renamed = spec.model_copy(update={"instances": [instance.model_copy(update={"id": "z-9"})]})
+    assert renamed.instance("z-9").id == "z-9"
+    with pytest.raises(ScenarioError, match="no task instance 'z-9'"):
+        spec.instance("z-9")
+    assert spec.instance(instance.id) is instance
+
+
+def test_new_event_of_is_the_plain_constructor() -> None:
+    event = StepStarted(step="a", step_index=0)
+    made = NewEvent.of(event, NewEvent(event).event_id)
+    assert made == NewEvent(event, made.event_id) and made.recorded_at is None
+    with pytest.raises(AttributeError):
+        made.event = event  # type: ignore[misc]  # still frozen

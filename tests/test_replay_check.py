@@ -15,14 +15,14 @@ from typer.testing import CliRunner
 from steplog import EventStore
 from steplog.annotations import add_to_regression_set
 from steplog.errors import ConcurrencyError, SteplogError
-from steplog.events import RunCompleted, RunStarted
+from steplog.events import RunCompleted, RunStarted, StepCompleted
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.runner import RunStateError
 from steplog.harness.scenario import ENV_SCENARIOS, get_scenario
 from steplog.projections.run_state import fold
-from steplog.replay import replay
-from steplog.replay_buffer import BufferedStore, departure
-from steplog.replay_check import check_set
+from steplog.replay import header, replay
+from steplog.replay_buffer import BufferedStore, departure, same_stream
+from steplog.replay_check import check_run, check_runs, check_set
 
 runner = CliRunner()
 
@@ -273,7 +273,147 @@ def test_bench_replay_check_reports_both_ratios() -> None:
     assert report["write_ratio"] == pytest.approx(
         report["write_seconds"] / report["write_read_seconds"]
     )
-    assert report["met"] == (report["check_seconds"] <= 60 and report["check_ratio"] <= 3)
+    assert report["met"] == (report["check_wall_seconds"] <= 60 and report["check_ratio"] <= 3)
+    assert report["read_seconds"] > 0 and report["check_seconds"] > 0
     text = runner.invoke(app(), ["bench", "replay", "--check", "--runs", "8"])
     assert text.exit_code == 0 and "check-only replays" in text.stdout
     assert "8/8 unchanged" in text.stdout
+
+
+def test_check_runs_checks_a_batch_like_one_run_at_a_time(home: dict[str, Any]) -> None:
+    store = home["store"]
+    run_ids = [*home["completed"][:3], *home["failed"]]
+    batch = check_runs(store, run_ids)
+    assert [sample.as_dict() for sample in batch] == [
+        check_run(store, run_id).as_dict() for run_id in run_ids
+    ]
+    assert all(sample.passed for sample in batch)
+    # the batch looks at the scenario folders once, when it starts: an edit made before it is
+    # seen for every run (runs that stopped before the edited step still pass)
+    edit_scenario(home, 'name = "judge"\nfields = ["verdict"]', 'name = "judge"\nfields = ["ok"]')
+    edited = check_runs(store, run_ids)
+    assert [sample.as_dict() for sample in edited] == [
+        check_run(store, run_id).as_dict() for run_id in run_ids
+    ]
+    assert not all(sample.passed for sample in edited)
+    assert all(
+        not s.passed
+        for s, run_id in zip(edited, run_ids, strict=True)
+        if run_id in home["completed"]
+    )
+    missing = check_runs(store, ["no-such-run", run_ids[0]])
+    assert "no run 'no-such-run'" in str(missing[0].error) and not missing[1].passed
+
+
+def test_same_as_agrees_with_comparing_the_serialized_streams(home: dict[str, Any]) -> None:
+    """The check-only buffer compares fields before serializing; its verdict must be what
+    comparing the JSON forms gives, for alike runs and for every kind of difference."""
+    store = home["store"]
+    recorded = store.read_run(home["completed"][0])
+    buffered = BufferedStore(store, check_only=True)
+    events = [e.to_event() for e in recorded]
+    buffered.append("mem-1", events, expected_version=0)
+    assert buffered.same_as("mem-1", recorded) and same_stream(recorded, buffered.read_run("mem-1"))
+    assert buffered.version("mem-1") == len(recorded)
+
+    def verdicts(changed: list[Any]) -> tuple[bool, bool]:
+        other = BufferedStore(store, check_only=True)
+        other.append("mem-2", changed, expected_version=0)
+        fast = other.same_as("mem-2", recorded)
+        return fast, same_stream(recorded, other.read_run("mem-2"))
+
+    step = next(i for i, e in enumerate(events) if isinstance(e, StepCompleted))
+    longer = [*events, RunCompleted(output={})]
+    relinked = [events[0].model_copy(update={"replay_of": "x"}), *events[1:]]
+    reseeded = [events[0].model_copy(update={"seed": -1}), *events[1:]]
+    as_tuple = events[step].model_copy(
+        update={"output": {k: (v,) for k, v in events[step].output.items()}}
+    )
+    as_list = events[step].model_copy(
+        update={"output": {k: [v] for k, v in events[step].output.items()}}
+    )
+    for changed, alike in (
+        (longer, False),
+        (relinked, True),  # replay links are not behaviour
+        (reseeded, False),
+        ([*events[:step], as_tuple, *events[step + 1 :]], False),
+        ([*events[:step], as_list, *events[step + 1 :]], False),
+        ([*events[:step], *events[step + 1 :]], False),
+    ):
+        assert verdicts(changed) == (alike, alike)
+    stored_tuple = BufferedStore(store, check_only=True)
+    stored_tuple.append("mem-3", [*events[:step], as_list, *events[step + 1 :]], 0)
+    written = stored_tuple.read_run("mem-3")
+    tuple_store = BufferedStore(store, check_only=True)
+    tuple_store.append("mem-4", [*events[:step], as_tuple, *events[step + 1 :]], 0)
+    # a tuple's JSON form is a list: the fields differ, the JSON forms are the same
+    assert tuple_store.same_as("mem-4", written) and same_stream(
+        written, tuple_store.read_run("mem-4")
+    )
+
+
+HEADER_FIELDS = [
+    "run_id",
+    "scenario",
+    "model_version",
+    "agent",
+    "agent_version",
+    "task_instance_id",
+    "task_type",
+    "seed",
+    "config",
+    "input",
+    "planned_steps",
+    "source",
+    "gate_policy",
+    "replay_of",
+    "forked_from",
+    "fork_step",
+    "started_at",
+    "status",
+    "failure_step",
+    "failure_step_index",
+    "failure_type",
+    "failure_message",
+    "budget_exceeded",
+    "output",
+    "ended_at",
+    "session_id",
+    "user_id",
+    "gaps",
+    "rerun_of",
+]
+
+
+def test_the_header_fold_agrees_with_the_full_fold(home: dict[str, Any]) -> None:
+    """A check-only replay folds only the recording's header and ending: for finished, failed,
+    aborted and waiting runs they must be what the full fold says."""
+    store = home["store"]
+    edit_scenario(home, "max_retry_per_step = 1", "max_retry_per_step = 1\nmax_steps = 2")
+    aborted = execute_all(
+        store.url,
+        plan_runs(
+            get_scenario("gatekeeper"), model_version="v2", runs=1, seed=9, run_id_prefix="abort-"
+        ),
+    )
+    gated = execute_all(
+        store.url,
+        plan_runs(
+            get_scenario("data-migration"),
+            model_version=get_scenario("data-migration").versions_for_demo()[0],
+            runs=2,
+            seed=1,
+            gate_policy="manual",
+            run_id_prefix="gated-",
+        ),
+    )
+    run_ids = [*home["completed"], *home["failed"], *(o.run_id for o in aborted + gated)]
+    statuses = set()
+    for run_id in run_ids:
+        events = store.read_run(run_id)
+        full, lean = fold(events), header(events)
+        statuses.add(full.status)
+        assert [getattr(lean, f) for f in HEADER_FIELDS] == [
+            getattr(full, f) for f in HEADER_FIELDS
+        ]
+    assert {"completed", "failed", "aborted", "awaiting_approval"} <= statuses

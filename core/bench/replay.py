@@ -7,7 +7,9 @@ serves recorded responses without sleeping or calling a model, so its cost is ev
 the serialization and comparison of the events.
 
 ``steplog bench replay --check`` (:func:`run_check_benchmark`): check-only replays of 1,000
-demo runs against reading the same runs' events, target <= 60 s and <= 3x the read.
+demo runs (one batch, as ``regress --check`` runs them) against reading the same runs' events
+one run at a time (the fastest read: one query over all of them is no faster), in CPU time,
+target <= 60 s and <= 3x the read.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..harness.batch import execute_all, plan_runs
 from ..harness.scenario import ENV_SCENARIOS, get_scenario
@@ -130,7 +133,12 @@ def run_replay_benchmark(*, runs: int = 20) -> ReplayBench:
 @dataclass(frozen=True, slots=True)
 class CheckBench:
     """Check-only replays of demo runs next to reading the same runs' events, and the writing
-    replay's ratio beside them (all measured in one process, one run)."""
+    replay's ratio beside them (all measured in one process, one run).
+
+    Seconds are CPU seconds of this process (SQLite runs in it): on a shared host wall time
+    swings with the other processes' load between two measurements, CPU time much less. The
+    read is the faster of two passes over the runs (the first may be cold). ``*_wall_seconds``
+    are wall-clock times; the 60 s target is on the wall clock."""
 
     runs: int
     events: int
@@ -141,23 +149,29 @@ class CheckBench:
     write_read_seconds: float
     unchanged: int
     identical_written: int
+    read_wall_seconds: float = 0.0
+    check_wall_seconds: float = 0.0
+    write_wall_seconds: float = 0.0
     target_seconds: float = 60.0
     target_ratio: float = 3.0
 
     @property
     def check_ratio(self) -> float:
-        """Check-only replay time over reading the same runs' events."""
+        """Check-only replay time over reading the same runs' events (CPU time)."""
         return self.check_seconds / self.read_seconds
 
     @property
     def write_ratio(self) -> float:
-        """Writing exact replay time over reading the same runs' events (its sample)."""
+        """Writing exact replay time over reading the same runs' events (its sample; CPU
+        time, so the commits' waits for the disk are not in it)."""
         return self.write_seconds / self.write_read_seconds
 
     @property
     def met(self) -> bool:
-        """Both targets: <= 60 s for the runs, <= 3x the read."""
-        return self.check_seconds <= self.target_seconds and self.check_ratio <= self.target_ratio
+        """Both targets: <= 60 s (wall clock) for the runs, <= 3x the read."""
+        return (
+            self.check_wall_seconds <= self.target_seconds and self.check_ratio <= self.target_ratio
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -169,11 +183,23 @@ class CheckBench:
         }
 
 
+T = TypeVar("T")
+
+
+def _timed(work: Callable[[], T]) -> tuple[float, float, T]:
+    """CPU seconds, wall seconds and result of ``work()``."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = work()
+    return time.process_time() - cpu, time.perf_counter() - wall, result
+
+
 def run_check_benchmark(*, runs: int = 1000, write_runs: int = 100) -> CheckBench:
     """Seed ``runs`` demo runs (every seeded scenario, both demo versions) into a fresh SQLite
-    store; time reading each run's events, replaying each check-only, and replaying the first
+    store; time reading each run's events (twice: the faster pass counts), replaying each
+    check-only (one batch, as ``regress --check`` does), and replaying the first
     ``write_runs`` writing (one transaction per new run)."""
     from ..harness.scenario import registered_scenarios
+    from ..replay_check import check_runs
 
     specs = list(registered_scenarios().values())
     cells = [(spec, version) for spec in specs for version in spec.versions_for_demo()]
@@ -196,36 +222,32 @@ def run_check_benchmark(*, runs: int = 1000, write_runs: int = 100) -> CheckBenc
             run_ids = [
                 o.run_id for o in outcomes if o.status not in ("running", "awaiting_approval")
             ]
-            events = 0
-            started = time.perf_counter()
-            for run_id in run_ids:
-                events += len(store.read_run(run_id))
-            read_seconds = time.perf_counter() - started
-            unchanged = 0
-            started = time.perf_counter()
-            for run_id in run_ids:
-                unchanged += not replay(store, run_id, check=True).behaviour_changed
-            check_seconds = time.perf_counter() - started
+
+            def read(ids: list[str]) -> int:
+                return sum(len(store.read_run(run_id)) for run_id in ids)
+
+            reads = [_timed(lambda: read(run_ids)) for _ in range(2)]
+            read_cpu, read_wall, events = min(reads)
+            check_cpu, check_wall, checked = _timed(lambda: check_runs(store, run_ids))
+            unchanged = sum(sample.passed for sample in checked)
             sample = run_ids[:write_runs]
-            started = time.perf_counter()
-            for run_id in sample:
-                store.read_run(run_id)
-            write_read = time.perf_counter() - started
-            identical = 0
-            started = time.perf_counter()
-            for run_id in sample:
-                identical += bool(replay(store, run_id).identical)
-            write_seconds = time.perf_counter() - started
+            write_read = min(_timed(lambda: read(sample))[0] for _ in range(2))
+            write_cpu, write_wall, identical = _timed(
+                lambda: sum(bool(replay(store, run_id).identical) for run_id in sample)
+            )
         finally:
             store.close()
     return CheckBench(
         len(run_ids),
         events,
-        read_seconds,
-        check_seconds,
+        read_cpu,
+        check_cpu,
         len(sample),
-        write_seconds,
+        write_cpu,
         write_read,
         unchanged,
         identical,
+        read_wall_seconds=read_wall,
+        check_wall_seconds=check_wall,
+        write_wall_seconds=write_wall,
     )

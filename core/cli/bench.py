@@ -211,13 +211,14 @@ def _bench_check(result: Any, as_json: bool) -> None:
     console.print(
         f"{result.runs:,} demo runs ({result.events:,} events), "
         f"{result.unchanged}/{result.runs} unchanged\n"
-        f"  read their events        {result.read_seconds:8.2f} s\n"
-        f"  check-only replays       {result.check_seconds:8.2f} s "
-        f"({result.check_ratio:.2f}x the read; target <= {result.target_seconds:.0f} s and "
-        f"<= {result.target_ratio:.0f}x: {verdict})\n"
-        f"  writing replays          {result.write_seconds:8.2f} s for {result.write_runs} runs "
-        f"({result.write_ratio:.2f}x their read), {result.identical_written}/{result.write_runs} "
-        "identical",
+        f"  read their events        {result.read_seconds:8.2f} s CPU "
+        f"({result.read_wall_seconds:.2f} s wall)\n"
+        f"  check-only replays       {result.check_seconds:8.2f} s CPU "
+        f"({result.check_wall_seconds:.2f} s wall; {result.check_ratio:.2f}x the read; target "
+        f"<= {result.target_seconds:.0f} s and <= {result.target_ratio:.0f}x: {verdict})\n"
+        f"  writing replays          {result.write_seconds:8.2f} s CPU for {result.write_runs} "
+        f"runs ({result.write_ratio:.2f}x their read), "
+        f"{result.identical_written}/{result.write_runs} identical",
         highlight=False,
     )
 

@@ -142,9 +142,10 @@ class Playback:
         check_name: bool = True,
     ) -> dict[str, Any]:
         """The next recorded call, if it is the one being asked for."""
-        got = f"{kind}({name or ''}{', ' if name else ''}step {step_index})"
         if self.cursor >= len(self.calls):
-            raise Divergence(step_index, None, "the end of the recording", got)
+            raise Divergence(
+                step_index, None, "the end of the recording", _asked(kind, name, step_index)
+            )
         event = self.calls[self.cursor]
         payload = event.payload
         recorded_name = payload.get("model") or payload.get("tool")
@@ -158,6 +159,7 @@ class Playback:
                 fingerprint(str(recorded_name), request) == payload["fingerprint"]
             )
         if not same:
+            got = _asked(kind, name, step_index)
             if request is not None:
                 got = (
                     got[:-1] + f", request {fingerprint(str(name or recorded_name), request)[:10]})"
@@ -171,3 +173,8 @@ class Playback:
     def leftover(self) -> StoredEvent | None:
         """The first recorded call nobody asked for (in the served steps)."""
         return self.calls[self.cursor] if self.cursor < len(self.calls) else None
+
+
+def _asked(kind: str, name: str | None, step_index: int | None) -> str:
+    """What the code asked for, for a divergence message."""
+    return f"{kind}({name or ''}{', ' if name else ''}step {step_index})"

@@ -95,6 +95,10 @@ class _Stop(Exception):
         self.failure_type = failure_type
 
 
+_NONE: Any = object()
+"""No model response yet in this attempt."""
+
+
 @dataclass
 class RunContext:
     """What step code may use: recorded model and tool calls, clock and random draws."""
@@ -109,8 +113,8 @@ class RunContext:
     wall_latency_ms: float = 0.0
     step_index: int = 0
     attempt: int = 1
-    last_response: str | None = None
-    """Fingerprint of the last model response (loop detection compares attempts)."""
+    _response: Any = field(default=_NONE, init=False, repr=False)
+    """The last model response; fingerprinted only when loop detection compares attempts."""
     playback: Playback | None = None
     """Set when replaying: recorded calls are served instead of made."""
     faults: FaultPlan | None = None
@@ -141,7 +145,7 @@ class RunContext:
         """Point the context at a new step attempt (fresh random stream)."""
         self.step_index = step_index
         self.attempt = attempt
-        self.last_response = None
+        self._response = _NONE
         self._random = None
 
     @property
@@ -151,6 +155,12 @@ class RunContext:
             material = step_seed(self.seed, self.step_index, self.attempt)
             self._random = RecordedRandom(self.recorder, material, self.step_index)
         return self._random
+
+    @property
+    def last_response(self) -> str | None:
+        """Fingerprint of the last model response (loop detection compares attempts)."""
+        response = self._response
+        return None if response is _NONE else fingerprint("response", response)
 
     def _served(self, step_index: int | None) -> Playback | None:
         playback = self.playback
@@ -205,7 +215,7 @@ class RunContext:
             )
             recorded["call_index"] = self.recorder.next_call_index()
             self.clock_ms += recorded.get("latency_ms", 0.0)
-            self.last_response = fingerprint("response", recorded["response"])
+            self._response = recorded["response"]
             self.recorder.record(ModelCalled.model_validate(recorded))
             return dict(recorded["response"])
         reply = self._models[version].complete(
@@ -219,7 +229,7 @@ class RunContext:
             grounded=grounded,
         )
         self._pace(reply.latency_ms)
-        self.last_response = fingerprint("response", reply.response)
+        self._response = reply.response
         self.recorder.record(
             ModelCalled(
                 step_index=step.index,
@@ -882,11 +892,12 @@ def _check_timeout(
 
 
 def _tokens(recorder: RunRecorder) -> int:
-    return sum(
-        e.event.input_tokens + e.event.output_tokens
-        for e in recorder.pending
-        if isinstance(e.event, ModelCalled)
-    )
+    total = 0  # a loop, not sum(generator): this runs twice per step attempt
+    for pending in recorder.pending:
+        event = pending.event
+        if isinstance(event, ModelCalled):
+            total += event.input_tokens + event.output_tokens
+    return total
 
 
 def _completion_problem(

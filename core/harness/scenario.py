@@ -15,6 +15,8 @@ import functools
 import os
 import re
 import tomllib
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -225,6 +227,9 @@ class ScenarioSpec(_Spec):
 
     def all_instances(self) -> list[InstanceSpec]:
         """Explicit instances, then generated ones."""
+        return list(_derived(self, "instances", self._all_instances))
+
+    def _all_instances(self) -> list[InstanceSpec]:
         instances = list(self.instances)
         generated = self.generate_instances
         if generated is not None:
@@ -241,9 +246,9 @@ class ScenarioSpec(_Spec):
 
     def instance(self, instance_id: str) -> InstanceSpec:
         """The instance with ``instance_id``."""
-        for candidate in self.all_instances():
-            if candidate.id == instance_id:
-                return candidate
+        by_id = _derived(self, "by_id", lambda: {i.id: i for i in reversed(self.all_instances())})
+        if instance_id in by_id:
+            return by_id[instance_id]  # type: ignore[no-any-return]
         raise ScenarioError(f"scenario {self.name!r} has no task instance {instance_id!r}")
 
     def model(self, version: str) -> ModelVersionSpec:
@@ -258,6 +263,11 @@ class ScenarioSpec(_Spec):
 
     def steps_for(self, instance: InstanceSpec) -> list[ConcreteStep]:
         """The executed steps for ``instance``, repeats expanded."""
+        # Expanded once per instance: a replay or a batch asks for the same steps many times.
+        key = ("steps", instance.id, repr(sorted(instance.params.items())))
+        return list(_derived(self, key, lambda: self._steps_for(instance)))
+
+    def _steps_for(self, instance: InstanceSpec) -> list[ConcreteStep]:
         steps: list[ConcreteStep] = []
         for spec in self.steps:
             count = 1
@@ -293,6 +303,25 @@ class ScenarioSpec(_Spec):
                     )
                 )
         return steps
+
+
+_DERIVED: OrderedDict[int, tuple[ScenarioSpec, dict[Any, Any]]] = OrderedDict()
+_DERIVED_SPECS = 64
+
+
+def _derived(spec: ScenarioSpec, key: Any, build: Callable[[], Any]) -> Any:
+    """``build()`` computed once per scenario spec object and ``key`` (specs are immutable data;
+    a copy is another object, so it never sees its original's lists). The few most recent
+    specs are kept."""
+    entry = _DERIVED.get(id(spec))
+    if entry is None or entry[0] is not spec:
+        entry = _DERIVED[id(spec)] = (spec, {})
+        while len(_DERIVED) > _DERIVED_SPECS:
+            _DERIVED.popitem(last=False)
+    values = entry[1]
+    if key not in values:
+        values[key] = build()
+    return values[key]
 
 
 def _resolve_inputs(wanted: list[str], earlier: list[str]) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ uninterrupted one would have. Failure modes (rates per attempt, see ``ModelVersi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from typing import Any
 from .scenario import ModelVersionSpec, StepSpec
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def truth(instance_id: str, step: str, field: str) -> float:
     """The correct value of ``field`` for ``step`` of ``instance_id`` (in [1, 1000))."""
     digest = hashlib.sha256(f"{instance_id}|{step}|{field}".encode()).digest()

@@ -332,6 +332,9 @@ class _StepDraft:
 
 
 _run_values = attrgetter(*_RUN_FIELDS)
+_RUN_SETTERS = tuple(RunState.__dict__[name].__set__ for name in _RUN_FIELDS)
+_SET_VALUES = RunState.__dict__["values"].__set__
+_SET_STEPS = RunState.__dict__["steps"].__set__
 
 
 class _RunDraft:
@@ -392,10 +395,14 @@ class _RunDraft:
         return draft
 
     def freeze(self) -> RunState:
-        values = dict(zip(_RUN_FIELDS, _run_values(self), strict=True))
-        values["values"] = dict(self.values)
-        steps = tuple(step.freeze() for step in self.steps.values())
-        return RunState(**values, steps=steps)
+        # RunState(**fields) with every field given, its slots set directly: the frozen
+        # dataclass's __init__ checks each of its ~40 assignments (a fold freezes once)
+        state: RunState = object.__new__(RunState)
+        for set_field, value in zip(_RUN_SETTERS, _run_values(self), strict=True):
+            set_field(state, value)
+        _SET_VALUES(state, dict(self.values))
+        _SET_STEPS(state, tuple(step.freeze() for step in self.steps.values()))
+        return state
 
     def step(self, index: int, name: str) -> _StepDraft:
         found: _StepDraft | None = self.steps.get(index)

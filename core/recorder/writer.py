@@ -76,14 +76,14 @@ class RunRecorder:
     def record(self, event: Event) -> None:
         """Buffer ``event``; it becomes durable at the next :meth:`flush`."""
         with self._lock:
-            self._buffer.append(NewEvent(event, self._new_id()))
+            self._buffer.append(NewEvent.of(event, self._new_id()))
 
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:
         """Buffer the call event ``build(call_index)``: the next index unless one is given."""
         with self._lock:
             if call_index is None:
                 call_index = self.next_call_index()
-            self._buffer.append(NewEvent(build(call_index), self._new_id()))
+            self._buffer.append(NewEvent.of(build(call_index), self._new_id()))
 
     def next_call_index(self) -> int:
         """The order of the next nondeterministic call within the run."""
