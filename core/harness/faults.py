@@ -2,7 +2,7 @@
 
 A :class:`FaultPlan` names one step, one fault and how many consecutive tool calls of that step
 it hits (from the step's first attempt). The harness applies it where tool results are produced
-(:meth:`steplog.harness.runner.RunContext.call_tool`, live calls only), and the faulted result is
+(:meth:`steplog.harness.context.RunContext.call_tool`, live calls only), and the faulted result is
 recorded as the tool call's result -- what the agent saw -- so the fork replays exactly without
 the plan. Every faulted result carries ``"injected": FAULT``, which the agent never reads.
 

@@ -1,0 +1,230 @@
+"""The run context: what a scenario step may use -- model and tool calls, clock and random draws.
+
+Every call is recorded through the run's recorder; when replaying, a :class:`Playback` serves the
+recorded answer instead (and a departure from the recording raises a divergence). A chaos fork's
+fault plan and a per-agent fork's version map act here, on live calls only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..canonical import fingerprint
+from ..events import ClockRead, ModelCalled, ToolCalled
+from ..recorder import RecordedRandom, RunRecorder, step_seed
+from .faults import FaultPlan
+from .playback import Playback
+from .scenario import ConcreteStep, InstanceSpec, ScenarioSpec
+from .simulated import SimulatedModel, SimulatedTools
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError(Exception):
+    """A step attempt went wrong (a tool error, a failed check): retried or failed by the loop."""
+
+    error_type: str
+    message: str
+    retryable: bool = True
+    layer: str | None = None
+    check: str | None = None
+
+
+_NONE: Any = object()
+"""No model response yet in this attempt."""
+
+
+@dataclass
+class RunContext:
+    """What step code may use: recorded model and tool calls, clock and random draws."""
+
+    recorder: RunRecorder
+    scenario: ScenarioSpec
+    instance: InstanceSpec
+    model_version: str
+    seed: int | None
+    clock_ms: float
+    started_ms: float = 0.0
+    wall_latency_ms: float = 0.0
+    step_index: int = 0
+    attempt: int = 1
+    _response: Any = field(default=_NONE, init=False, repr=False)
+    """The last model response; fingerprinted only when loop detection compares attempts."""
+    playback: Playback | None = None
+    """Set when replaying: recorded calls are served instead of made."""
+    faults: FaultPlan | None = None
+    """Set in a chaos fork: the tool fault injected into its live tool calls."""
+    role_versions: dict[str, str] = field(default_factory=dict)
+    """Agents (roles) answered by another model version than the run's (a per-agent fork)."""
+    _random: RecordedRandom | None = field(default=None, repr=False)
+    model: SimulatedModel = field(init=False)
+    tools: SimulatedTools = field(init=False)
+    _models: dict[str, SimulatedModel] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.started_ms = self.started_ms or self.clock_ms
+        spec = self.scenario.model(self.model_version)
+        self.model = SimulatedModel(self.model_version, spec)
+        self.tools = SimulatedTools(self.model_version, spec)
+        self.wall_latency_ms = spec.wall_latency_ms
+        self._models = {self.model_version: self.model}
+        for version in self.role_versions.values():
+            self._models.setdefault(version, SimulatedModel(version, self.scenario.model(version)))
+
+    def version_of(self, step: ConcreteStep) -> str:
+        """The model version that answers ``step``: its agent's, else the run's."""
+        role = step.spec.role
+        return self.role_versions.get(role, self.model_version) if role else self.model_version
+
+    def begin_attempt(self, step_index: int, attempt: int) -> None:
+        """Point the context at a new step attempt (fresh random stream)."""
+        self.step_index = step_index
+        self.attempt = attempt
+        self._response = _NONE
+        self._random = None
+
+    @property
+    def random(self) -> RecordedRandom:
+        """This attempt's seeded, recorded random stream."""
+        if self._random is None:
+            material = step_seed(self.seed, self.step_index, self.attempt)
+            self._random = RecordedRandom(self.recorder, material, self.step_index)
+        return self._random
+
+    @property
+    def last_response(self) -> str | None:
+        """Fingerprint of the last model response (loop detection compares attempts)."""
+        response = self._response
+        return None if response is _NONE else fingerprint("response", response)
+
+    def _served(self, step_index: int | None) -> Playback | None:
+        playback = self.playback
+        return playback if playback is not None and playback.serving(step_index) else None
+
+    def now(self, *, start: bool = False) -> float:
+        """The run's clock in seconds (simulated: advanced by call latencies), recorded.
+
+        ``start``: the run's start time, read before any step. A replay or fork (even one at
+        step 0) serves it from the recording, so its clock and limits match the original's.
+        """
+        value = round(self.clock_ms / 1000, 3)
+        playback = self.playback if start else self._served(self.step_index)
+        if playback is not None:
+            value = playback.take("ClockRead", self.step_index)["value"]
+            self.clock_ms = value * 1000
+        self.recorder.record(
+            ClockRead(
+                step_index=self.step_index,
+                call_index=self.recorder.next_call_index(),
+                value=value,
+            )
+        )
+        return value
+
+    def call_model(
+        self, step: ConcreteStep, inputs: dict[str, Any], *, grounded: bool = True
+    ) -> dict[str, Any]:
+        """Ask the model version for the step's output; recorded as ``ModelCalled``.
+
+        ``grounded=False``: the step goes on without its tool's data (the request says so).
+        """
+        rule_fields = step.spec.fields if step.spec.rule_fields is None else step.spec.rule_fields
+        request = {
+            "instance": self.instance.id,
+            "step": step.name,
+            "inputs": inputs,
+            "fields": step.spec.fields,
+            "attempt": self.attempt,
+        }
+        if not grounded:
+            request["tool_data"] = "none"
+        version = self.version_of(step)
+        playback = self._served(step.index)
+        if playback is not None:
+            recorded = playback.take(
+                "ModelCalled",
+                step.index,
+                name=version,
+                request=request,
+                check_name=playback.checks_name(step.index),
+            )
+            recorded["call_index"] = self.recorder.next_call_index()
+            self.clock_ms += recorded.get("latency_ms", 0.0)
+            self._response = recorded["response"]
+            self.recorder.record(ModelCalled.model_validate(recorded))
+            return dict(recorded["response"])
+        reply = self._models[version].complete(
+            seed=self.seed,
+            instance_id=self.instance.id,
+            step=step.name,
+            step_index=step.index,
+            attempt=self.attempt,
+            fields=step.spec.fields,
+            rule_fields=list(rule_fields),
+            grounded=grounded,
+        )
+        self._pace(reply.latency_ms)
+        self._response = reply.response
+        self.recorder.record(
+            ModelCalled(
+                step_index=step.index,
+                call_index=self.recorder.next_call_index(),
+                fingerprint=fingerprint(version, request),
+                model=version,
+                request=request,
+                response=reply.response,
+                error=reply.response.get("message") if reply.response["status"] != "ok" else None,
+                input_tokens=reply.input_tokens,
+                output_tokens=reply.output_tokens,
+                latency_ms=reply.latency_ms,
+                cost_usd=round(reply.cost_usd, 8),
+            )
+        )
+        return reply.response
+
+    def call_tool(self, step: ConcreteStep, tool: str) -> dict[str, Any]:
+        """Call a scenario tool; recorded as ``ToolCalled``; raises on transient errors."""
+        args = {"instance": self.instance.id, "step": step.name}
+        playback = self._served(step.index)
+        if playback is not None:
+            recorded = playback.take("ToolCalled", step.index, name=tool, request=args)
+            recorded["call_index"] = self.recorder.next_call_index()
+            self.clock_ms += recorded.get("latency_ms", 0.0)
+            self.recorder.record(ToolCalled.model_validate(recorded))
+            if recorded.get("error_type"):
+                raise AttemptError(
+                    recorded["error_type"], str((recorded.get("result") or {}).get("error", ""))
+                )
+            return dict(recorded.get("result") or {})
+        reply = self.tools.call(
+            tool,
+            seed=self.seed,
+            instance_id=self.instance.id,
+            step_index=step.index,
+            attempt=self.attempt,
+        )
+        if self.faults is not None and self.faults.applies(step.index, self.attempt):
+            reply = self.faults.inject(tool, reply, self.model.spec)
+        self._pace(reply.latency_ms)
+        self.recorder.record(
+            ToolCalled(
+                step_index=step.index,
+                call_index=self.recorder.next_call_index(),
+                fingerprint=fingerprint(tool, args),
+                tool=tool,
+                args=args,
+                result=reply.result,
+                status="error" if reply.error_type else "ok",
+                error_type=reply.error_type,
+                latency_ms=reply.latency_ms,
+            )
+        )
+        if reply.error_type:
+            raise AttemptError(reply.error_type, str(reply.result.get("error", "")))
+        return reply.result
+
+    def _pace(self, simulated_ms: float) -> None:
+        self.clock_ms += simulated_ms
+        if self.wall_latency_ms and self.playback is None:
+            time.sleep(self.wall_latency_ms / 1000)
