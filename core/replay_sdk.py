@@ -100,6 +100,17 @@ def replay_agent(
             "takes no role_versions parameter (add `role_versions: dict[str, str]` and route "
             "each agent's model calls by it)"
         )
+    if fork and role_versions:
+        named = list(
+            dict.fromkeys(e.payload.get("role") for e in events if e.type == "StepStarted")
+        )
+        agents = [r for r in named if r]
+        unknown = [a for a in role_versions if a not in agents]
+        if unknown:
+            raise SteplogError(
+                f"run {original.run_id!r} has no agent {unknown[0]!r}; its agents: "
+                + (", ".join(agents) or "none (name them with steplog.step(name, role=AGENT))")
+            )
     recorded_versions = dict(started.get("role_versions") or {})
     if not fork or (role_versions is None and model_version is None):
         role_versions = recorded_versions

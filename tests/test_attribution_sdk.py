@@ -248,6 +248,10 @@ def test_runs_that_cannot_be_attributed_are_refused_before_forking(
     team = record(store, "team-agent")
     with pytest.raises(SteplogError, match="has no agent 'tester'; its agents: planner, coder"):
         blame(store, team, rescuer="strong", agents=["tester"])
+    with pytest.raises(SteplogError, match="has no agent 'tester'; its agents: planner, coder"):
+        replay(store, team, fork_at_step=1, role_versions={"tester": "strong"})
+    with pytest.raises(SteplogError, match="use it with --fork-at-step"):
+        replay(store, team, seed=3)
     assert len([e for e in store.read_all() if e.type == "RunStarted"]) == 3  # no forks
     store.close()
 
@@ -277,6 +281,15 @@ def test_attribute_cli_on_an_sdk_run_with_import(
     )
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["identical"] is True
+    by_hand = runner.invoke(
+        app, ["replay", run_id, "--fork-at-step", "4", "--agent-version", "coder=strong",
+              "--seed", "11", "--import", str(agent_file), "--db", store_url, "--json"],
+    )  # fmt: skip
+    assert by_hand.exit_code == 0, by_hand.output
+    made = json.loads(by_hand.stdout)
+    assert (made["mode"], made["status"]) == ("fork", "completed")
+    head = store.read_run(made["run_id"])[0].payload
+    assert (head["seed"], head["role_versions"]) == (11, {"coder": "strong"})
     bad = runner.invoke(
         app, ["attribute", plain, "--rescuer", "strong", "--db", store_url, "--import",
               str(agent_file)],
@@ -290,3 +303,31 @@ def test_attribute_cli_on_an_sdk_run_with_import(
     )  # fmt: skip
     assert missing.exit_code == 1
     assert "error: --import ./no_such_agent.py: no such file" in missing.stderr
+
+
+def test_a_batch_of_sdk_runs_is_attributed_and_repeating_it_forks_nothing(
+    store_url: str, agent_file: Path
+) -> None:
+    from steplog.annotations import add_to_regression_set
+    from steplog.projections.queries import refresh, run_summary
+
+    store = EventStore.open(store_url)
+    runs = [record(store, "team-agent"), record(store, "team-agent")]
+    add_to_regression_set(store, "sdk-nightly", runs)
+    refresh(store)
+    signature = run_summary(store, runs[0])["signature"]  # type: ignore[index]
+    store.close()
+    runner = CliRunner()
+    common = ["--rescuer", "strong", "--forks", "2", "--db", store_url, "--import", str(agent_file)]
+    first = runner.invoke(app, ["attribute", "--set", "sdk-nightly", *common, "--json"])
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.stdout)
+    assert {r["run_id"]: r["decisive_step"] for r in report["runs"]} == dict.fromkeys(runs, 4)
+    assert [r["forks_reused"] for r in report["runs"]] == [0, 0]
+    (group,) = report["histogram"]
+    assert group["runs"] == 2
+    again = runner.invoke(app, ["attribute", "--signature", signature, *common, "--json"])
+    assert again.exit_code == 0, again.output
+    repeated = json.loads(again.stdout)["runs"]
+    assert all(r["forks_reused"] == r["forks_spent"] for r in repeated)  # read back, not forked
+    assert {r["decisive_step"] for r in repeated} == {PLANTED}
