@@ -331,3 +331,26 @@ def test_a_batch_of_sdk_runs_is_attributed_and_repeating_it_forks_nothing(
     repeated = json.loads(again.stdout)["runs"]
     assert all(r["forks_reused"] == r["forks_spent"] for r in repeated)  # read back, not forked
     assert {r["decisive_step"] for r in repeated} == {PLANTED}
+
+
+def test_a_fork_whose_prefix_code_changed_stops_the_attribution(
+    team: tuple[EventStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from steplog import model_call, step
+    from steplog.recorder import registry
+
+    @model_call("other-model")
+    def other(task: str) -> dict[str, Any]:
+        return {"text": task, "bug": False}
+
+    def changed(task: str, model_version: str = "weak", seed: int = 0) -> dict[str, Any]:
+        with step("plan", role="planner") as s:
+            s.output = other(task)  # another model than the recording's at step 0
+        return {}
+
+    store, run_id = team
+    monkeypatch.setitem(registry._AGENTS, "team-agent", ("1", changed))
+    fork = replay(store, run_id, fork_at_step=PLANTED, model_version="strong")
+    assert fork.divergence is not None and fork.divergence["step_index"] == 0
+    with pytest.raises(SteplogError, match=r"diverged from its recording .*agent's code changed"):
+        attribute(store, run_id, rescuer="strong", forks=2, scan=True)
