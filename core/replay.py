@@ -176,11 +176,11 @@ def replay(
 
     Runs of users' agents (recorded by the SDK, or imported with ``agent``: the registered
     agent to serve the imported responses to) are replayed by :mod:`steplog.replay_sdk`.
-    A fork of a scenario run continues with the original's seed unless ``seed`` (a sample
-    index) is given: M forks at one step with M seeds are M different futures, each recorded
+    A fork (of a scenario or SDK run) continues with the original's seed unless ``seed`` (a
+    sample index) is given: M forks at one step with M seeds are M different futures, each recorded
     (so replayable); ``session_id`` tags the fork (e.g. the attribution that made it);
     ``faults`` injects a tool fault into the fork's live steps (a chaos fork).
-    ``role_versions`` (a fork of a multi-agent scenario run) answers those agents with other
+    ``role_versions`` (a fork of a multi-agent scenario or SDK run) answers those agents with other
     model versions, the rest with ``model_version``; it is recorded, so the fork replays exactly.
     A replay, or a fork that changes neither, keeps the run's recorded map.
     """
@@ -206,18 +206,18 @@ def replay(
     if original.source == "sdk" or agent is not None:
         from .replay_sdk import replay_agent
 
-        if role_versions is not None:
-            raise SteplogError(
-                f"run {run_id!r} is not a scenario run: per-agent model versions fork scenario "
-                "runs only (not supported for SDK runs yet)"
-            )
-        if seed is not None or session_id is not None or faults is not None:
-            raise SteplogError(
-                f"run {run_id!r} is not a scenario run: --seed forks scenario runs only"
-            )
         if agent is not None and original.source == "harness":
             raise SteplogError(
                 f"run {run_id!r} is a scenario run: it replays its own scenario, not --agent"
+            )
+        if original.source != "sdk" and (role_versions is not None or seed is not None):
+            raise SteplogError(
+                f"run {run_id!r} was imported ({original.source}): --seed and --agent-version "
+                "fork scenario and SDK runs only"
+            )
+        if faults is not None:
+            raise SteplogError(
+                f"run {run_id!r} is not a scenario run: injected faults fork scenario runs only"
             )
         return replay_agent(
             store,
@@ -228,6 +228,9 @@ def replay(
             model_version=model_version,
             agent_name=agent,
             check=check,
+            seed=seed,
+            session_id=session_id,
+            role_versions=role_versions,
         )
     if original.source != "harness":
         raise SteplogError(

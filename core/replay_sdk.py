@@ -4,7 +4,9 @@ The agent's registered entry point is called again inside ``record_run`` with th
 run's parameters (scenario, task, seed, input, config) and an :class:`SdkPlayback` that serves
 every model call, tool call, draw, clock read and LLM client request back, matched per step by
 identity. A fork serves the steps before K and runs the agent live from K on another model
-version (passed to an entry point that takes ``model_version``). A nondeterminism guard reports
+version (passed to an entry point that takes ``model_version``), on its own seed (passed as
+``seed``; ``steplog.rng()`` draws from it) and with a per-agent version map (passed as
+``role_versions``), all recorded, so the fork replays exactly. A nondeterminism guard reports
 direct clock/randomness reads from agent code. Only registered agents run: nothing is imported
 from event data.
 """
@@ -40,12 +42,19 @@ def replay_agent(
     model_version: str | None = None,
     agent_name: str | None = None,
     check: bool = False,
+    seed: int | None = None,
+    session_id: str | None = None,
+    role_versions: dict[str, str] | None = None,
 ) -> ReplayResult:
     """Replay (or fork at ``fork_at_step``) a run of a registered agent.
 
     ``check``: replay exactly with the agent registered now (its version may differ from the
     recording's; the result notes it) and compare in memory, writing nothing. An exact replay
     that writes stores its run in one transaction at the end; a fork commits step by step.
+    A fork continues on ``seed`` (default: the original's) and answers the agents named in
+    ``role_versions`` with other versions (default: the recorded map, unless ``model_version``
+    is given); the entry point receives them as ``seed`` and ``role_versions`` when its
+    signature has those parameters (as ``model_version``). A replay passes the recorded ones.
     """
     from .diff import first_difference
     from .replay import ReplayResult
@@ -84,13 +93,44 @@ def replay_agent(
         raise SteplogError("--model-version changes the model: use it with --fork-at-step K")
     version_now = model_version or original.model_version
     started = events[0].payload
+    parameters = inspect.signature(agent).parameters
+    if fork and role_versions and "role_versions" not in parameters:
+        raise SteplogError(
+            f"agent {name!r} cannot be forked with per-agent model versions: its entry point "
+            "takes no role_versions parameter (add `role_versions: dict[str, str]` and route "
+            "each agent's model calls by it)"
+        )
+    if fork and role_versions:
+        named = list(
+            dict.fromkeys(e.payload.get("role") for e in events if e.type == "StepStarted")
+        )
+        agents = [r for r in named if r]
+        unknown = [a for a in role_versions if a not in agents]
+        if unknown:
+            raise SteplogError(
+                f"run {original.run_id!r} has no agent {unknown[0]!r}; its agents: "
+                + (", ".join(agents) or "none (name them with steplog.step(name, role=AGENT))")
+            )
+    recorded_versions = dict(started.get("role_versions") or {})
+    if not fork or (role_versions is None and model_version is None):
+        role_versions = recorded_versions
+    seed_now = seed if fork and seed is not None else original.seed
+    # A fork's prefix (and a replayed fork's) may ask with the fork's version or seed.
+    prefix = fork_at_step if fork else (original.fork_step if original.forked_from else 0)
     playback = SdkPlayback(
-        events, live_from_step=fork_at_step, match_requests=original.source == "sdk"
+        events,
+        live_from_step=fork_at_step,
+        match_requests=original.source == "sdk",
+        requests_from_step=prefix or 0,
     )
     run_id = new_run_id or str(uuid7())
     arguments = dict(original.input)
-    if "model_version" in inspect.signature(agent).parameters:
+    if "model_version" in parameters:
         arguments["model_version"] = version_now
+    if "seed" in parameters:
+        arguments["seed"] = seed_now
+    if "role_versions" in parameters:
+        arguments["role_versions"] = dict(role_versions or {})
     divergence = agent_error = None
     guard = NondeterminismGuard()
     target = store if fork else BufferedStore(store, check_only=check)
@@ -104,7 +144,7 @@ def replay_agent(
                 agent_version=original.agent_version,
                 task_instance_id=original.task_instance_id,
                 task_type=original.task_type,
-                seed=original.seed,
+                seed=seed_now,
                 input=original.input,
                 config=RunConfig.model_validate(started.get("config") or {}),
                 run_id=run_id,
@@ -113,6 +153,8 @@ def replay_agent(
                 forked_from=original.run_id if fork else original.forked_from,
                 fork_step=fork_at_step if fork else original.fork_step,
                 playback=playback,
+                session_id=session_id if fork else original.session_id,
+                role_versions=role_versions or None,
             ) as run,
         ):
             output = agent(**arguments)

@@ -255,10 +255,21 @@ def test_blame_refuses_bad_input(store: EventStore, team: Path) -> None:
         ],
         expected_version=0,
     )
-    with pytest.raises(SteplogError, match="not supported for SDK or imported runs yet"):
+    # SDK runs blame through their registered entry point (tests/test_attribution_sdk.py)
+    with pytest.raises(SteplogError, match="agent 'my-team', which is not registered"):
         blame(store, "sdk-1", rescuer="sim-strong")
-    with pytest.raises(SteplogError, match="not supported for SDK runs yet"):
+    with pytest.raises(SteplogError, match="needs agent 'my-team', which is not registered"):
         replay(store, "sdk-1", fork_at_step=0, role_versions={"planner": "gpt-y"})
+    store.append(
+        "otlp-1",
+        [
+            RunStarted(scenario="team", model_version="gpt-x", agent="my-team", source="otlp"),
+            RunFailed(step="plan", step_index=0, error_type="model_error", message="boom"),
+        ],
+        expected_version=0,
+    )
+    with pytest.raises(SteplogError, match="not imported ones"):
+        blame(store, "otlp-1", rescuer="sim-strong")
 
 
 def test_old_step_and_run_events_read_with_the_new_fields_null() -> None:

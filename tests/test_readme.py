@@ -195,6 +195,8 @@ def test_readme_python_examples_run(
     output = capsys.readouterr().out
     assert "run 'invoice-run-1' is at version 3, but the append expected version 1" in output
     assert "StepCompleted(step='extract'" in output
+    assert "decisive step 1: rescued by large in 3/3 forks" in output  # SDK attribution
+    assert "blamed: coder -- upgrading it to large at decisive step 1" in output
     assert (
         "['RunStarted', 'StepStarted', 'ToolCalled', 'StepCompleted', 'StepStarted', "
         "'RandomDrawn', 'ModelCalled', 'ClockRead', 'StepCompleted', 'RunCompleted']" in output

@@ -207,45 +207,66 @@ def blame(
 ) -> AgentBlame:
     """Find the decisive step of the failed multi-agent run ``run_id``, then the agent to blame.
 
-    Refuses, before forking anything: an unknown run, an SDK or imported run (not supported
-    yet: forks re-run a registered scenario), a run of a scenario without agents, an unknown
-    agent in ``agents``, an unknown rescuer version (and whatever :func:`attribute` refuses).
+    Refuses, before forking anything: an unknown run, an imported run, a run of a scenario
+    without agents, an SDK run naming fewer than two agents (``step(name, role=...)``) or whose
+    entry point takes no ``role_versions``, an unknown agent in ``agents``, an unknown rescuer
+    version (and whatever :func:`attribute` refuses).
     """
     from ..harness.runner import RunStateError, registered_scenario
     from ..projections.run_state import fold
     from ..replay import replay
+    from .sdk import entry_parameters, roles_of, step_roles
 
     events = store.read_run(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
     original = fold(events)
-    if original.source != "harness":
+    recorded = step_roles(events)
+    if original.source == "sdk":
+        if "role_versions" not in entry_parameters(original):
+            raise SteplogError(
+                f"agent {original.agent!r} cannot be blamed per agent: its entry point takes no "
+                "role_versions parameter (add `role_versions: dict[str, str]` and call each "
+                "agent's model by role_versions.get(agent, model_version))"
+            )
+        roles = roles_of(events)
+        owner = f"run {run_id!r}"
+        if len(roles) < 2:
+            raise SteplogError(
+                f"run {run_id!r} names {len(roles)} agent(s) in its steps, not several "
+                "(steplog.step(name, role=AGENT)): attribute its decisive step without "
+                "--by-agent"
+            )
+
+        def acting_from(step: int) -> set[str | None]:
+            return {role for index, role in recorded.items() if index >= step}
+
+    elif original.source != "harness":
         raise SteplogError(
-            f"run {run_id!r} was recorded by {original.source!r}: per-agent blame is not "
-            "supported for SDK or imported runs yet (it forks registered scenario runs, one "
-            "agent upgraded at a time)"
+            f"run {run_id!r} was recorded by {original.source!r}: per-agent blame forks "
+            "scenario and SDK runs, not imported ones (one agent upgraded at a time)"
         )
-    scenario = registered_scenario(original)
-    roles = scenario.roles
-    if len(roles) < 2:
-        raise SteplogError(
-            f"run {run_id!r} is a run of {scenario.name!r}, which is not a multi-agent scenario "
-            "(its steps name no agents): attribute its decisive step without --by-agent"
-        )
+    else:
+        scenario = registered_scenario(original)
+        roles = scenario.roles
+        owner = f"scenario {scenario.name!r}"
+        if len(roles) < 2:
+            raise SteplogError(
+                f"run {run_id!r} is a run of {scenario.name!r}, which is not a multi-agent "
+                "scenario (its steps name no agents): attribute its decisive step without "
+                "--by-agent"
+            )
+        scenario.model(rescuer)
+        instance = scenario.instance(original.task_instance_id or "")
+
+        def acting_from(step: int) -> set[str | None]:
+            return {s.spec.role for s in scenario.steps_for(instance)[step:]}
+
     chosen = list(dict.fromkeys(agents)) if agents else roles
     unknown = [a for a in chosen if a not in roles]
     if unknown:
-        raise SteplogError(
-            f"scenario {scenario.name!r} has no agent {unknown[0]!r}; its agents: "
-            + ", ".join(roles)
-        )
-    scenario.model(rescuer)
+        raise SteplogError(f"{owner} has no agent {unknown[0]!r}; its agents: " + ", ".join(roles))
     found = attribute(store, run_id, rescuer=rescuer, forks=forks, scan=scan)
-    recorded = {
-        int(e.payload["step_index"]): e.payload.get("role")
-        for e in events
-        if e.type == "StepStarted"
-    }
     failure_agent = recorded.get(found.failure_step)
     step = found.decisive_step if found.verdict == "decisive" else None
     if found.verdict == "plateau":
@@ -253,11 +274,12 @@ def blame(
     if step is None:
         idle = tuple(AgentPoint(a, 0, 0, acts=False) for a in chosen)
         return AgentBlame(found, None, None, failure_agent, idle, None, forks)
-    instance = scenario.instance(original.task_instance_id or "")
-    acting = {s.spec.role for s in scenario.steps_for(instance)[step:]}
+    acting = acting_from(step)
     active = [a for a in chosen if a in acting]
     base = dict(events[0].payload.get("role_versions") or {})
     session = session_of(run_id, rescuer)
+
+    code = "agent's code" if original.source == "sdk" else "scenario"
 
     def fork(agent: str, sample: int) -> bool:
         result = replay(
@@ -272,7 +294,7 @@ def blame(
         if result.divergence is not None:
             raise SteplogError(
                 f"the fork of {run_id!r} at step {step} with {agent} upgraded diverged from its "
-                f"recording ({result.summary}): its scenario changed since the run was recorded"
+                f"recording ({result.summary}): its {code} changed since the run was recorded"
             )
         return result.status == "completed"
 

@@ -1,4 +1,9 @@
-"""``attribute``: fork a failed scenario run onto a rescuer version and find its decisive step.
+"""``attribute``: fork a failed run onto a rescuer version and find its decisive step.
+
+Scenario runs fork their registered scenario; SDK runs (users' own agents) fork their
+registered entry point, which receives the rescuer as ``model_version`` (or, for agents named
+per step, in ``role_versions``) and the fork's seed as ``seed`` (see
+:mod:`steplog.attribution.sdk`).
 
 Every fork is an ordinary recorded run: ``forked_from`` the attributed run at its fork step
 (so metrics, comparisons and failure counts leave it out, like any fork), with its own seed
@@ -121,8 +126,9 @@ class Attribution:
 def check_attributable(store: EventStore, run_id: str, rescuer: str) -> tuple[RunState, int]:
     """The failed run ``run_id`` and its failure step, or a clear error; forks nothing.
 
-    Refuses an unknown run, one that did not fail, an imported or SDK run (forks here re-run a
-    registered scenario), an unknown rescuer version.
+    Refuses an unknown run, one that did not fail, an imported run (forks re-run a registered
+    scenario or SDK agent), an unknown rescuer version of a scenario, an SDK run whose agent is
+    not registered or whose entry point cannot be given another version.
     """
     from ..harness.runner import RunStateError, registered_scenario
     from ..projections.run_state import fold
@@ -131,10 +137,10 @@ def check_attributable(store: EventStore, run_id: str, rescuer: str) -> tuple[Ru
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
     original = fold(events)
-    if original.source != "harness":
+    if original.source not in ("harness", "sdk"):
         raise SteplogError(
-            f"run {run_id!r} was recorded by {original.source!r}, not the harness: attribution "
-            "forks registered scenario runs only"
+            f"run {run_id!r} was recorded by {original.source!r}, not the harness or the SDK: "
+            "attribution forks registered scenario and SDK runs only"
         )
     if original.status == "completed":
         raise RunStateError(f"run {run_id!r} completed: there is no failure to attribute")
@@ -143,9 +149,33 @@ def check_attributable(store: EventStore, run_id: str, rescuer: str) -> tuple[Ru
     failure = original.failure_step_index
     if failure is None:
         raise RunStateError(f"run {run_id!r} ({original.status}) names no failure step")
+    if original.source == "sdk":
+        from .sdk import entry_parameters
+
+        entry_parameters(original)
+        return original, failure
     scenario = registered_scenario(original)
     scenario.model(rescuer)  # an unknown version: a clear error listing the known ones
     return original, failure
+
+
+def rescuer_versions(store: EventStore, original: RunState, rescuer: str) -> dict[str, str] | None:
+    """The per-agent map a fork onto ``rescuer`` records: every agent on the rescuer for an SDK
+    agent whose entry point takes ``role_versions`` but no ``model_version``, else none."""
+    if original.source != "sdk":
+        return None
+    from .sdk import entry_parameters, roles_of
+
+    if "model_version" in entry_parameters(original):
+        return None
+    roles = roles_of(store.read_run(original.run_id))
+    if not roles:
+        raise SteplogError(
+            f"agent {original.agent!r} takes role_versions but no model_version, and run "
+            f"{original.run_id!r} names no agents (steplog.step(name, role=...)): a fork could "
+            f"not answer it with {rescuer}"
+        )
+    return dict.fromkeys(roles, rescuer)
 
 
 def attribute(
@@ -158,7 +188,7 @@ def attribute(
     scan: bool = False,
     reuse: bool = False,
 ) -> Attribution:
-    """Find the decisive step of the failed scenario run ``run_id`` by forking onto ``rescuer``.
+    """Find the decisive step of the failed run ``run_id`` by forking onto ``rescuer``.
 
     Refuses, before forking anything, what :func:`check_attributable` refuses. With ``reuse``, a
     fork already recorded in the attribution's session (same step, same seed: the same future)
@@ -169,6 +199,7 @@ def attribute(
     if forks < 1:
         raise SteplogError(f"--forks must be at least 1, not {forks}")
     original, failure = check_attributable(store, run_id, rescuer)
+    versions = rescuer_versions(store, original, rescuer)
     session = session_of(run_id, rescuer)
     recorded = _recorded(store, run_id, rescuer) if reuse else {}
     reused = [0]
@@ -185,16 +216,18 @@ def attribute(
             model_version=rescuer,
             seed=seed,
             session_id=session,
+            role_versions=versions,
         )
         if result.divergence is not None:
+            code = "agent's code" if original.source == "sdk" else "scenario"
             raise SteplogError(
                 f"the fork of {run_id!r} at step {step} diverged from its recording "
-                f"({result.summary}): its scenario changed since the run was recorded"
+                f"({result.summary}): its {code} changed since the run was recorded"
             )
         return result.status == "completed"
 
     located = locate(fork, failure, forks=forks, probe_forks=probe_forks, scan=scan)
-    names = original.planned_steps
+    names = original.planned_steps or tuple(s.name for s in original.steps)
     return Attribution(
         run_id=run_id,
         rescuer=rescuer,

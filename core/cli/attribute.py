@@ -22,7 +22,7 @@ def attribute_cmd(
         str, typer.Option(help="The (stronger) model version the forks continue on.")
     ],
     run_id: Annotated[
-        str | None, typer.Argument(help="The failed scenario run to attribute.")
+        str | None, typer.Argument(help="The failed run (scenario or SDK) to attribute.")
     ] = None,
     forks: Annotated[
         int, typer.Option(min=1, max=1000, help="Forks per step (distinct recorded seeds).")
@@ -57,6 +57,15 @@ def attribute_cmd(
     limit: Annotated[
         int, typer.Option(min=1, help="With --signature: at most this many runs (oldest first).")
     ] = 100,
+    import_module: Annotated[
+        str | None,
+        typer.Option(
+            "--import",
+            help="SDK runs: module (in the current folder or installed) or .py file that "
+            "registers your agent; its entry point takes model_version (and role_versions "
+            "for --by-agent).",
+        ),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -64,6 +73,7 @@ def attribute_cmd(
     With --signature or --set: every such run (reusing recorded forks), with a histogram of
     decisive steps against failure steps per signature."""
     from ..attribution import attribute
+    from .replay import import_agent_code
 
     chosen = [
         name
@@ -81,6 +91,8 @@ def attribute_cmd(
         raise SteplogError(
             "--by-agent blames the agents of one run: give RUN, not --signature/--set"
         )
+    if import_module:
+        import_agent_code(import_module)
     if run_id is None:
         from .attribute_batch import attribute_batch
 

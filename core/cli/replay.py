@@ -74,8 +74,8 @@ def replay_cmd(
         typer.Option(
             "--agent-version",
             metavar="AGENT=VERSION",
-            help="With --fork-at-step, multi-agent scenarios: answer this agent with another "
-            "model version (repeatable); the others keep --model-version.",
+            help="With --fork-at-step, multi-agent runs (scenario or SDK): answer this agent with "
+            "another model version (repeatable); the others keep --model-version.",
         ),
     ] = None,
     db: DbOption = None,

@@ -61,6 +61,8 @@ class RecordedStep:
     name: str
     index: int
     attempt: int = 1
+    role: str | None = None
+    """The agent (role) of a multi-agent run acting in this step, recorded on StepStarted."""
     output: Any = None
     summary: str | None = None
     _random: RecordedRandom | None = field(default=None, repr=False)
@@ -83,7 +85,9 @@ class RecordedStep:
         recorder.flush()
         self.attempt += 1
         self._random = None
-        recorder.record(StepStarted(step=self.name, step_index=self.index, attempt=self.attempt))
+        recorder.record(
+            StepStarted(step=self.name, step_index=self.index, attempt=self.attempt, role=self.role)
+        )
 
     @property
     def random(self) -> RecordedRandom:
@@ -109,6 +113,9 @@ class RecordedRun:
     failed_step: RecordedStep | None = None
     playback: SdkPlayback | None = None
     """Set when replaying: calls are served from the recording instead of made."""
+    role_versions: dict[str, str] = field(default_factory=dict)
+    """Agents (roles) answered by another model version than ``model_version`` (a per-agent
+    fork); see :meth:`version_for`."""
     _random: RecordedRandom | None = field(default=None, repr=False)
 
     @property
@@ -121,6 +128,12 @@ class RecordedRun:
         if self.playback is not None and self.playback.serving(step_index):
             return self.playback
         return None
+
+    def version_for(self, role: str | None) -> str:
+        """The model version the agent ``role`` is answered by in this run."""
+        if role is None:
+            return self.model_version
+        return self.role_versions.get(role, self.model_version)
 
     @property
     def random(self) -> RecordedRandom:
@@ -152,6 +165,8 @@ def record_run(
     fork_step: int | None = None,
     playback: SdkPlayback | None = None,
     instrument: bool = True,
+    session_id: str | None = None,
+    role_versions: dict[str, str] | None = None,
 ) -> Iterator[RecordedRun]:
     """Record a run of your own agent: RunStarted now, RunCompleted or RunFailed at the end.
 
@@ -159,7 +174,9 @@ def record_run(
     embedded store). Exceptions propagate after being recorded as the run's failure. Without
     ``seed`` one is drawn and recorded, so ``rng()`` differs between runs but can be replayed.
     With ``instrument`` (the default) calls of the ``openai`` and ``anthropic`` clients are
-    recorded too (see :func:`steplog.instrument`).
+    recorded too (see :func:`steplog.instrument`). ``role_versions`` (a multi-agent run where
+    some agents, named by ``step(..., role=...)``, are answered by other model versions) is
+    recorded in ``RunStarted``; ``session_id`` tags the run.
     """
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)  # recorded in RunStarted: replayable
@@ -182,6 +199,7 @@ def record_run(
         model_version=model_version,
         config=config or RunConfig(),
         playback=playback,
+        role_versions=dict(role_versions or {}),
     )
     recorder.record(
         RunStarted(
@@ -198,6 +216,8 @@ def record_run(
             replay_of=replay_of,
             forked_from=forked_from,
             fork_step=fork_step,
+            session_id=session_id,
+            role_versions=dict(role_versions) if role_versions else None,
         )
     )
     recorder.flush()
@@ -263,8 +283,13 @@ def replaying_anywhere() -> bool:
 
 
 @contextmanager
-def step(name: str) -> Iterator[RecordedStep]:
-    """Record one step of the current run; its events commit together when it ends."""
+def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
+    """Record one step of the current run; its events commit together when it ends.
+
+    ``role`` names the agent of a multi-agent run acting in this step (recorded on
+    ``StepStarted``): per-agent blame (``steplog attribute --by-agent``) forks the run with one
+    agent at a time on another model version.
+    """
     run = require_run("step")
     outer = _current_step.get()
     if outer is not None:
@@ -274,8 +299,8 @@ def step(name: str) -> Iterator[RecordedStep]:
         )
     index = run.steps_started
     run.steps_started += 1
-    current = RecordedStep(run=run, name=name, index=index)
-    run.recorder.record(StepStarted(step=name, step_index=index))
+    current = RecordedStep(run=run, name=name, index=index, role=role)
+    run.recorder.record(StepStarted(step=name, step_index=index, role=role))
     token = _current_step.set(current)
     try:
         yield current

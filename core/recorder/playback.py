@@ -70,10 +70,15 @@ class SdkPlayback:
         *,
         live_from_step: int | None = None,
         match_requests: bool = True,
+        requests_from_step: int = 0,
     ):
         self.live_from_step = live_from_step
         self.match_requests = match_requests
         """Off for imported runs: their requests were recorded in another shape."""
+        self.requests_from_step = requests_from_step
+        """Before this step (a fork's prefix, and the prefix of a replayed fork) a call whose
+        request matches no recorded one takes the first pending call of its kind and name: the
+        agent asks with the fork's model version or seed what the original asked with its own."""
         self._calls: dict[int | None, list[dict[str, Any]]] = {}
         served_indexes = [-1]
         for event in events:
@@ -106,19 +111,21 @@ class SdkPlayback:
             asked = fingerprint(name or "", request)
         with self._lock:
             pending = self._calls.get(step_index, [])
-            for position, payload in enumerate(pending):
-                if payload["_type"] != kind or (name is not None and _name(payload) != name):
-                    continue
-                recorded = payload.get("fingerprint")
-                if asked is not None and recorded and recorded != asked:
-                    continue
-                if not self.match_requests and not _same_arguments(payload, request):
-                    continue
-                del pending[position]
-                self._consumed[step_index] = max(
-                    self._consumed.get(step_index, -1), int(payload.get("call_index") or 0)
-                )
-                return {k: v for k, v in payload.items() if k != "_type"}
+            lenient = step_index is not None and step_index < self.requests_from_step
+            for strict in (True, False) if lenient else (True,):
+                for position, payload in enumerate(pending):
+                    if payload["_type"] != kind or (name is not None and _name(payload) != name):
+                        continue
+                    recorded = payload.get("fingerprint")
+                    if strict and asked is not None and recorded and recorded != asked:
+                        continue
+                    if not self.match_requests and not _same_arguments(payload, request):
+                        continue
+                    del pending[position]
+                    self._consumed[step_index] = max(
+                        self._consumed.get(step_index, -1), int(payload.get("call_index") or 0)
+                    )
+                    return {k: v for k, v in payload.items() if k != "_type"}
             got = f"{kind}({name or ''}{', ' if name else ''}step {step_index}" + (
                 f", request {asked[:10]})" if asked else ")"
             )

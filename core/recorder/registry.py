@@ -17,7 +17,11 @@ def register_agent(name: str, *, version: str = "1") -> Callable[[Callable[P, R]
     Record it with ``record_run(..., agent=name, agent_version=version, input={...})`` around a
     call ``agent(**input)``; ``steplog.replay.replay(store, run_id)`` then calls it again with
     every model call, tool call, draw and clock read served from the recording. An entry point
-    with a ``model_version`` parameter receives the run's model version (a fork's new one).
+    with a ``model_version`` parameter receives the run's model version (a fork's new one), with
+    a ``seed`` parameter the run's seed (a fork's own, for distinct futures), with a
+    ``role_versions`` parameter the agents answered by other versions (a per-agent fork; name
+    a step's agent with ``step(name, role=...)``). Pass the same when recording, e.g.
+    ``agent(**input, model_version=run.model_version, seed=run.seed)``.
     """
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
