@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -67,20 +69,20 @@ class AttributeBench:
         }
 
 
-def run_attribute_benchmark(
-    *, runs: int = 200, forks: int = 10, scan_runs: int = 2, seed: int = 1
-) -> AttributeBench:
-    """Attribute ``runs`` failed planted-ledger runs; score against the planted steps."""
-    folder = data_dir("seeds", "attribution/planted-ledger.toml")
+@contextmanager
+def planted_store(scenario_file: str, name: str) -> Iterator[EventStore]:
+    """A scratch SQLite store with the ground-truth scenarios of ``seeds/attribution``
+    registered (``scenario_file`` names the one needed), removed afterwards; memory-backed where
+    there is one, so the forks' durable commits cost CPU, not fsync."""
+    folder = data_dir("seeds", f"attribution/{scenario_file}")
     previous = os.environ.get(ENV_SCENARIOS)
     os.environ[ENV_SCENARIOS] = str(folder)
     try:
-        # memory-backed where there is one: the forks' durable commits then cost CPU, not fsync
         shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
         with tempfile.TemporaryDirectory(prefix="steplog-bench-", dir=shm) as tmp:
-            store = EventStore.open(str(Path(tmp) / "attribute.db"))
+            store = EventStore.open(str(Path(tmp) / f"{name}.db"))
             try:
-                return _measure(store, runs, forks, scan_runs, seed)
+                yield store
             finally:
                 store.close()
     finally:
@@ -88,6 +90,14 @@ def run_attribute_benchmark(
             os.environ.pop(ENV_SCENARIOS, None)
         else:
             os.environ[ENV_SCENARIOS] = previous
+
+
+def run_attribute_benchmark(
+    *, runs: int = 200, forks: int = 10, scan_runs: int = 2, seed: int = 1
+) -> AttributeBench:
+    """Attribute ``runs`` failed planted-ledger runs; score against the planted steps."""
+    with planted_store("planted-ledger.toml", "attribute") as store:
+        return _measure(store, runs, forks, scan_runs, seed)
 
 
 def _measure(store: EventStore, runs: int, forks: int, scan_runs: int, seed: int) -> AttributeBench:

@@ -18,22 +18,19 @@ how often an agent is blamed wrongly, repeated looks included) is reported with 
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from ..attribution.blame import blame
 from ..errors import SteplogError
 from ..harness.batch import execute_all, plan_runs
 from ..harness.runner import fold_run
-from ..harness.scenario import ENV_SCENARIOS, get_scenario
+from ..harness.scenario import get_scenario
 from ..harness.simulated import planted_step
-from ..resources import data_dir
 from ..stats.proportions import proportion
 from ..store import EventStore
+from .attribute import planted_store
 
 SCENARIO = "planted-team"
 PLANTED, RESCUER, SLOPPY = "sim-planted", "sim-strong", "sim-sloppy"
@@ -98,22 +95,8 @@ def run_agent_benchmark(
 ) -> AgentBench:
     """Blame ``runs`` failed planted-team runs (score the step and the agent), and
     ``sloppy_runs`` failed runs of random slips (count "no single agent")."""
-    folder = data_dir("seeds", "attribution/planted-team.toml")
-    previous = os.environ.get(ENV_SCENARIOS)
-    os.environ[ENV_SCENARIOS] = str(folder)
-    try:
-        shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
-        with tempfile.TemporaryDirectory(prefix="steplog-bench-", dir=shm) as tmp:
-            store = EventStore.open(str(Path(tmp) / "attribute-agents.db"))
-            try:
-                return _measure(store, runs, forks, seed, sloppy_runs)
-            finally:
-                store.close()
-    finally:
-        if previous is None:
-            os.environ.pop(ENV_SCENARIOS, None)
-        else:
-            os.environ[ENV_SCENARIOS] = previous
+    with planted_store("planted-team.toml", "attribute-agents") as store:
+        return _measure(store, runs, forks, seed, sloppy_runs)
 
 
 def _failed(store: EventStore, version: str, runs: int, seed: int) -> tuple[list[str], int]:
