@@ -28,6 +28,7 @@ from ..errors import SteplogError
 from ..stats.proportions import difference, proportion
 from ..stats.results import Interval
 from ..store import EventStore
+from .forkable import load_forkable
 from .run import Attribution, attribute, session_of
 
 BlameVerdict = Literal["blamed", "no_single_agent", "no_decisive_step"]
@@ -212,15 +213,17 @@ def blame(
     entry point takes no ``role_versions``, an unknown agent in ``agents``, an unknown rescuer
     version (and whatever :func:`attribute` refuses).
     """
-    from ..harness.runner import RunStateError, registered_scenario
-    from ..projections.run_state import fold
+    from ..harness.runner import registered_scenario
     from ..replay import replay
     from .sdk import entry_parameters, roles_of, step_roles
 
-    events = store.read_run(run_id)
-    if not events:
-        raise RunStateError(f"no run {run_id!r} in {store.url}")
-    original = fold(events)
+    events, original = load_forkable(
+        store,
+        run_id,
+        sources=("harness", "sdk"),
+        refusal=": per-agent blame forks scenario and SDK runs, not imported ones (one agent "
+        "upgraded at a time)",
+    )
     recorded = step_roles(events)
     if original.source == "sdk":
         if "role_versions" not in entry_parameters(original):
@@ -241,11 +244,6 @@ def blame(
         def acting_from(step: int) -> set[str | None]:
             return {role for index, role in recorded.items() if index >= step}
 
-    elif original.source != "harness":
-        raise SteplogError(
-            f"run {run_id!r} was recorded by {original.source!r}: per-agent blame forks "
-            "scenario and SDK runs, not imported ones (one agent upgraded at a time)"
-        )
     else:
         scenario = registered_scenario(original)
         roles = scenario.roles

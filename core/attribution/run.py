@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SteplogError
 from ..store import EventStore
+from .forkable import load_forkable
 from .search import Located, Verdict, locate
 
 if TYPE_CHECKING:
@@ -131,21 +132,17 @@ def check_attributable(store: EventStore, run_id: str, rescuer: str) -> tuple[Ru
     not registered or whose entry point cannot be given another version.
     """
     from ..harness.runner import RunStateError, registered_scenario
-    from ..projections.run_state import fold
 
-    events = store.read_run(run_id)
-    if not events:
-        raise RunStateError(f"no run {run_id!r} in {store.url}")
-    original = fold(events)
-    if original.source not in ("harness", "sdk"):
-        raise SteplogError(
-            f"run {run_id!r} was recorded by {original.source!r}, not the harness or the SDK: "
-            "attribution forks registered scenario and SDK runs only"
-        )
+    _, original = load_forkable(
+        store,
+        run_id,
+        sources=("harness", "sdk"),
+        refusal=", not the harness or the SDK: attribution forks registered scenario and SDK "
+        "runs only",
+        unfinished="attribute a failed run",
+    )
     if original.status == "completed":
         raise RunStateError(f"run {run_id!r} completed: there is no failure to attribute")
-    if not original.is_terminal:
-        raise RunStateError(f"run {run_id!r} is still {original.status}; attribute a failed run")
     failure = original.failure_step_index
     if failure is None:
         raise RunStateError(f"run {run_id!r} ({original.status}) names no failure step")

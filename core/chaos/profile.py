@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..attribution.forkable import load_forkable
 from ..errors import SteplogError
 from ..harness.faults import FaultPlan, fault_calls
 from ..projections.run_state import RunState
@@ -49,22 +50,16 @@ class NoToolCalls(SteplogError):
 
 def _prepare(store: EventStore, run_id: str, *, what: str = "run") -> _Target:
     """Refuse before forking anything: unknown, unfinished, not a scenario run, no tool call."""
-    from ..harness.runner import RunStateError, registered_scenario
-    from ..projections.run_state import fold
+    from ..harness.runner import registered_scenario
 
-    events = store.read_run(run_id)
-    if not events:
-        raise RunStateError(f"no run {run_id!r} in {store.url}")
-    original = fold(events)
-    if original.source != "harness":
-        raise SteplogError(
-            f"{what} {run_id!r} was recorded by {original.source!r}, not the harness: chaos "
-            "forks registered scenario runs only"
-        )
-    if not original.is_terminal:
-        raise RunStateError(
-            f"{what} {run_id!r} is still {original.status}; chaos forks finished runs"
-        )
+    events, original = load_forkable(
+        store,
+        run_id,
+        sources=("harness",),
+        refusal=", not the harness: chaos forks registered scenario runs only",
+        unfinished="chaos forks finished runs",
+        what=what,
+    )
     registered_scenario(original)  # the forks re-run it: a clear error if it is gone
     names = original.planned_steps
     tools: dict[int, str] = {}
