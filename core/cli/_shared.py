@@ -207,6 +207,8 @@ def fits_bigint(value: int | None) -> int | None:
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ScenarioFilterOption = Annotated[str | None, typer.Option(help="Only this scenario.")]
+"""``--scenario`` of the commands that list or compare stored runs: keep one scenario's."""
 
 
 def _print_json(data: Any) -> None:

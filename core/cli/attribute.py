@@ -3,9 +3,9 @@
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ..errors import SteplogError
+from ._blame import rate_cells, rate_table, show_outcome
 from ._shared import (
     DbOption,
     JsonOption,
@@ -114,11 +114,8 @@ def attribute_cmd(
     if as_json:
         _print_json(result.as_dict())
         return
-    table = Table(
-        "step", "forks", "rescued", "rate", "95% CI (Wilson)", title=f"rescue curve of {run_id}"
-    )
+    table = rate_table("step", f"rescue curve of {run_id}")
     for point in result.located.curve:
-        rate = point.interval
         mark = ""
         if point.step == result.decisive_step:
             mark = " <- decisive"
@@ -126,13 +123,7 @@ def attribute_cmd(
             result.located.plateau[0], result.located.plateau[1] + 1
         ):
             mark = " <- plateau"
-        table.add_row(
-            f"{point.step}{mark}",
-            str(point.forks),
-            str(point.rescued),
-            f"{rate.estimate:.0%}",
-            f"[{rate.low:.0%}, {rate.high:.0%}]",
-        )
+        label = f"{point.step}{mark}"
+        table.add_row(*rate_cells(label, point.forks, point.rescued, point.interval))
     console.print(table)
-    console.print(result.summary, highlight=False, markup=False)
-    console.print(f"forks: steplog runs --session {result.session}", highlight=False, markup=False)
+    show_outcome(result.summary, result.session)

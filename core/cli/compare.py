@@ -10,6 +10,7 @@ from ..errors import SteplogError
 from ._shared import (
     DbOption,
     JsonOption,
+    ScenarioFilterOption,
     _opened,
     _print_json,
     app,
@@ -35,7 +36,7 @@ ConfidenceOption = Annotated[
 def compare_cmd(
     baseline: Annotated[str, typer.Option(help="Baseline model version.")],
     candidate: Annotated[str, typer.Option(help="Candidate model version.")],
-    scenario: Annotated[str | None, typer.Option(help="Only this scenario.")] = None,
+    scenario: ScenarioFilterOption = None,
     paired: Annotated[
         str, typer.Option(help="auto: pair runs of the same items when >= 10 exist; on; off.")
     ] = "auto",

@@ -9,6 +9,7 @@ from ..errors import SteplogError
 from ._shared import (
     DbOption,
     JsonOption,
+    ScenarioFilterOption,
     _opened,
     _print_json,
     _typer,
@@ -25,7 +26,7 @@ from ._shared import (
 @app.command("failures")
 def failures_cmd(
     db: DbOption = None,
-    scenario: Annotated[str | None, typer.Option(help="Only this scenario.")] = None,
+    scenario: ScenarioFilterOption = None,
     model_version: Annotated[
         str | None, typer.Option(help="Only failures this version produced.")
     ] = None,
@@ -185,9 +186,12 @@ regression_app = _typer("Regression sets: failed runs promoted for replay after 
 app.add_typer(regression_app, name="regression-set")
 
 
+RegressionSetArgument = Annotated[str, typer.Argument(help="The regression set.")]
+
+
 @regression_app.command("add")
 def regression_add(
-    name: Annotated[str, typer.Argument(help="The regression set.")],
+    name: RegressionSetArgument,
     runs: Annotated[list[str], typer.Argument(help="Failed run ids.")],
     note: Annotated[str | None, typer.Option(help="Why they belong there.")] = None,
     db: DbOption = None,
@@ -221,7 +225,7 @@ def regression_list(db: DbOption = None, as_json: JsonOption = False) -> None:
 
 @regression_app.command("show")
 def regression_show(
-    name: Annotated[str, typer.Argument(help="The regression set.")],
+    name: RegressionSetArgument,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -255,7 +259,7 @@ def regression_show(
 @app.command("metrics")
 def metrics_cmd(
     db: DbOption = None,
-    scenario: Annotated[str | None, typer.Option(help="Only this scenario.")] = None,
+    scenario: ScenarioFilterOption = None,
     by_task_type: Annotated[
         bool, typer.Option("--by-task-type/--no-task-type", help="Split by task type.")
     ] = False,

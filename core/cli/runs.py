@@ -10,6 +10,7 @@ from ..errors import SteplogError
 from ._shared import (
     DbOption,
     JsonOption,
+    ScenarioFilterOption,
     _opened,
     _print_json,
     app,
@@ -324,7 +325,7 @@ def _print_outcomes(outcomes: list[Any]) -> None:
 @app.command("runs")
 def runs_cmd(
     db: DbOption = None,
-    scenario: Annotated[str | None, typer.Option(help="Only this scenario.")] = None,
+    scenario: ScenarioFilterOption = None,
     model_version: Annotated[str | None, typer.Option(help="Only this model version.")] = None,
     status: Annotated[str | None, typer.Option(help="completed, failed, aborted, ...")] = None,
     signature: Annotated[str | None, typer.Option(help="Only runs of this failure.")] = None,

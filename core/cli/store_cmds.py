@@ -3,7 +3,7 @@
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -46,6 +46,19 @@ def _engine(db: str | None) -> Iterator["Engine"]:
         engine.dispose()
 
 
+def _migrate(
+    db: str | None, move: Callable[["Engine"], None]
+) -> tuple[str, str | None, str | None]:
+    """Move the schema of ``db`` with ``move``: (the URL shown, revision before, after)."""
+    from ..database import current_revision, redact
+
+    with _engine(db) as engine:
+        before = current_revision(engine)
+        move(engine)
+        after = current_revision(engine)
+    return redact(str(engine.url)), before, after
+
+
 @db_app.command("upgrade")
 def db_upgrade(
     revision: RevisionArgument = "head",
@@ -53,13 +66,9 @@ def db_upgrade(
     as_json: JsonOption = False,
 ) -> None:
     """Migrate the database schema up to REVISION (default: head)."""
-    from ..database import current_revision, redact, upgrade
+    from ..database import upgrade
 
-    with _engine(db) as engine:
-        before = current_revision(engine)
-        upgrade(engine, revision)
-        after = current_revision(engine)
-    url = redact(str(engine.url))
+    url, before, after = _migrate(db, lambda engine: upgrade(engine, revision))
     if as_json:
         _print_json({"url": url, "before": before, "after": after})
         return
@@ -76,15 +85,11 @@ def db_downgrade(
     as_json: JsonOption = False,
 ) -> None:
     """Migrate the database schema down to REVISION. Destroys data the older schema lacks."""
-    from ..database import current_revision, downgrade, redact
+    from ..database import downgrade
 
     if not yes:
         raise SteplogError("downgrading can drop stored events; repeat with --yes to confirm")
-    with _engine(db) as engine:
-        before = current_revision(engine)
-        downgrade(engine, revision)
-        after = current_revision(engine)
-    url = redact(str(engine.url))
+    url, before, after = _migrate(db, lambda engine: downgrade(engine, revision))
     if as_json:
         _print_json({"url": url, "before": before, "after": after})
         return
