@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
-from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
@@ -425,10 +424,13 @@ class LibraryProjection:
         the previous page of the same pass, so they need not be re-read; it is updated (in
         place: tallies are folded where they are) for the next page."""
         store = self.store
-        # grouped by a stable sort (runs in id order, each in position order), all in C
-        by_run = {
-            run_id: list(run_rows) for run_id, run_rows in groupby(sorted(rows, key=_RUN), _RUN)
-        }
+        by_run: dict[str, list[RawRow]] = {}
+        for row in rows:
+            found = by_run.get(row[2])
+            if found is None:
+                by_run[row[2]] = [row]
+            else:
+                found.append(row)
         continuing = [
             run_id
             for run_id, run_rows in by_run.items()
@@ -664,7 +666,6 @@ def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> 
     )
 
 
-_RUN = itemgetter(2)
 _TYPE = itemgetter(4)
 _HOLDERS: dict[int, HolderLock] = {}
 """Holder locks of the leases this process holds, by lease token."""
