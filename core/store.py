@@ -94,6 +94,18 @@ def _default_catalogue() -> Catalogue:
     return catalogue
 
 
+RawRow = Sequence[Any]
+"""A row as the driver returns it, in the columns of :class:`StoredEvent` (``recorded_at`` and
+``payload`` undecoded on SQLite)."""
+
+
+def recorded_at_of(value: Any) -> datetime:
+    """A driver row's ``recorded_at`` as an aware UTC datetime (as in :class:`StoredEvent`)."""
+    if type(value) is str:
+        return datetime.fromisoformat(value + "+00:00")
+    return value if value.tzinfo is UTC else utc(value)
+
+
 class StoredEvent(NamedTuple):
     """An event as read back: its place in the log, its payload upcast to the current version.
 
@@ -447,17 +459,51 @@ class EventStore:
         self, conn: Connection, run_ids: Sequence[str], before_position: int
     ) -> list[StoredEvent]:
         """Events of ``run_ids`` older than ``before_position``, by run and seq, on ``conn``."""
-        found: list[StoredEvent] = []
+        to_stored = self._to_stored
+        return [to_stored(row) for row in self.rows_before(conn, run_ids, before_position)]
+
+    def page_rows(self, conn: Connection, after_position: int, limit: int) -> list[RawRow]:
+        """:meth:`page` as driver rows: nothing decoded (see :meth:`payload_of`), for folds that
+        need the payloads of few events only."""
+        return self._fetch(
+            conn,
+            f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {limit:d}",
+            (after_position,),
+        )
+
+    def rows_before(
+        self, conn: Connection, run_ids: Sequence[str], before_position: int
+    ) -> list[RawRow]:
+        """:meth:`events_before` as driver rows."""
+        found: list[RawRow] = []
         for chunk in chunks(list(run_ids), 500):
             marks = ", ".join([self._mark] * len(chunk))
-            rows = self._fetch(
-                conn,
-                f"{_SELECT} WHERE run_id IN ({marks}) AND position < {self._mark} "
-                "ORDER BY run_id, seq",
-                (*chunk, before_position),
+            found.extend(
+                self._fetch(
+                    conn,
+                    f"{_SELECT} WHERE run_id IN ({marks}) AND position < {self._mark} "
+                    "ORDER BY run_id, seq",
+                    (*chunk, before_position),
+                )
             )
-            found.extend(self._to_stored(row) for row in rows)
         return found
+
+    def payload_of(self, type_name: str, version: int, payload: Any) -> JsonDict:
+        """A driver row's payload, decoded and upcast to the current version (as in
+        :class:`StoredEvent`)."""
+        if type(payload) is str:
+            payload = from_json(payload)
+        if version < self._current_versions.get(type_name, 0):
+            version, payload = self.catalogue.upcast(type_name, version, payload)
+        return payload  # type: ignore[no-any-return]
+
+    def current_versions(self) -> dict[str, int]:
+        """The current schema version of each event type (older payloads are upcast)."""
+        return self._current_versions
+
+    def to_stored(self, row: RawRow) -> StoredEvent:
+        """A driver row (from :meth:`page_rows`) as a :class:`StoredEvent`."""
+        return self._to_stored(row)
 
     def last_position(self) -> int:
         """The position of the newest event (0 for an empty store)."""

@@ -1,11 +1,12 @@
 """The ``library`` projection: run summaries, the failure-sample library and regression sets.
 
-Pure parts: :func:`summary_of` (run state -> summary row), :func:`failure_of` (run state ->
-signature) and the signature folds (:func:`with_failure`, :func:`with_label`,
-:func:`with_regression_set`). The :class:`LibraryProjection` runner is the edge: it reads pages of
-events, folds them, and writes the rows and its checkpoint in one transaction, so a crash never
-leaves rows and checkpoint apart. ``rebuild`` folds the whole log into shadow tables and swaps
-them in; a property test checks that it equals incremental catch-up in any chunking.
+Pure parts: :class:`~.tally.RunTally` (a run's summary, folded from its events),
+:func:`failure_of` (run state -> signature) and the signature folds (:func:`with_failure`,
+:func:`with_label`, :func:`with_regression_set`). The :class:`LibraryProjection` runner is the
+edge: it reads pages of events, folds them, and writes the rows and its checkpoint in one
+transaction, so a crash never leaves rows and checkpoint apart. ``rebuild`` folds the whole log
+into shadow tables and swaps them in; a property test checks that it equals incremental catch-up
+in any chunking.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import gc
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Column, Connection, MetaData, Table, delete, insert, select
+from sqlalchemy import Column, Connection, DateTime, MetaData, Table, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from ..database import is_sqlite, write_transaction
@@ -30,10 +32,12 @@ from ..models import (
     regression_members_table,
     run_summaries_table,
 )
-from ..store import EventStore, StoredEvent
+from ..store import EventStore, RawRow, StoredEvent
+from ..store_append import sqlite_datetime
 from .lease import UNSUPPORTED, HolderLock, take_holder_lock
-from .run_state import RunState, fold, fold_from
+from .run_state import RunState
 from .signature import Signature, signature_of
+from .tally import FAILED, RunTally, tally_rows
 
 NAME = "library"  # queries.LIBRARY reads this row without importing this module
 LEASE = f"{NAME}:rebuild"
@@ -41,7 +45,6 @@ LEASE_SECONDS = 120
 """A rebuild renews its lease every page; one silent for this long is taken to have died even
 when its holder lock (see :mod:`.lease`) cannot tell, or says it is alive but it is hung."""
 ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
-FAILED = frozenset({"failed", "aborted"})
 FIXED_LABEL = "fixed"
 MAX_EXEMPLARS = 5
 ProgressCallback = Callable[[int, int], None]
@@ -51,8 +54,10 @@ ProgressCallback = Callable[[int, int], None]
 # --- pure: rows from states ------------------------------------------------------------------
 
 
-def failure_of(state: RunState) -> Signature | None:
+def failure_of(state: RunState | RunTally) -> Signature | None:
     """The signature of a failed or aborted run (``None`` for any other)."""
+    if isinstance(state, RunTally):
+        return state.failure()  # the same, remembered while the failure stays the same
     if state.status not in FAILED:
         return None
     return signature_of(
@@ -61,47 +66,6 @@ def failure_of(state: RunState) -> Signature | None:
         state.failure_type or state.status,
         state.failure_message,
     )
-
-
-def summary_of(state: RunState) -> dict[str, Any]:
-    """The run summary row of ``state``."""
-    failure = failure_of(state)
-    ended = state.ended_at
-    return {
-        "run_id": state.run_id,
-        "scenario": state.scenario,
-        "task_instance_id": state.task_instance_id,
-        "task_type": state.task_type,
-        "model_version": state.model_version,
-        "agent": state.agent,
-        "agent_version": state.agent_version,
-        "seed": state.seed,
-        "source": state.source,
-        "status": state.status,
-        "steps_planned": len(state.planned_steps) or len(state.steps),
-        "steps_done": sum(1 for s in state.steps if s.status == "done"),
-        "failed_step": state.failure_step,
-        "failed_step_index": state.failure_step_index,
-        "error_type": state.failure_type,
-        "failure_message": state.failure_message,
-        "signature": failure.id if failure else None,
-        "retries": state.retries,
-        "tokens": state.input_tokens + state.output_tokens,
-        "cost_usd": round(state.cost_usd, 8),
-        "duration_s": (ended - state.started_at).total_seconds() if ended else None,
-        "first_step_correct": state.first_step_correct,
-        "mid_run_errors": state.mid_run_errors,
-        "mid_run_recovered": state.mid_run_recovered,
-        "replay_of": state.replay_of,
-        "forked_from": state.forked_from,
-        "fork_step": state.fork_step,
-        "rerun_of": state.rerun_of,
-        "session_id": state.session_id,
-        "incomplete": bool(state.gaps),
-        "started_at": state.started_at,
-        "ended_at": ended,
-        "last_position": state.last_position,
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,12 +90,15 @@ class SignatureState:
     fixed_at_position: int | None = None
 
     def row(self) -> dict[str, Any]:
-        """The failure_signatures row."""
-        return asdict(self)
+        """The failure_signatures row (sharing this state's lists and dicts: never changed)."""
+        return {name: getattr(self, name) for name in _SIGNATURE_FIELDS}
+
+
+_SIGNATURE_FIELDS = tuple(f.name for f in fields(SignatureState))
 
 
 def with_failure(
-    current: SignatureState | None, signature: Signature, run: RunState, position: int
+    current: SignatureState | None, signature: Signature, run: RunTally, position: int
 ) -> SignatureState:
     """``current`` after one more failed run (a signature marked fixed becomes regressed)."""
     at = run.ended_at or run.started_at
@@ -170,7 +137,7 @@ def with_failure(
     )
 
 
-def without_failure(current: SignatureState, run: RunState) -> SignatureState:
+def without_failure(current: SignatureState, run: RunTally) -> SignatureState:
     """``current`` without one failed run: the run was revised and fails differently now, or
     not at all (a signature left with no run is dropped when written)."""
     counts = dict(current.counts_by_version)
@@ -255,9 +222,14 @@ class LibraryProjection:
 
     name = NAME
 
-    def __init__(self, store: EventStore, *, page_size: int = 5000) -> None:
+    def __init__(
+        self, store: EventStore, *, page_size: int = 5000, rebuild_page_size: int = 20_000
+    ) -> None:
         self.store = store
         self.page_size = page_size
+        self.rebuild_page_size = rebuild_page_size
+        """A rebuild writes only shadow tables, so it takes bigger pages (fewer commits and
+        fewer runs cut by a page), still a fraction of a second of the write lock each."""
 
     # - incremental catch-up -
 
@@ -275,18 +247,18 @@ class LibraryProjection:
         self._ensure_checkpoint_row()
         folded = 0
         total = max(self.store.last_position() - self.checkpoint(), 0)
-        carry: dict[str, RunState] = {}
+        carry: dict[str, RunTally] = {}
         expected = -1
         while True:
             with write_transaction(self.store.engine) as conn:
                 position = self._lock_checkpoint(conn)
                 if position != expected:
                     carry = {}  # someone else folded in between: the carried states are stale
-                events = self.store.page(conn, position, self.page_size)
+                events = self.store.page_rows(conn, position, self.page_size)
                 if events:
                     self._fold_page(conn, LIVE, events, carry)
-                    expected = events[-1].position
-                    self._set_checkpoint(conn, events[-1].position)
+                    expected = events[-1][0]
+                    self._set_checkpoint(conn, expected)
             folded += len(events)
             if progress is not None and events:
                 progress(folded, max(total, folded))
@@ -314,6 +286,7 @@ class LibraryProjection:
 
     def _rebuild(self, progress: ProgressCallback | None) -> int:
         engine = self.store.engine
+        size = self.rebuild_page_size
         self._ensure_checkpoint_row()
         token = self._acquire_lease()
         try:
@@ -325,11 +298,11 @@ class LibraryProjection:
             total = self.store.last_position()
             position = folded = 0
             analysed_at = 0
-            carry: dict[str, RunState] = {}
+            carry: dict[str, RunTally] = {}
             while True:
                 with write_transaction(engine) as conn:
                     self._renew_lease(conn, token)
-                    events = self.store.page(conn, position, self.page_size)
+                    events = self.store.page_rows(conn, position, size)
                     if events:
                         self._fold_page(conn, shadow, events, carry)
                     if folded >= 2 * analysed_at and not is_sqlite(conn):
@@ -339,18 +312,18 @@ class LibraryProjection:
                             conn.exec_driver_sql(f'ANALYZE "{table.name}"')
                         analysed_at = max(folded, 1)
                 if events:
-                    position = events[-1].position
+                    position = events[-1][0]
                     folded += len(events)
                     if progress is not None:
                         progress(folded, max(total, folded))
-                if len(events) < self.page_size:
+                if len(events) < size:
                     break
             with write_transaction(engine) as conn:
                 self._lock_checkpoint(conn)
                 self._renew_lease(conn, token)
-                while events := self.store.page(conn, position, self.page_size):
+                while events := self.store.page_rows(conn, position, size):
                     self._fold_page(conn, shadow, events, carry)
-                    position = events[-1].position
+                    position = events[-1][0]
                     folded += len(events)
                 for live, copy in zip(LIVE.all(), shadow.all(), strict=True):
                     names = ", ".join(column.name for column in live.columns)
@@ -444,56 +417,75 @@ class LibraryProjection:
         self,
         conn: Connection,
         tables: LibraryTables,
-        events: list[StoredEvent],
-        carry: dict[str, RunState],
+        rows: list[RawRow],
+        carry: dict[str, RunTally],
     ) -> None:
-        """Fold one page. ``carry`` holds the states of runs still open after the previous
-        page of the same pass, so they need not be re-read; it is updated for the next page."""
-        by_run: dict[str, list[StoredEvent]] = {}
-        for event in events:
-            by_run.setdefault(event.run_id, []).append(event)
+        """Fold one page of driver rows. ``carry`` holds the tallies of runs still open after
+        the previous page of the same pass, so they need not be re-read; it is updated (in
+        place: tallies are folded where they are) for the next page."""
+        store = self.store
+        by_run: dict[str, list[RawRow]] = {}
+        for row in rows:
+            found = by_run.get(row[2])
+            if found is None:
+                by_run[row[2]] = [row]
+            else:
+                found.append(row)
         continuing = [
-            run_id for run_id, evs in by_run.items() if evs[0].seq > 0 and run_id not in carry
+            run_id
+            for run_id, run_rows in by_run.items()
+            if run_rows[0][3] > 0 and run_id not in carry
         ]
-        earlier: dict[str, list[StoredEvent]] = {}
+        earlier: dict[str, list[RawRow]] = {}
         if continuing:
-            for event in self.store.events_before(conn, continuing, events[0].position):
-                earlier.setdefault(event.run_id, []).append(event)
+            for row in store.rows_before(conn, continuing, rows[0][0]):
+                earlier.setdefault(row[2], []).append(row)
 
-        states: dict[str, RunState] = {}
+        states: dict[str, RunTally] = {}
         happenings: list[tuple[int, str, Any]] = []
         # An annotation's signature is the run's as of the annotation, whatever the paging.
         resolved: dict[int, str | None] = {}
-        for run_id, run_events in by_run.items():
-            prior = earlier.get(run_id, [])
+        for run_id, run_rows in by_run.items():
             before = carry.pop(run_id, None)
-            if before is None and prior and prior[0].type == "RunStarted":
-                before = fold(prior)
-            annotations = [e for e in run_events if e.type in ANNOTATIONS]
-            happenings.extend((e.position, e.type, e) for e in annotations)
-            if before is None and run_events[0].type != "RunStarted":
+            if before is None:
+                prior = earlier.get(run_id)
+                if prior and prior[0][4] == "RunStarted":
+                    before = tally_rows(store, None, prior)
+            types = set(map(_TYPE, run_rows))
+            annotated = not types.isdisjoint(ANNOTATIONS)
+            if annotated:
+                happenings.extend(
+                    (row[0], row[4], store.to_stored(row))
+                    for row in run_rows
+                    if row[4] in ANNOTATIONS
+                )
+            if before is None and run_rows[0][4] != "RunStarted":
                 continue  # a signature stream, or annotations of a run the log does not have
-            state, segment = before, []
-            for event in run_events:
-                segment.append(event)
-                if event.type in ANNOTATIONS:
-                    state, segment = fold_from(state, segment), []
-                    failure = failure_of(state)
-                    resolved[event.position] = failure.id if failure else None
-            after = fold_from(state, segment) if segment or state is None else state
-            states[run_id] = after
             was_failed = before is not None and before.status in FAILED
+            revised = "RunRevised" in types
+            original_before = before.copy() if revised and was_failed and before else None
+            if annotated:
+                state, segment = before, []
+                for row in run_rows:
+                    segment.append(row)
+                    if row[4] in ANNOTATIONS:
+                        state, segment = tally_rows(store, state, segment), []
+                        resolved[row[0]] = state.signature()
+                after = tally_rows(store, state, segment) if segment or state is None else state
+            else:
+                after = tally_rows(store, before, run_rows)
+            states[run_id] = after
             original = not after.is_derived
             fails = after.status in FAILED
-            revisions = [e for e in run_events if e.type == "RunRevised"]
-            if original and revisions and was_failed and before is not None:
-                old, new = failure_of(before), failure_of(after)
-                if old is not None and (new is None or new.id != old.id):
-                    happenings.append((revisions[0].position, "unfailure", before))
+            if original and revised and original_before is not None:
+                old, now = failure_of(original_before), failure_of(after)
+                if old is not None and (now is None or now.id != old.id):
+                    position = next(row[0] for row in run_rows if row[4] == "RunRevised")
+                    happenings.append((position, "unfailure", original_before))
                     was_failed = False  # the run now fails differently, or not at all
             if original and fails and not was_failed:
-                terminal = [e for e in run_events if e.type in ("RunFailed", "RunAborted")][-1]
-                happenings.append((terminal.position, "failure", after))
+                terminal = [row[0] for row in run_rows if row[4] in ("RunFailed", "RunAborted")][-1]
+                happenings.append((terminal, "failure", after))
 
         earlier_runs = self._summaries_of(
             conn,
@@ -517,8 +509,8 @@ class LibraryProjection:
 
         wanted: set[str] = set()
         for _, kind, item in happenings:
-            found = failure_of(item) if kind in ("failure", "unfailure") else None
-            signature_id = found.id if found else signature_for(item)
+            failed = failure_of(item) if kind in ("failure", "unfailure") else None
+            signature_id = failed.id if failed else signature_for(item)
             if signature_id:
                 wanted.add(signature_id)
         signatures = self._load_signatures(conn, tables, wanted)
@@ -597,7 +589,7 @@ class LibraryProjection:
     def _write(
         conn: Connection,
         tables: LibraryTables,
-        states: dict[str, RunState],
+        states: dict[str, RunTally],
         signatures: dict[str, SignatureState],
         members: list[dict[str, Any]],
     ) -> None:
@@ -606,7 +598,7 @@ class LibraryProjection:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 conn.execute(delete(tables.runs).where(tables.runs.c.run_id.in_(chunk)))
-            conn.execute(insert(tables.runs), [summary_of(state) for state in states.values()])
+            _insert_rows(conn, tables.runs, [state.summary() for state in states.values()])
         if signatures:
             ids = list(signatures)
             conn.execute(delete(tables.signatures).where(tables.signatures.c.signature.in_(ids)))
@@ -655,6 +647,26 @@ class LibraryProjection:
         )
 
 
+def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+    """``INSERT`` ``rows`` through the driver's ``executemany``: a page writes thousands of
+    summaries and SQLAlchemy's per-row parameter processing cost more than folding them. Times
+    are bound as SQLAlchemy binds them (text on SQLite); every other value as it is."""
+    names = [column.name for column in table.columns]
+    sqlite = is_sqlite(conn)
+    if sqlite:
+        times = [column.name for column in table.columns if isinstance(column.type, DateTime)]
+        for row in rows:
+            for name in times:
+                if row[name] is not None:
+                    row[name] = sqlite_datetime(row[name])
+    marks = ", ".join(["?" if sqlite else "%s"] * len(names))
+    conn.exec_driver_sql(
+        f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})",
+        [tuple([row[name] for name in names]) for row in rows],
+    )
+
+
+_TYPE = itemgetter(4)
 _HOLDERS: dict[int, HolderLock] = {}
 """Holder locks of the leases this process holds, by lease token."""
 
