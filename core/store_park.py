@@ -13,6 +13,7 @@ park (a file database, a server): ``:memory:`` SQLite keeps one connection per t
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -29,6 +30,9 @@ class ConnectionPark:
         self._pool = pool
         self._lock = threading.Lock()
         self._idle: list[tuple[Pool, Any]] = []
+        # A park dropped without clear() (a store never closed) returns its connections to
+        # their pools, rather than leave them to the collector, which SQLAlchemy reports.
+        weakref.finalize(self, _close_all, self._idle)
 
     def take(self) -> tuple[Pool, Any]:
         """A connection (a pool's proxied connection) and the pool it came from."""
@@ -59,6 +63,11 @@ class ConnectionPark:
     def clear(self) -> None:
         """Return every parked connection to its pool (a store closing, a dead connection)."""
         with self._lock:
-            idle, self._idle = self._idle, []
-        for _, pooled in idle:
-            pooled.close()
+            idle = self._idle[:]
+            self._idle.clear()
+        _close_all(idle)
+
+
+def _close_all(idle: list[tuple[Pool, Any]]) -> None:
+    for _, pooled in idle:
+        pooled.close()

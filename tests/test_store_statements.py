@@ -81,6 +81,28 @@ def test_sqlite_append_is_four_statements_for_any_batch(sqlite_store: EventStore
     assert [e.seq for e in sqlite_store.read_run("run-100")] == list(range(100))
 
 
+def test_sqlite_appends_reuse_a_parked_connection_until_its_pool_is_replaced(
+    sqlite_store: EventStore,
+) -> None:
+    """An append parks its connection for the next (no pool checkout per append); after
+    ``Engine.dispose`` the old pool's connection is not reused, and a failed append's goes
+    back to the pool rather than to the park."""
+    connects: list[object] = []
+    event.listen(sqlite_store.engine, "connect", lambda dbapi, _record: connects.append(dbapi))
+    sqlite_store.engine.dispose()
+    for i in range(3):
+        sqlite_store.append(f"p-{i}", steps(1), 0)
+    assert len(connects) == 1
+    sqlite_store.engine.dispose()
+    sqlite_store.append("p-3", steps(1), 0)
+    assert len(connects) == 2
+    with pytest.raises(ConcurrencyError):
+        sqlite_store.append("p-3", steps(1, 1), 0)  # stale version: fails, nothing parked
+    assert sqlite_store._writer._park._idle == []
+    sqlite_store.append("p-3", steps(1, 1), 1)
+    assert len(connects) == 2 and [e.seq for e in sqlite_store.read_run("p-3")] == [0, 1]
+
+
 def test_sqlite_resend_looks_up_ids_only_after_the_fast_path_stored_nothing(
     sqlite_store: EventStore,
 ) -> None:
