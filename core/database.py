@@ -540,7 +540,6 @@ def with_retries(engine: Engine, attempt: Callable[[], T], *, retries: int = 5) 
     :class:`DatabaseError` that says what to do. Integrity errors propagate unchanged: they are
     answers, not failures.
     """
-    busy_timeout = sqlite_busy_timeout(engine.url) if is_sqlite(engine) else 0.0
     delay = 0.05
     started = time.monotonic()
     attempts = 0
@@ -554,7 +553,12 @@ def with_retries(engine: Engine, attempt: Callable[[], T], *, retries: int = 5) 
             fault = classify(exc)
             waited = time.monotonic() - started
             retry = attempts <= retries and (
-                fault == "transient" or (fault == "busy" and waited < busy_timeout)
+                fault == "transient"
+                or (
+                    fault == "busy"
+                    and is_sqlite(engine)
+                    and waited < sqlite_busy_timeout(engine.url)
+                )
             )
             if not retry:
                 error = explain(engine, exc, attempts=attempts, waited=waited)

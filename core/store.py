@@ -661,6 +661,8 @@ def check_run_id(run_id: object) -> None:
             f"run id {run_id[:40]!r}... is {len(run_id)} characters; the limit is "
             f"{MAX_RUN_ID_LENGTH}"
         )
+    if run_id.isprintable():  # no control characters, no lone surrogates: every append's case
+        return
     if any(ord(ch) < 32 for ch in run_id):
         raise InvalidEventError(f"run id {run_id!r} contains control characters")
     try:

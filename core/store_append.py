@@ -3,20 +3,19 @@
 The statements run on a pooled driver connection, below SQLAlchemy's execution layer (whose
 per-statement work costs more than SQLite's insert itself); the engine's dialect commits, its
 pool connects (with the engine's ``connect`` hooks), and driver errors are wrapped as
-SQLAlchemy's, so retries, messages and fault drills treat them like any other:
+SQLAlchemy's, so retries, messages and fault drills treat them like any other. A connection that
+ends an append cleanly is parked for the next one (:mod:`.store_park`), skipping the pool:
 
-* SQLite: ``BEGIN IMMEDIATE`` (the write lock); one ``INSERT ... SELECT ... RETURNING`` that
-  places the first event after the run's last seq and the log's last position (two indexed
-  look-ups) and inserts it only if the run is at the expected version; one ``executemany`` for
-  the rest of the batch (none for a single event); ``COMMIT`` -- three statements for one
-  event, four for a batch.
+* SQLite: ``BEGIN IMMEDIATE`` (the write lock); one ``SELECT`` of the run's last seq and the
+  log's last position (two indexed look-ups); the version checked; one ``executemany`` of the
+  batch; ``COMMIT`` -- four statements for any batch.
 * PostgreSQL: one statement, ``SELECT steplog_append(...)`` (a PL/pgSQL function, migration
   0007) on an autocommit connection -- one round trip, its own transaction. The function takes
   the transaction-scoped position lock, then reads the run's version and the last position
   (new statements, so new snapshots under READ COMMITTED: nothing committed before the lock is
   missed) and inserts the batch only if the version is the expected one. Connections come from
-  a copy of the engine's pool without pre-ping (a dead connection fails the append, the pool is
-  replaced and the append retried).
+  a copy of the engine's pool; parked between appends, they skip its pre-ping (a dead one
+  fails the append, the park is emptied, the pool replaced and the append retried).
 
 The idempotency look-up runs only when the fast path did not store the batch (a version
 conflict or a unique violation): a re-send is recognised there, and its original positions are
@@ -43,6 +42,7 @@ from uuid6 import uuid7
 
 from .errors import ConcurrencyError, IdempotencyError, InvalidEventError, PayloadTooLargeError
 from .models import events_table
+from .store_park import ConnectionPark
 
 if TYPE_CHECKING:
     from .events import Catalogue, Event
@@ -55,16 +55,12 @@ POSITION_LOCK_SQL: Final = (
 )
 COLUMN_NAMES: Final = "position, event_id, run_id, seq, type, schema_version, recorded_at, payload"
 SQLITE_INSERT: Final = f"INSERT INTO events ({COLUMN_NAMES}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-_SQLITE_FIRST: Final = f"""\
-INSERT INTO events ({COLUMN_NAMES})
-SELECT coalesce((SELECT max(position) FROM events), 0) + 1, ?, ?, h.v, ?, ?, ?, ?
-FROM (SELECT coalesce((SELECT max(seq) + 1 FROM events WHERE run_id = ?2), 0) AS v) AS h
-WHERE ?7 IS NULL OR h.v = ?7
-RETURNING position, seq"""
-"""A batch's first row, placed after the run's last seq and the log's last position, inserted
-only if the run is at the expected version (``?7``): the look-up and the insert in one
-statement."""
-_SQLITE_VERSION: Final = "SELECT max(seq) FROM events WHERE run_id = ?"
+_SQLITE_PLACE: Final = (
+    "SELECT (SELECT max(seq) FROM events WHERE run_id = ?), (SELECT max(position) FROM events)"
+)
+"""The run's last seq and the log's last position (two indexed look-ups), read under the write
+lock. A plain ``INSERT`` follows: an ``INSERT ... SELECT`` from ``events`` itself (with
+``RETURNING``) costs SQLite two temporary tables per statement, more than this look-up."""
 _PG_APPEND: Final = (
     "SELECT steplog_append(%s::text, %s::integer, %s::timestamptz, %s::text, %s::text, "
     "%s::text, %s::text, %s::text)"
@@ -280,33 +276,34 @@ class BatchWriter:
         self.engine = engine
         self._catalogue = catalogue
         self._sqlite = engine.dialect.name == "sqlite"
-        self._pg_pool: Pool | None = None
-        if not self._sqlite:
-            pool = engine.pool.recreate()
-            pool._pre_ping = False
-            self._pg_pool = pool
+        # PostgreSQL: a pool of its own (a copy of the engine's: same connect arguments and
+        # hooks), as its connections are switched to autocommit.
+        self._pg_pool: Pool | None = None if self._sqlite else engine.pool.recreate()
+        self._park = ConnectionPark(lambda: self._appending_pool)
 
     @property
     def _appending_pool(self) -> Pool:
-        """The pool appends check connections out of.
+        """The pool appends check connections out of when none is parked.
 
-        SQLite: the engine's own. PostgreSQL: a copy of the engine's pool (same connect
-        arguments and ``connect`` hooks) without pre-ping: a ping is one more round trip per
-        append, and a dead connection needs none -- the append fails on it, this pool is
-        replaced, and the retry (safe: re-sent ids are recognised) runs on a fresh connection.
+        SQLite: the engine's own. PostgreSQL: a copy of the engine's pool; its pre-ping runs at
+        checkout only, which parking makes rare (a first append, concurrent appends): a dead
+        parked connection fails its append, the park is emptied and this pool replaced, and
+        the retry (safe: re-sent ids are recognised) runs on a fresh connection.
         """
         return self._pg_pool if self._pg_pool is not None else self.engine.pool
 
     def _replace_pg_pool(self) -> None:
         """After a dead connection: its siblings most likely died with it (a server restart),
         so later appends start on fresh ones (what ``Engine.dispose`` does)."""
+        self._park.clear()
         old = self._pg_pool
         if old is not None:
             self._pg_pool = old.recreate()
             old.dispose()
 
     def close(self) -> None:
-        """Release the PostgreSQL append pool's idle connections."""
+        """Release the parked connections and the PostgreSQL append pool's idle ones."""
+        self._park.clear()
         if self._pg_pool is not None:
             self._pg_pool.dispose()
 
@@ -344,13 +341,12 @@ class BatchWriter:
         errors, the pool's connect errors included, are wrapped as SQLAlchemy's (a dead
         connection invalidated) so retries and messages treat them like any other.
         """
-        engine = self.engine
-        dialect = engine.dialect
-        pool = self._appending_pool
+        dialect = self.engine.dialect
+        pool: Pool | None = None
         pooled: Any = None
         dbapi: Any = None
         try:
-            pooled = pool.connect()
+            pool, pooled = self._park.take()
             dbapi = pooled.dbapi_connection
             if self._sqlite:
                 dbapi.execute("BEGIN IMMEDIATE")
@@ -361,9 +357,11 @@ class BatchWriter:
                     if dbapi.in_transaction:
                         dbapi.rollback()
                     raise
-                return positions
-            positions = _pg_append(dbapi, run_id, batch, expected_version)
-            dialect.do_commit(pooled)  # autocommit: the statement has committed; no round trip
+            else:
+                positions = _pg_append(dbapi, run_id, batch, expected_version)
+                dialect.do_commit(pooled)  # autocommit: committed already; no round trip
+            self._park.give_back(pool, pooled)  # ended cleanly: no transaction open
+            pooled = None
             return positions
         except dialect.loaded_dbapi.Error as exc:
             gone = dialect.is_disconnect(exc, dbapi, None)
@@ -438,30 +436,16 @@ class BatchWriter:
 def _sqlite_append(
     dbapi: Any, run_id: str, batch: list[Prepared], expected_version: int | None
 ) -> list[int]:
-    """``batch`` in the open ``BEGIN IMMEDIATE`` transaction: its first row placed and
-    version-checked by one statement, the rest in one ``executemany``."""
+    """``batch`` in the open ``BEGIN IMMEDIATE`` transaction (the write lock: nothing else
+    commits until it ends): the run's version and the last position looked up, the version
+    checked, then every row in one ``executemany``."""
+    ((last_seq, last_position),) = dbapi.execute(_SQLITE_PLACE, (run_id,)).fetchall()
+    version = 0 if last_seq is None else last_seq + 1
+    if expected_version is not None and version != expected_version:
+        raise _Conflict(version)
+    position = 1 if last_position is None else last_position + 1
     now_text = sqlite_datetime(datetime.now(UTC))
-    first = batch[0]
-    placed = dbapi.execute(
-        _SQLITE_FIRST,
-        (
-            first.event_id.hex,
-            run_id,
-            first.type,
-            first.schema_version,
-            now_text if first.recorded_at is None else sqlite_datetime(first.recorded_at),
-            first.payload_json,
-            expected_version,
-        ),
-    ).fetchall()
-    if not placed:  # nothing inserted: the run's version was not the expected one
-        (last_seq,) = dbapi.execute(_SQLITE_VERSION, (run_id,)).fetchone()
-        raise _Conflict(0 if last_seq is None else last_seq + 1)
-    ((position, seq),) = placed
-    if len(batch) > 1:
-        dbapi.executemany(
-            SQLITE_INSERT, sqlite_rows(run_id, seq + 1, position + 1, batch[1:], now_text)
-        )
+    dbapi.executemany(SQLITE_INSERT, sqlite_rows(run_id, version, position, batch, now_text))
     return list(range(position, position + len(batch)))
 
 

@@ -3,8 +3,8 @@
 Counted, not timed: SQLite's trace callback sees every statement the driver runs; libpq's
 protocol trace shows every message PostgreSQL receives (a ``Sync`` ends a round trip, a simple
 ``Query`` is one too -- a pool's pre-ping is one). The expectations are the write path's design
-(module docstring of ``steplog.store_append``): on SQLite three statements for one event and four
-for a batch, on PostgreSQL one round trip, and the idempotency look-up only for a re-send.
+(module docstring of ``steplog.store_append``): on SQLite four statements for any batch, on
+PostgreSQL one round trip, and the idempotency look-up only for a re-send.
 """
 
 from __future__ import annotations
@@ -67,23 +67,40 @@ def sqlite_store(tmp_path: Path) -> Any:
     store.close()
 
 
-def test_sqlite_append_is_three_statements_for_one_event_and_four_for_a_batch(
-    sqlite_store: EventStore,
-) -> None:
+def test_sqlite_append_is_four_statements_for_any_batch(sqlite_store: EventStore) -> None:
     seen = _sqlite_statements(sqlite_store)
     sqlite_store.append("warm-2", steps(1), 0)  # opens the traced connection: pragmas
-    seen.clear()
-    sqlite_store.append("run-1", steps(1), 0)
-    assert _kinds(seen) == ["BEGIN", "INSERT", "COMMIT"], seen
-    assert "RETURNING" in seen[1]  # the version check and placement ride on the insert
-    for batch in (2, 100):
+    for batch in (1, 2, 100):
         seen.clear()
         sqlite_store.append(f"run-{batch}", steps(batch), 0)
-        assert _kinds(seen) == ["BEGIN", "INSERT", "COMMIT"], seen
+        assert _kinds(seen) == ["BEGIN", "SELECT", "INSERT", "COMMIT"], seen
+        assert "max(seq)" in seen[1] and "max(position)" in seen[1]  # one look-up for both
         inserts = [sql for sql in seen if sql.lstrip().upper().startswith("INSERT")]
-        assert len(inserts) == batch  # the first row's statement, then one executemany
-        assert "RETURNING" in inserts[0] and not any("RETURNING" in sql for sql in inserts[1:])
+        assert len(inserts) == batch  # one executemany
+        assert not any("SELECT" in sql or "RETURNING" in sql for sql in inserts)
     assert [e.seq for e in sqlite_store.read_run("run-100")] == list(range(100))
+
+
+def test_sqlite_appends_reuse_a_parked_connection_until_its_pool_is_replaced(
+    sqlite_store: EventStore,
+) -> None:
+    """An append parks its connection for the next (no pool checkout per append); after
+    ``Engine.dispose`` the old pool's connection is not reused, and a failed append's goes
+    back to the pool rather than to the park."""
+    connects: list[object] = []
+    event.listen(sqlite_store.engine, "connect", lambda dbapi, _record: connects.append(dbapi))
+    sqlite_store.engine.dispose()
+    for i in range(3):
+        sqlite_store.append(f"p-{i}", steps(1), 0)
+    assert len(connects) == 1
+    sqlite_store.engine.dispose()
+    sqlite_store.append("p-3", steps(1), 0)
+    assert len(connects) == 2
+    with pytest.raises(ConcurrencyError):
+        sqlite_store.append("p-3", steps(1, 1), 0)  # stale version: fails, nothing parked
+    assert sqlite_store._writer._park._idle == []
+    sqlite_store.append("p-3", steps(1, 1), 1)
+    assert len(connects) == 2 and [e.seq for e in sqlite_store.read_run("p-3")] == [0, 1]
 
 
 def test_sqlite_resend_looks_up_ids_only_after_the_fast_path_stored_nothing(
@@ -94,15 +111,15 @@ def test_sqlite_resend_looks_up_ids_only_after_the_fast_path_stored_nothing(
     seen = _sqlite_statements(sqlite_store)
     assert sqlite_store.append("r", batch, 0) == first  # a re-send: same positions
     kinds = _kinds(seen)
-    # The fast path tried its one version-checked insert (which stored nothing: the version
-    # is 3, not 0) and rolled back; only then the look-up.
-    assert kinds[:4] == ["BEGIN", "INSERT", "SELECT", "ROLLBACK"], kinds
+    # The fast path read the version (3, not 0), inserted nothing and rolled back; only then
+    # the look-up.
+    assert kinds[:3] == ["BEGIN", "SELECT", "ROLLBACK"], kinds
     assert "LOOKUP" in kinds and kinds.index("LOOKUP") > kinds.index("ROLLBACK")
-    assert kinds.count("INSERT") == 1  # never the rest of the batch
+    assert kinds.count("INSERT") == 0
     seen.clear()
     with pytest.raises(ConcurrencyError):
         sqlite_store.append("r", steps(1), 0)  # a real conflict: new ids, stale version
-    assert _kinds(seen)[:4] == ["BEGIN", "INSERT", "SELECT", "ROLLBACK"], seen
+    assert _kinds(seen)[:3] == ["BEGIN", "SELECT", "ROLLBACK"], seen
     assert [e.event_id for e in sqlite_store.read_run("r")] == [n.event_id for n in batch]
 
 
@@ -118,20 +135,18 @@ def test_sqlite_append_sends_nothing_through_sqlalchemy_execution(
 
 
 def _pg_round_trips(store: EventStore, trace_path: Path, appends: Any) -> list[str]:
-    """What the client sent while ``appends()`` ran on the store's append connection (the
-    append pool holds one idle connection after a first append)."""
-    pool = store._writer._appending_pool
-    pooled: Any = pool.connect()
+    """What the client sent while ``appends()`` ran on the store's append connection (parked
+    after a first append: taken from the park and put back, untouched)."""
+    park = store._writer._park
+    pool, pooled = park.take()
     pgconn = pooled.dbapi_connection.pgconn
     fd = os.open(trace_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     pgconn.trace(fd)
-    pooled.close()
+    park.give_back(pool, pooled)
     try:
         appends()
     finally:
-        pooled = pool.connect()
-        pooled.dbapi_connection.pgconn.untrace()
-        pooled.close()
+        pgconn.untrace()
         os.close(fd)
     sent = [line.split("\t") for line in trace_path.read_text().splitlines()]
     return [fields[3] for fields in sent if len(fields) > 3 and fields[1] == "F"]
