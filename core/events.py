@@ -9,7 +9,7 @@ version; stored events are upgraded on read, never rewritten.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -129,6 +129,34 @@ class Catalogue:
             return event_type.model_validate(upgraded)
         except ValidationError as exc:
             raise InvalidEventError(describe_validation_error(type_name, exc)) from None
+
+
+E = TypeVar("E", bound=Event)
+
+_FIELDS: dict[type[Event], frozenset[str]] = {}
+_set_slot = object.__setattr__
+
+
+def from_stored(event_type: type[E], payload: JsonDict) -> E:
+    """The event a payload read back from a store describes (validated when it was appended,
+    upcast on read), built without validating it again: ``payload`` becomes its fields as it
+    is (the caller gives up the dict). Only a payload with exactly the model's fields is taken
+    so; any other (an old version's, missing a field added since) is validated.
+
+    For check-only replays, whose served calls are the recording's own payloads; anything
+    that is stored goes through :meth:`~pydantic.BaseModel.model_validate`.
+    """
+    names = _FIELDS.get(event_type)
+    if names is None:
+        names = _FIELDS[event_type] = frozenset(event_type.model_fields)
+    if payload.keys() != names:
+        return event_type.model_validate(payload)
+    event = object.__new__(event_type)
+    _set_slot(event, "__dict__", payload)
+    _set_slot(event, "__pydantic_fields_set__", set(names))
+    _set_slot(event, "__pydantic_extra__", None)
+    _set_slot(event, "__pydantic_private__", None)
+    return event
 
 
 def describe_validation_error(type_name: str, exc: ValidationError) -> str:
