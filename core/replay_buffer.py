@@ -67,6 +67,8 @@ class BufferedStore(EventStore):
         self._new: dict[str, list[NewEvent]] = {}
         self._events: dict[str, list[Event | NewEvent]] = {}
         """Check-only: each run's events as recorded, serialized only when read."""
+        self._known: set[type] = set()
+        """Check-only: event types found in the catalogue."""
         self._opened = datetime.now(UTC)
         """Check-only: the time every buffered event is said to be appended at."""
 
@@ -146,11 +148,14 @@ class BufferedStore(EventStore):
         first = len(kept)
         if expected_version is not None and expected_version != first:
             raise ConcurrencyError(run_id, expected_version, first)
-        name_of = self.catalogue.name_of
+        known = self._known
         for offset, item in enumerate(events):
-            event = item.event if isinstance(item, NewEvent) else item
-            if name_of(type(event)) is None:
-                raise not_in_catalogue(self.catalogue, offset, event)
+            if type(item) not in known:
+                event = item.event if isinstance(item, NewEvent) else item
+                if self.catalogue.name_of(type(event)) is None:
+                    raise not_in_catalogue(self.catalogue, offset, event)
+                if event is item:
+                    known.add(type(item))
         kept.extend(events)
         return list(range(first, len(kept)))
 
