@@ -137,22 +137,23 @@ _FIELDS: dict[type[Event], frozenset[str]] = {}
 _set_slot = object.__setattr__
 
 
-def from_stored(event_type: type[E], payload: JsonDict) -> E:
-    """The event a payload read back from a store describes (validated when it was appended,
-    upcast on read), built without validating it again: ``payload`` becomes its fields as it
-    is (the caller gives up the dict). Only a payload with exactly the model's fields is taken
-    so; any other (an old version's, missing a field added since) is validated.
+def unvalidated(event_type: type[E], fields: JsonDict) -> E:
+    """``event_type(**fields)`` built without validating: ``fields`` becomes the event's own
+    (the caller gives up the dict). Only when ``fields`` names exactly the model's fields;
+    otherwise (a payload of an old version, a field left to its default) it is validated.
 
-    For check-only replays, whose served calls are the recording's own payloads; anything
-    that is stored goes through :meth:`~pydantic.BaseModel.model_validate`.
+    For check-only replays only, whose events are compared with the recording and never
+    stored: the calls they serve are the recording's own payloads (validated when they were
+    appended, upcast on read), and an invalid event the code builds differs from the valid
+    one recorded. Anything that is stored goes through validation.
     """
     names = _FIELDS.get(event_type)
     if names is None:
         names = _FIELDS[event_type] = frozenset(event_type.model_fields)
-    if payload.keys() != names:
-        return event_type.model_validate(payload)
+    if fields.keys() != names:
+        return event_type.model_validate(fields)
     event = object.__new__(event_type)
-    _set_slot(event, "__dict__", payload)
+    _set_slot(event, "__dict__", fields)
     _set_slot(event, "__pydantic_fields_set__", set(names))
     _set_slot(event, "__pydantic_extra__", None)
     _set_slot(event, "__pydantic_private__", None)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..canonical import fingerprint
-from ..events import ClockRead, E, ModelCalled, ToolCalled, from_stored
+from ..events import ClockRead, E, ModelCalled, ToolCalled, unvalidated
 from ..recorder import RecordedRandom, RunRecorder, step_seed
 from .faults import FaultPlan
 from .playback import Playback
@@ -80,6 +80,11 @@ class RunContext:
         self._models = {self.model_version: self.model}
         for version in self.role_versions.values():
             self._models.setdefault(version, SimulatedModel(version, self.scenario.model(version)))
+
+    def event(self, kind: type[E], **fields: Any) -> E:
+        """``kind(**fields)``; in a check-only replay built without validation (compared with
+        the recording, never stored: see :func:`~steplog.events.unvalidated`)."""
+        return unvalidated(kind, fields) if self._check_only else kind(**fields)
 
     def version_of(self, step: ConcreteStep) -> str:
         """The model version that answers ``step``: its agent's, else the run's."""
@@ -248,7 +253,7 @@ class RunContext:
         recorded["call_index"] = self.recorder.next_call_index()
         self.clock_ms += recorded.get("latency_ms", 0.0)
         # a check-only replay takes the recording's own payload (validated when it was stored)
-        build = from_stored if self._check_only else _validated
+        build = unvalidated if self._check_only else _validated
         event = build(kind, recorded)
         if isinstance(event, ModelCalled):
             self.attempt_tokens += event.input_tokens + event.output_tokens

@@ -199,7 +199,8 @@ def _execute(
             ctx.begin_attempt(step.index, attempt)
             inputs = _inputs(step, values, ctx.instance)
             recorder.record(
-                StepStarted(
+                ctx.event(
+                    StepStarted,
                     step=step.name,
                     step_index=step.index,
                     attempt=attempt,
@@ -228,7 +229,8 @@ def _execute(
             budget.step_tokens += used
             budget.run_tokens += used
             recorder.record(
-                StepCompleted(
+                ctx.event(
+                    StepCompleted,
                     step=step.name,
                     step_index=step.index,
                     attempt=attempt,
