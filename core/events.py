@@ -139,8 +139,9 @@ _set_slot = object.__setattr__
 
 def unvalidated(event_type: type[E], fields: JsonDict) -> E:
     """``event_type(**fields)`` built without validating: ``fields`` becomes the event's own
-    (the caller gives up the dict). Only when ``fields`` names exactly the model's fields;
-    otherwise (a payload of an old version, a field left to its default) it is validated.
+    (the caller gives up the dict). Only when ``fields`` names exactly the model's fields and
+    none holds a model; otherwise (a payload of an old version, a field left to its default,
+    a nested model) it is validated.
 
     For check-only replays only, whose events are compared with the recording and never
     stored: the calls they serve are the recording's own payloads (validated when they were
@@ -149,7 +150,7 @@ def unvalidated(event_type: type[E], fields: JsonDict) -> E:
     """
     names = _FIELDS.get(event_type)
     if names is None:
-        names = _FIELDS[event_type] = frozenset(event_type.model_fields)
+        names = _FIELDS[event_type] = _flat_fields(event_type)
     if fields.keys() != names:
         return event_type.model_validate(fields)
     event = object.__new__(event_type)
@@ -158,6 +159,16 @@ def unvalidated(event_type: type[E], fields: JsonDict) -> E:
     _set_slot(event, "__pydantic_extra__", None)
     _set_slot(event, "__pydantic_private__", None)
     return event
+
+
+def _flat_fields(event_type: type[Event]) -> frozenset[str]:
+    """The model's field names, or none when a field holds a model (its JSON form is not its
+    value: such events are always validated)."""
+    nested = any(
+        isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+        for info in event_type.model_fields.values()
+    )
+    return frozenset() if nested else frozenset(event_type.model_fields)
 
 
 def describe_validation_error(type_name: str, exc: ValidationError) -> str:
