@@ -9,7 +9,7 @@ version; stored events are upgraded on read, never rewritten.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -129,6 +129,46 @@ class Catalogue:
             return event_type.model_validate(upgraded)
         except ValidationError as exc:
             raise InvalidEventError(describe_validation_error(type_name, exc)) from None
+
+
+E = TypeVar("E", bound=Event)
+
+_FIELDS: dict[type[Event], frozenset[str]] = {}
+_set_slot = object.__setattr__
+
+
+def unvalidated(event_type: type[E], fields: JsonDict) -> E:
+    """``event_type(**fields)`` built without validating: ``fields`` becomes the event's own
+    (the caller gives up the dict). Only when ``fields`` names exactly the model's fields and
+    none holds a model; otherwise (a payload of an old version, a field left to its default,
+    a nested model) it is validated.
+
+    For check-only replays only, whose events are compared with the recording and never
+    stored: the calls they serve are the recording's own payloads (validated when they were
+    appended, upcast on read), and an invalid event the code builds differs from the valid
+    one recorded. Anything that is stored goes through validation.
+    """
+    names = _FIELDS.get(event_type)
+    if names is None:
+        names = _FIELDS[event_type] = _flat_fields(event_type)
+    if fields.keys() != names:
+        return event_type.model_validate(fields)
+    event = object.__new__(event_type)
+    _set_slot(event, "__dict__", fields)
+    _set_slot(event, "__pydantic_fields_set__", set(names))
+    _set_slot(event, "__pydantic_extra__", None)
+    _set_slot(event, "__pydantic_private__", None)
+    return event
+
+
+def _flat_fields(event_type: type[Event]) -> frozenset[str]:
+    """The model's field names, or none when a field holds a model (its JSON form is not its
+    value: such events are always validated)."""
+    nested = any(
+        isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+        for info in event_type.model_fields.values()
+    )
+    return frozenset() if nested else frozenset(event_type.model_fields)
 
 
 def describe_validation_error(type_name: str, exc: ValidationError) -> str:

@@ -15,9 +15,8 @@ limits, gates, outputs), at the step where the change acts.
 
 from __future__ import annotations
 
-import itertools
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -39,29 +38,19 @@ _COUNTED_IDS: list[uuid.UUID] = []
 
 
 def _counted_id(index: int) -> uuid.UUID:
-    """UUID ``index + 1``: made once per process and shared by every check-only replay."""
+    """UUID ``index + 1`` (a check-only replay's id of its event at seq ``index``: nothing
+    keeps them), made once per process and shared by every check-only replay."""
     if index >= len(_COUNTED_IDS):
         _COUNTED_IDS.extend(uuid.UUID(int=n + 1) for n in range(len(_COUNTED_IDS), 2 * index + 64))
     return _COUNTED_IDS[index]
 
 
-def _counted_ids() -> Iterator[uuid.UUID]:
-    """UUIDs 1, 2, 3, ... (a check-only replay's event ids: nothing keeps them); the first
-    thousand straight from the shared list."""
-    _counted_id(_PREMADE_IDS - 1)
-    return itertools.chain(
-        _COUNTED_IDS[:_PREMADE_IDS], map(_counted_id, itertools.count(_PREMADE_IDS))
-    )
-
-
-_PREMADE_IDS = 1024
-
-
 class BufferedStore(EventStore):
     """An :class:`EventStore` whose appends stay in memory; other runs are read from ``backing``."""
 
-    event_ids: Callable[[], uuid.UUID] | None = None
-    """Where the recorder takes event ids from (None: UUIDv7s)."""
+    keeps_events: bool = False
+    """Check-only: appends keep the events themselves (a recorder hands them over bare, with
+    no id: :meth:`read_run` numbers them if it is ever asked)."""
 
     def __init__(self, backing: EventStore, *, check_only: bool = False) -> None:
         super().__init__(
@@ -73,15 +62,15 @@ class BufferedStore(EventStore):
         self.backing = backing
         self.check_only = check_only
         """Nothing will be committed: event ids are a counter, not UUIDv7s."""
+        self.keeps_events = check_only
         self._runs: dict[str, list[StoredEvent]] = {}
         self._new: dict[str, list[NewEvent]] = {}
-        self._events: dict[str, list[tuple[str, NewEvent]]] = {}
-        """Check-only: each run's events as recorded (with their type names), serialized
-        only when read."""
+        self._events: dict[str, list[Event | NewEvent]] = {}
+        """Check-only: each run's events as recorded, serialized only when read."""
+        self._known: set[type] = set()
+        """Check-only: event types found in the catalogue."""
         self._opened = datetime.now(UTC)
         """Check-only: the time every buffered event is said to be appended at."""
-        if check_only:
-            self.event_ids = _counted_ids().__next__
 
     @property
     def url(self) -> str:
@@ -150,7 +139,7 @@ class BufferedStore(EventStore):
     def _keep(
         self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None
     ) -> list[int]:
-        """Check-only: buffer ``events`` as they are, with their type names; their seqs."""
+        """Check-only: buffer ``events`` as they are (each of a catalogued type); their seqs."""
         kept = self._events.get(run_id)
         if kept is None:
             check_run_id(run_id)
@@ -159,14 +148,15 @@ class BufferedStore(EventStore):
         first = len(kept)
         if expected_version is not None and expected_version != first:
             raise ConcurrencyError(run_id, expected_version, first)
-        name_of = self.catalogue.name_of
+        known = self._known
         for offset, item in enumerate(events):
-            if type(item) is not NewEvent:
-                item = item if isinstance(item, NewEvent) else NewEvent(item)
-            type_name = name_of(type(item.event))
-            if type_name is None:
-                raise not_in_catalogue(self.catalogue, offset, item.event)
-            kept.append((type_name, item))
+            if type(item) not in known:
+                event = item.event if isinstance(item, NewEvent) else item
+                if self.catalogue.name_of(type(event)) is None:
+                    raise not_in_catalogue(self.catalogue, offset, event)
+                if event is item:
+                    known.add(type(item))
+        kept.extend(events)
         return list(range(first, len(kept)))
 
     def quarantine(self, *, source: str, location: str, reason: str, raw: str) -> int:
@@ -185,18 +175,23 @@ class BufferedStore(EventStore):
         the store's size checks (nothing will be stored)."""
         stored = self._runs[run_id]
         kept = self._events.get(run_id, ())
+        name_of = self.catalogue.name_of
         for seq in range(len(stored), len(kept)):
-            type_name, item = kept[seq]
+            item = kept[seq]
+            if isinstance(item, NewEvent):
+                event, event_id, at = item.event, item.event_id, item.recorded_at or self._opened
+            else:
+                event, event_id, at = item, _counted_id(seq), self._opened
             stored.append(
                 StoredEvent(
                     -1,
-                    item.event_id,
+                    event_id,
                     run_id,
                     seq,
-                    type_name,
-                    item.event.schema_version,
-                    item.recorded_at or self._opened,
-                    item.event.model_dump(mode="json"),
+                    name_of(type(event)) or "",
+                    event.schema_version,
+                    at,
+                    event.model_dump(mode="json"),
                 )
             )
         return stored
@@ -209,14 +204,19 @@ class BufferedStore(EventStore):
         kept = self._events.get(run_id)
         if kept is None or run_id not in self._runs:
             return same_stream(recorded, self.read_run(run_id))
-        mine = [entry for entry in kept if entry[0] not in ANNOTATIONS]
+        name_of = self.catalogue.name_of
+        mine = []
+        for item in kept:
+            event = item.event if isinstance(item, NewEvent) else item
+            type_name = name_of(type(event))
+            if type_name not in ANNOTATIONS:
+                mine.append((type_name, event))
         theirs = [event for event in recorded if event.type not in ANNOTATIONS]
         if len(mine) != len(theirs):
             return False
-        for (type_name, item), stored in zip(mine, theirs, strict=True):
+        for (type_name, event), stored in zip(mine, theirs, strict=True):
             if type_name != stored.type:
                 return False
-            event = item.event
             payload = stored.payload
             if type_name == "RunStarted":
                 links = REPLAY_LINKS

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from steplog import EventStore
 from steplog.annotations import add_to_regression_set
 from steplog.errors import ConcurrencyError, SteplogError
-from steplog.events import RunCompleted, RunStarted, StepCompleted
+from steplog.events import ModelCalled, RunCompleted, RunStarted, StepCompleted, unvalidated
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.runner import RunStateError
 from steplog.harness.scenario import ENV_SCENARIOS, get_scenario
@@ -250,6 +250,22 @@ def test_buffered_store_keeps_runs_in_memory(home: dict[str, Any]) -> None:
     assert [e.type for e in store.read_run("mem-2")] == ["RunStarted"]
     buffered.close()
     assert store.read_run("mem-2")  # the backing store stays open
+
+
+def test_unvalidated_events_are_the_validated_ones(home: dict[str, Any]) -> None:
+    """Check-only replays build served calls (and their own steps) without validating: for
+    every recorded payload the event must equal the validated one, and a payload that lacks
+    a field (an older version's) is validated, its default filled in."""
+    store = home["store"]
+    for run_id in (*home["completed"][:2], *home["failed"][:2]):
+        for stored in store.read_run(run_id):
+            kind = store.catalogue.model(stored.type)
+            built = unvalidated(kind, dict(stored.payload))
+            assert built == kind.model_validate(stored.payload)
+            assert built.model_dump(mode="json") == stored.payload
+    call = next(e for e in store.read_run(home["completed"][0]) if e.type == "ModelCalled")
+    older = {k: v for k, v in call.payload.items() if k != "reasoning_tokens"}
+    assert unvalidated(ModelCalled, older) == ModelCalled.model_validate(call.payload)
 
 
 def test_departure_of_identical_streams_is_none(home: dict[str, Any]) -> None:

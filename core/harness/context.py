@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..canonical import fingerprint
-from ..events import ClockRead, ModelCalled, ToolCalled
+from ..events import ClockRead, E, ModelCalled, ToolCalled, unvalidated
 from ..recorder import RecordedRandom, RunRecorder, step_seed
 from .faults import FaultPlan
 from .playback import Playback
@@ -29,6 +29,10 @@ class AttemptError(Exception):
     retryable: bool = True
     layer: str | None = None
     check: str | None = None
+
+
+def _validated(kind: type[E], payload: dict[str, Any]) -> E:
+    return kind.model_validate(payload)
 
 
 _NONE: Any = object()
@@ -61,8 +65,13 @@ class RunContext:
     model: SimulatedModel = field(init=False)
     tools: SimulatedTools = field(init=False)
     _models: dict[str, SimulatedModel] = field(init=False, repr=False)
+    attempt_tokens: int = field(default=0, init=False)
+    """Tokens of the model calls of the current attempt (its budget accounting)."""
+    _check_only: bool = field(default=False, init=False, repr=False)
+    """Recording into a check-only replay's buffer: served calls are not validated again."""
 
     def __post_init__(self) -> None:
+        self._check_only = bool(getattr(self.recorder.store, "check_only", False))
         self.started_ms = self.started_ms or self.clock_ms
         spec = self.scenario.model(self.model_version)
         self.model = SimulatedModel(self.model_version, spec)
@@ -71,6 +80,11 @@ class RunContext:
         self._models = {self.model_version: self.model}
         for version in self.role_versions.values():
             self._models.setdefault(version, SimulatedModel(version, self.scenario.model(version)))
+
+    def event(self, kind: type[E], **fields: Any) -> E:
+        """``kind(**fields)``; in a check-only replay built without validation (compared with
+        the recording, never stored: see :func:`~steplog.events.unvalidated`)."""
+        return unvalidated(kind, fields) if self._check_only else kind(**fields)
 
     def version_of(self, step: ConcreteStep) -> str:
         """The model version that answers ``step``: its agent's, else the run's."""
@@ -81,6 +95,7 @@ class RunContext:
         """Point the context at a new step attempt (fresh random stream)."""
         self.step_index = step_index
         self.attempt = attempt
+        self.attempt_tokens = 0
         self._response = _NONE
         self._random = None
 
@@ -142,17 +157,15 @@ class RunContext:
         version = self.version_of(step)
         playback = self._served(step.index)
         if playback is not None:
-            recorded = playback.take(
-                "ModelCalled",
+            recorded = self._serve(
+                playback,
+                ModelCalled,
                 step.index,
-                name=version,
-                request=request,
-                check_name=playback.checks_name(step.index),
+                version,
+                request,
+                playback.checks_name(step.index),
             )
-            recorded["call_index"] = self.recorder.next_call_index()
-            self.clock_ms += recorded.get("latency_ms", 0.0)
             self._response = recorded["response"]
-            self.recorder.record(ModelCalled.model_validate(recorded))
             return dict(recorded["response"])
         reply = self._models[version].complete(
             seed=self.seed,
@@ -166,6 +179,7 @@ class RunContext:
         )
         self._pace(reply.latency_ms)
         self._response = reply.response
+        self.attempt_tokens += reply.input_tokens + reply.output_tokens
         self.recorder.record(
             ModelCalled(
                 step_index=step.index,
@@ -188,10 +202,7 @@ class RunContext:
         args = {"instance": self.instance.id, "step": step.name}
         playback = self._served(step.index)
         if playback is not None:
-            recorded = playback.take("ToolCalled", step.index, name=tool, request=args)
-            recorded["call_index"] = self.recorder.next_call_index()
-            self.clock_ms += recorded.get("latency_ms", 0.0)
-            self.recorder.record(ToolCalled.model_validate(recorded))
+            recorded = self._serve(playback, ToolCalled, step.index, tool, args)
             if recorded.get("error_type"):
                 raise AttemptError(
                     recorded["error_type"], str((recorded.get("result") or {}).get("error", ""))
@@ -223,6 +234,31 @@ class RunContext:
         if reply.error_type:
             raise AttemptError(reply.error_type, str(reply.result.get("error", "")))
         return reply.result
+
+    def _serve(
+        self,
+        playback: Playback,
+        kind: type[ModelCalled] | type[ToolCalled],
+        step_index: int,
+        name: str,
+        request: dict[str, Any],
+        check_name: bool = True,
+    ) -> dict[str, Any]:
+        """Serve a recorded model or tool call: the next recorded call if it is the one asked
+        for (else :class:`Divergence`), recorded again at this run's next call index, its
+        latency added to the simulated clock; its payload."""
+        recorded = playback.take(
+            kind.type_name(), step_index, name=name, request=request, check_name=check_name
+        )
+        recorded["call_index"] = self.recorder.next_call_index()
+        self.clock_ms += recorded.get("latency_ms", 0.0)
+        # a check-only replay takes the recording's own payload (validated when it was stored)
+        build = unvalidated if self._check_only else _validated
+        event = build(kind, recorded)
+        if isinstance(event, ModelCalled):
+            self.attempt_tokens += event.input_tokens + event.output_tokens
+        self.recorder.record(event)
+        return recorded
 
     def _pace(self, simulated_ms: float) -> None:
         self.clock_ms += simulated_ms

@@ -17,11 +17,11 @@ from ..events import (
     ApprovalRequested,
     BudgetExceeded,
     Event,
-    ModelCalled,
     ReplayDiverged,
     RunAborted,
     RunCompleted,
     RunFailed,
+    RunStarted,
     StepAttemptFailed,
     StepCompleted,
     StepFailed,
@@ -80,12 +80,21 @@ def fold_run(store: EventStore, run_id: str) -> RunState:
 
 
 def drive(
-    store: EventStore, recorder: RunRecorder, scenario: ScenarioSpec, context: RunContext
+    store: EventStore,
+    recorder: RunRecorder,
+    scenario: ScenarioSpec,
+    context: RunContext,
+    *,
+    started: RunStarted | None = None,
 ) -> Ending:
-    """Execute the run's remaining steps from its folded state; how it ended."""
-    state = fold_run(store, recorder.run_id)
+    """Execute the run's remaining steps from its folded state; how it ended.
+
+    ``started``: the caller has just started the run with this header (its log holds that and
+    the start clock, nothing else), so there is nothing to fold: no step has run.
+    """
+    state = None if started is not None else fold_run(store, recorder.run_id)
     try:
-        status, failure = _execute(recorder, scenario, context, state)
+        status, failure = _execute(recorder, scenario, context, state, started)
     except _Stop as stop:
         status, failure = stop.status, stop.failure_type
     except Divergence as stopped:
@@ -113,20 +122,31 @@ def end_diverged(recorder: RunRecorder, divergence: Divergence, step_index: int 
 
 
 def _execute(
-    recorder: RunRecorder, scenario: ScenarioSpec, ctx: RunContext, state: RunState
+    recorder: RunRecorder,
+    scenario: ScenarioSpec,
+    ctx: RunContext,
+    state: RunState | None,
+    started: RunStarted | None = None,
 ) -> tuple[str, str | None]:
+    """The steps from ``state`` on (None: a run just ``started``, no step run yet)."""
     config = scenario.config
     steps = scenario.steps_for(ctx.instance)
-    budget = _Budget(
-        run_tokens=state.input_tokens + state.output_tokens,
-        retries=state.retries,
-        started_ms=ctx.started_ms,
-    )
-    values: dict[str, Any] = dict(state.values)
-    policy: GatePolicy = _gate_policy(state, scenario)
+    if state is None:
+        budget = _Budget(run_tokens=0, retries=0, started_ms=ctx.started_ms)
+        values: dict[str, Any] = {}
+        recorded = started.gate_policy if started is not None else None
+        policy: GatePolicy = scenario.gate_policy if recorded is None else recorded
+    else:
+        budget = _Budget(
+            run_tokens=state.input_tokens + state.output_tokens,
+            retries=state.retries,
+            started_ms=ctx.started_ms,
+        )
+        values = dict(state.values)
+        policy = _gate_policy(state, scenario)
 
     for step in steps:
-        existing = state.step(step.index)
+        existing = state.step(step.index) if state is not None else None
         if existing is not None and existing.status == "done":
             continue
         if config.max_steps is not None and step.index >= config.max_steps:
@@ -179,7 +199,8 @@ def _execute(
             ctx.begin_attempt(step.index, attempt)
             inputs = _inputs(step, values, ctx.instance)
             recorder.record(
-                StepStarted(
+                ctx.event(
+                    StepStarted,
                     step=step.name,
                     step_index=step.index,
                     attempt=attempt,
@@ -187,13 +208,12 @@ def _execute(
                     role=step.spec.role,
                 )
             )
-            tokens_before = _tokens(recorder)
             try:
                 output = _attempt(ctx, step, inputs, previous_response)
             except AttemptError as error:
                 previous_response = ctx.last_response
                 _record_attempt_failure(recorder, step, attempt, error)
-                used = _tokens(recorder) - tokens_before
+                used = ctx.attempt_tokens  # the tokens of this attempt's model calls
                 budget.step_tokens += used
                 budget.run_tokens += used
                 # Every decision about this attempt goes into the same commit as the attempt,
@@ -205,11 +225,12 @@ def _execute(
                 recorder.flush()
                 failed += 1
                 continue
-            used = _tokens(recorder) - tokens_before
+            used = ctx.attempt_tokens
             budget.step_tokens += used
             budget.run_tokens += used
             recorder.record(
-                StepCompleted(
+                ctx.event(
+                    StepCompleted,
                     step=step.name,
                     step_index=step.index,
                     attempt=attempt,
@@ -245,8 +266,8 @@ def _execute(
 
 def _summary(output: dict[str, Any]) -> str:
     # sorted: PostgreSQL's JSONB does not keep key order, and replays must match exactly
-    shown = ", ".join(f"{key}={value}" for key, value in sorted(output.items())[:3])
-    return shown + (f" (+{len(output) - 3} more)" if len(output) > 3 else "")
+    shown = ", ".join([f"{key}={value}" for key, value in sorted(output.items())[:3]])
+    return shown if len(output) <= 3 else f"{shown} (+{len(output) - 3} more)"
 
 
 def _gate_policy(state: RunState, scenario: ScenarioSpec) -> GatePolicy:
@@ -449,15 +470,6 @@ def _check_timeout(
             step,
             f"the run took {elapsed:.0f} s (simulated clock), over {timeout:.0f} s",
         )
-
-
-def _tokens(recorder: RunRecorder) -> int:
-    total = 0  # a loop, not sum(generator): this runs twice per step attempt
-    for pending in recorder.pending:
-        event = pending.event
-        if isinstance(event, ModelCalled):
-            total += event.input_tokens + event.output_tokens
-    return total
 
 
 def _completion_problem(

@@ -102,6 +102,12 @@ class Playback:
                     f"the run stopped at step {stop[0]} ({stop[1]}): a fork at step "
                     f"{live_from_step} would only replay that; fork at a step from 0 to {stop[0]}"
                 )
+        if live_from_step is None:  # an exact replay serves every recorded call and decision
+            calls = [event for event in events if event.type in CALL_TYPES]
+            decisions = {
+                e.payload["step_index"]: e.payload for e in events if e.type == "ApprovalDecided"
+            }
+            return cls(calls, decisions, None, names_from_step)
         stepped = False
 
         def served(event: StoredEvent) -> bool:

@@ -96,27 +96,26 @@ def launch(
         seed = random.SystemRandom().randrange(2**31)  # recorded, so the run stays replayable
     steps = scenario.steps_for(instance)
     recorder = RunRecorder(store, run_id or str(uuid7()))
-    recorder.record(
-        RunStarted(
-            scenario=scenario.name,
-            task_instance_id=instance.id,
-            task_type=instance.task_type or scenario.task_type,
-            model_version=model_version,
-            agent=scenario.agent,
-            agent_version=scenario.version,
-            config=scenario.config,
-            seed=seed,
-            input={"instance": instance.id, **instance.params},
-            planned_steps=[s.name for s in steps],
-            gate_policy=gate_policy or scenario.gate_policy,
-            replay_of=replay_of,
-            forked_from=forked_from,
-            fork_step=fork_step,
-            rerun_of=rerun_of,
-            session_id=session_id,
-            role_versions=role_versions or None,
-        )
+    started = RunStarted(
+        scenario=scenario.name,
+        task_instance_id=instance.id,
+        task_type=instance.task_type or scenario.task_type,
+        model_version=model_version,
+        agent=scenario.agent,
+        agent_version=scenario.version,
+        config=scenario.config,
+        seed=seed,
+        input={"instance": instance.id, **instance.params},
+        planned_steps=[s.name for s in steps],
+        gate_policy=gate_policy or scenario.gate_policy,
+        replay_of=replay_of,
+        forked_from=forked_from,
+        fork_step=fork_step,
+        rerun_of=rerun_of,
+        session_id=session_id,
+        role_versions=role_versions or None,
     )
+    recorder.record(started)
     start_clock = time.time() * 1000
     context = RunContext(
         recorder,
@@ -134,8 +133,8 @@ def launch(
     except Divergence as divergence:
         return end_diverged(recorder, divergence, None)
     context.started_ms = context.clock_ms  # a replay's clock starts where the original's did
-    recorder.flush()
-    return drive(store, recorder, scenario, context)
+    recorder.flush()  # a run of that id already stored would have been refused here
+    return drive(store, recorder, scenario, context, started=started)
 
 
 def resume(store: EventStore, run_id: str) -> RunState:

@@ -62,28 +62,30 @@ class RunRecorder:
         sort_calls: bool = False,
     ):
         self.store = store
-        # A store that never keeps event ids (a check-only replay) hands out cheaper ones.
-        self._new_id: Callable[[], uuid.UUID] = getattr(store, "event_ids", None) or uuid7
+        self._bare = bool(getattr(store, "keeps_events", False))
+        """The store takes the events themselves (a check-only replay's buffer: it ids them
+        only if they are read back), so none is wrapped in a :class:`NewEvent` with an id."""
         self.run_id = run_id
         self.version = version
         self.call_index = call_index
         self.sort_calls = sort_calls
-        self._buffer: list[NewEvent] = []
-        self._unacknowledged: list[NewEvent] = []
+        self._buffer: list[NewEvent | Event] = []
+        self._unacknowledged: list[NewEvent | Event] = []
         """A batch whose append raised: stored or not, it is re-sent first, unchanged."""
         self._lock = threading.RLock()
 
     def record(self, event: Event) -> None:
         """Buffer ``event``; it becomes durable at the next :meth:`flush`."""
         with self._lock:
-            self._buffer.append(NewEvent.of(event, self._new_id()))
+            self._buffer.append(event if self._bare else NewEvent.of(event, uuid7()))
 
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:
         """Buffer the call event ``build(call_index)``: the next index unless one is given."""
         with self._lock:
             if call_index is None:
                 call_index = self.next_call_index()
-            self._buffer.append(NewEvent.of(build(call_index), self._new_id()))
+            event = build(call_index)
+            self._buffer.append(event if self._bare else NewEvent.of(event, uuid7()))
 
     def next_call_index(self) -> int:
         """The order of the next nondeterministic call within the run."""
@@ -94,9 +96,13 @@ class RunRecorder:
 
     @property
     def pending(self) -> Sequence[NewEvent]:
-        """Events recorded but not yet committed."""
+        """Events recorded but not yet committed (a check-only buffer's with ids made here:
+        it keeps none)."""
         with self._lock:
-            return (*self._unacknowledged, *self._buffer)
+            return tuple(
+                item if isinstance(item, NewEvent) else NewEvent(item)
+                for item in (*self._unacknowledged, *self._buffer)
+            )
 
     def flush(self) -> None:
         """Commit the buffered events in one atomic append (a no-op when there are none).
@@ -113,7 +119,7 @@ class RunRecorder:
                 batch, self._buffer = self._buffer, []
                 self._send(_in_call_order(batch) if self.sort_calls else batch)
 
-    def _send(self, batch: list[NewEvent]) -> None:
+    def _send(self, batch: list[NewEvent | Event]) -> None:
         self._unacknowledged = batch
         try:
             self.store.append(self.run_id, batch, expected_version=self.version)
@@ -124,19 +130,27 @@ class RunRecorder:
         self._unacknowledged = []
 
 
-def _in_call_order(batch: list[NewEvent]) -> list[NewEvent]:
+def _in_call_order(batch: list[NewEvent | Event]) -> list[NewEvent | Event]:
     """``batch`` with every stretch of consecutive call events sorted by ``call_index``."""
-    ordered: list[NewEvent] = []
-    stretch: list[NewEvent] = []
+    ordered: list[NewEvent | Event] = []
+    stretch: list[NewEvent | Event] = []
     for item in batch:
-        if item.event.type_name() in CALL_EVENTS:
+        if _event(item).type_name() in CALL_EVENTS:
             stretch.append(item)
             continue
-        ordered.extend(sorted(stretch, key=lambda e: getattr(e.event, "call_index", 0)))
+        ordered.extend(sorted(stretch, key=_call_index))
         stretch = []
         ordered.append(item)
-    ordered.extend(sorted(stretch, key=lambda e: getattr(e.event, "call_index", 0)))
+    ordered.extend(sorted(stretch, key=_call_index))
     return ordered
+
+
+def _event(item: NewEvent | Event) -> Event:
+    return item.event if isinstance(item, NewEvent) else item
+
+
+def _call_index(item: NewEvent | Event) -> int:
+    return int(getattr(_event(item), "call_index", 0))
 
 
 class RecordedRandom:
