@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic_core import from_json, to_json
-from sqlalchemy import case, func, select
+from sqlalchemy import case, exists, func, select
 
 from ...database import connect_or_explain, is_sqlite, with_retries, write_transaction
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
@@ -50,6 +50,8 @@ from .spans import (
 
 REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
 TRACES_PER_ROUND = 200
+ROUNDS_PER_LOOKUP = 5
+"""An assembler looks up this many rounds' worth of ready traces at a time."""
 LATE_WINDOW_SECONDS = 600.0
 """Spans arriving this long after their trace became a run still revise it (the OpenTelemetry
 SDK's batch processor waits 5 s by default; a second process may flush much later)."""
@@ -245,30 +247,35 @@ class OtlpIngest:
         limit: int = TRACES_PER_ROUND,
         shard: tuple[int, int] | None = None,
     ) -> list[str]:
-        """Trace ids ready to become runs (all staged traces with ``everything``); with
-        ``shard=(i, n)`` only those whose last hex digit is ``i`` modulo ``n``, so that ``n``
-        assemblers of one receiver do not read and map the same traces (their transactions
-        claim traces anyway: see :mod:`.rounds`)."""
+        """Trace ids ready to become runs (all staged traces with ``everything``), those whose
+        last span came earliest first; with ``shard=(i, n)`` only those whose last hex digit is
+        ``i`` modulo ``n``, so that ``n`` assemblers of one receiver do not read and map the same
+        traces (their transactions claim traces anyway: see :mod:`.rounds`)."""
         t = staged_spans_table.c
         now = self.clock()
-        query = select(t.trace_id).group_by(t.trace_id)
+        per_trace = select(
+            t.trace_id,
+            func.max(case((t.is_root, 1), else_=0)).label("roots"),
+            func.max(t.received_at).label("last"),
+        ).group_by(t.trace_id)
         if shard is not None and shard[1] > 1:
             index, count = shard
             digits = [f"{d:x}" for d in range(16) if d % count == index]
-            query = query.where(func.substr(t.trace_id, 32, 1).in_(digits))
+            per_trace = per_trace.where(func.substr(t.trace_id, 32, 1).in_(digits))
+        traces = per_trace.subquery()
+        g = traces.c
+        query = select(g.trace_id)
         if not everything:
-            has_root = func.max(case((t.is_root, 1), else_=0))
-            settled = func.max(t.received_at) <= now - self.settle
-            a_run = t.trace_id.in_(select(archived_traces_table.c.trace_id))  # late spans
-            query = query.having(
-                ((has_root > 0) & settled)
-                | (func.max(case((a_run, 1), else_=0)) > 0) & settled
-                | (func.max(t.received_at) <= now - self.idle)
-            )
+            # a trace that is already a run (late spans) is looked up once per staged trace,
+            # not once per staged span
+            a_run = exists().where(archived_traces_table.c.trace_id == g.trace_id)
+            settled = g.last <= now - self.settle
+            query = query.where((settled & ((g.roots > 0) | a_run)) | (g.last <= now - self.idle))
+        query = query.order_by(g.last, g.trace_id).limit(limit)
 
         def read() -> list[str]:
             with connect_or_explain(self.store.engine) as conn:
-                return [row[0] for row in conn.execute(query.order_by(t.trace_id).limit(limit))]
+                return [row[0] for row in conn.execute(query).all()]
 
         return with_retries(self.store.engine, read)
 
@@ -276,14 +283,19 @@ class OtlpIngest:
         self, *, everything: bool = False, shard: tuple[int, int] | None = None
     ) -> ImportReport:
         """Turn ready traces (of ``shard``, see :meth:`ready_traces`) into runs until none is
-        left; report what was stored."""
+        left; report what was stored. Ready traces are looked up several rounds at a time (the
+        lookup scans the staging table), oldest first."""
         report = ImportReport()
         while True:
-            traces = self.ready_traces(everything=everything, shard=shard)
+            traces = self.ready_traces(
+                everything=everything, shard=shard, limit=TRACES_PER_ROUND * ROUNDS_PER_LOOKUP
+            )
             if not traces:
                 return report
-            outcome = assemble_round(self._round_context(), self._load(traces))
-            merge(report, outcome.report)
+            for start in range(0, len(traces), TRACES_PER_ROUND):
+                chunk = traces[start : start + TRACES_PER_ROUND]
+                outcome = assemble_round(self._round_context(), self._load(chunk))
+                merge(report, outcome.report)
 
     def _round_context(self) -> RoundContext:
         return RoundContext(self.store, self.source, self.late_window, self.clock)
@@ -332,7 +344,7 @@ class OtlpIngest:
             grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
             with connect_or_explain(self.store.engine) as conn:
                 rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
-                for trace_id, body in rows:
+                for trace_id, body in rows.all():
                     grouped[trace_id].append(Span.from_compact(from_json(body)))
             return grouped
 
