@@ -121,6 +121,7 @@ class OtlpIngest:
         self.clock = clock
         self._sqlite = is_sqlite(store.engine)
         mark = "?" if self._sqlite else "%s"
+        self._sweep = ""  # the last trace id the assembler looked up (see :meth:`assemble`)
         self._insert_sql = (
             "INSERT INTO otlp_spans (trace_id, span_id, received_at, is_root, body) "
             f"VALUES ({', '.join([mark] * 5)}) ON CONFLICT DO NOTHING"
@@ -246,36 +247,33 @@ class OtlpIngest:
         everything: bool = False,
         limit: int = TRACES_PER_ROUND,
         shard: tuple[int, int] | None = None,
+        after: str = "",
     ) -> list[str]:
-        """Trace ids ready to become runs (all staged traces with ``everything``), those whose
-        last span came earliest first; with ``shard=(i, n)`` only those whose last hex digit is
+        """Trace ids ready to become runs (all staged traces with ``everything``), in order, from
+        the first after ``after`` on; with ``shard=(i, n)`` only those whose last hex digit is
         ``i`` modulo ``n``, so that ``n`` assemblers of one receiver do not read and map the same
         traces (their transactions claim traces anyway: see :mod:`.rounds`)."""
         t = staged_spans_table.c
         now = self.clock()
-        per_trace = select(
-            t.trace_id,
-            func.max(case((t.is_root, 1), else_=0)).label("roots"),
-            func.max(t.received_at).label("last"),
-        ).group_by(t.trace_id)
+        query = select(t.trace_id).group_by(t.trace_id)
+        if after:
+            query = query.where(t.trace_id > after)
         if shard is not None and shard[1] > 1:
             index, count = shard
             digits = [f"{d:x}" for d in range(16) if d % count == index]
-            per_trace = per_trace.where(func.substr(t.trace_id, 32, 1).in_(digits))
-        traces = per_trace.subquery()
-        g = traces.c
-        query = select(g.trace_id)
+            query = query.where(func.substr(t.trace_id, 32, 1).in_(digits))
         if not everything:
-            # a trace that is already a run (late spans) is looked up once per staged trace,
-            # not once per staged span
-            a_run = exists().where(archived_traces_table.c.trace_id == g.trace_id)
-            settled = g.last <= now - self.settle
-            query = query.where((settled & ((g.roots > 0) | a_run)) | (g.last <= now - self.idle))
-        query = query.order_by(g.last, g.trace_id).limit(limit)
+            has_root = func.max(case((t.is_root, 1), else_=0))
+            last = func.max(t.received_at)
+            # a trace that is already a run (late spans): looked up once per staged trace
+            a_run = exists().where(archived_traces_table.c.trace_id == t.trace_id)
+            settled = last <= now - self.settle
+            query = query.having((settled & ((has_root > 0) | a_run)) | (last <= now - self.idle))
 
         def read() -> list[str]:
             with connect_or_explain(self.store.engine) as conn:
-                return [row[0] for row in conn.execute(query).all()]
+                rows = conn.execute(query.order_by(t.trace_id).limit(limit)).all()
+                return [row[0] for row in rows]
 
         return with_retries(self.store.engine, read)
 
@@ -283,15 +281,24 @@ class OtlpIngest:
         self, *, everything: bool = False, shard: tuple[int, int] | None = None
     ) -> ImportReport:
         """Turn ready traces (of ``shard``, see :meth:`ready_traces`) into runs until none is
-        left; report what was stored. Ready traces are looked up several rounds at a time (the
-        lookup scans the staging table), oldest first."""
+        left; report what was stored. Ready traces are looked up several rounds at a time, in
+        sweeps over the trace ids that carry on where the last lookup stopped (from the start
+        again when none is left after it), so under a backlog every ready trace waits for at
+        most one sweep, never for the traces before it that keep arriving."""
         report = ImportReport()
         while True:
             traces = self.ready_traces(
-                everything=everything, shard=shard, limit=TRACES_PER_ROUND * ROUNDS_PER_LOOKUP
+                everything=everything,
+                shard=shard,
+                limit=TRACES_PER_ROUND * ROUNDS_PER_LOOKUP,
+                after=self._sweep,
             )
             if not traces:
-                return report
+                if not self._sweep:
+                    return report
+                self._sweep = ""  # the end of a sweep: the next starts from the first trace
+                continue
+            self._sweep = traces[-1]
             for start in range(0, len(traces), TRACES_PER_ROUND):
                 chunk = traces[start : start + TRACES_PER_ROUND]
                 outcome = assemble_round(self._round_context(), self._load(chunk))
