@@ -7,7 +7,7 @@ archived traces again after a mapping change.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,7 +33,8 @@ class ArchivedTrace:
     assembled_at: datetime
 
 
-def _pack(spans: Iterable[Span]) -> bytes:
+def pack(spans: Iterable[Span]) -> bytes:
+    """``spans`` as an archive row holds them (compressed JSON of their compact forms)."""
     return zlib.compress(to_json([s.to_compact() for s in spans]), level=6)
 
 
@@ -109,12 +110,15 @@ def save_in(
     now: datetime,
     *,
     existing: set[str],
+    packed: Mapping[str, bytes] | None = None,
 ) -> None:
-    """:func:`save` inside the caller's write transaction."""
+    """:func:`save` inside the caller's write transaction (``packed``: traces whose spans were
+    already packed by :func:`pack`)."""
     t = archived_traces_table.c
     rows: list[dict[str, Any]] = []
     for trace_id, run_id, spans in traces:
-        values = {"run_id": run_id, "span_count": len(spans), "spans": _pack(spans)}
+        blob = packed.get(trace_id) if packed else None
+        values = {"run_id": run_id, "span_count": len(spans), "spans": blob or pack(spans)}
         if trace_id in existing:
             conn.execute(
                 update(archived_traces_table)

@@ -66,6 +66,12 @@ from .tree import SpanTree, find_roots
 RUN_PREFIX = "otel-"
 STATUS_OK = 1
 
+_new = object.__new__
+_set_event = NewEvent.__dict__["event"].__set__
+_set_id = NewEvent.__dict__["event_id"].__set__
+_set_at = NewEvent.__dict__["recorded_at"].__set__
+_fromtimestamp = datetime.fromtimestamp
+
 
 @dataclass(frozen=True, slots=True)
 class MappedRun:
@@ -118,13 +124,12 @@ class _Builder:
 
     def add(self, event: Event, time_ns: int, span_id: str, role: str) -> None:
         key = f"{self._id_prefix}{span_id}\x1f{role}"  # stable_event_id's identity, joined
-        self.events.append(
-            NewEvent(
-                event,
-                event_id=stable_event_id_of(time_ns // 1_000_000, key),
-                recorded_at=_utc(time_ns),
-            )
-        )
+        # NewEvent(event, event_id=..., recorded_at=...), without the frozen class's checks
+        new = _new(NewEvent)
+        _set_event(new, event)
+        _set_id(new, stable_event_id_of(time_ns // 1_000_000, key))
+        _set_at(new, _fromtimestamp(time_ns / 1e9, UTC))
+        self.events.append(new)
 
     def build(self) -> MappedRun:
         root = self.root
@@ -419,10 +424,6 @@ def _dispatched_call(parent: Span, tool: str) -> Any:
 
 def _short(error: ErrorInfo) -> str:
     return error.error_type.rsplit(".", 1)[-1]
-
-
-def _utc(time_ns: int) -> datetime:
-    return datetime.fromtimestamp(time_ns / 1e9, tz=UTC)
 
 
 __all__ = ["MappedRun", "find_roots", "map_trace", "run_id_for", "step_name"]

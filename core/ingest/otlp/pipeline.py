@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic_core import from_json, to_json
-from sqlalchemy import case, func, select
+from sqlalchemy import case, exists, func, select
 
 from ...database import connect_or_explain, is_sqlite, with_retries, write_transaction
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
@@ -50,6 +50,8 @@ from .spans import (
 
 REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
 TRACES_PER_ROUND = 200
+ROUNDS_PER_LOOKUP = 5
+"""An assembler looks up this many rounds' worth of ready traces at a time."""
 LATE_WINDOW_SECONDS = 600.0
 """Spans arriving this long after their trace became a run still revise it (the OpenTelemetry
 SDK's batch processor waits 5 s by default; a second process may flush much later)."""
@@ -119,6 +121,7 @@ class OtlpIngest:
         self.clock = clock
         self._sqlite = is_sqlite(store.engine)
         mark = "?" if self._sqlite else "%s"
+        self._sweep = ""  # the last trace id the assembler looked up (see :meth:`assemble`)
         self._insert_sql = (
             "INSERT INTO otlp_spans (trace_id, span_id, received_at, is_root, body) "
             f"VALUES ({', '.join([mark] * 5)}) ON CONFLICT DO NOTHING"
@@ -244,31 +247,33 @@ class OtlpIngest:
         everything: bool = False,
         limit: int = TRACES_PER_ROUND,
         shard: tuple[int, int] | None = None,
+        after: str = "",
     ) -> list[str]:
-        """Trace ids ready to become runs (all staged traces with ``everything``); with
-        ``shard=(i, n)`` only those whose last hex digit is ``i`` modulo ``n``, so that ``n``
-        assemblers of one receiver do not read and map the same traces (their transactions
-        claim traces anyway: see :mod:`.rounds`)."""
+        """Trace ids ready to become runs (all staged traces with ``everything``), in order, from
+        the first after ``after`` on; with ``shard=(i, n)`` only those whose last hex digit is
+        ``i`` modulo ``n``, so that ``n`` assemblers of one receiver do not read and map the same
+        traces (their transactions claim traces anyway: see :mod:`.rounds`)."""
         t = staged_spans_table.c
         now = self.clock()
         query = select(t.trace_id).group_by(t.trace_id)
+        if after:
+            query = query.where(t.trace_id > after)
         if shard is not None and shard[1] > 1:
             index, count = shard
             digits = [f"{d:x}" for d in range(16) if d % count == index]
             query = query.where(func.substr(t.trace_id, 32, 1).in_(digits))
         if not everything:
             has_root = func.max(case((t.is_root, 1), else_=0))
-            settled = func.max(t.received_at) <= now - self.settle
-            a_run = t.trace_id.in_(select(archived_traces_table.c.trace_id))  # late spans
-            query = query.having(
-                ((has_root > 0) & settled)
-                | (func.max(case((a_run, 1), else_=0)) > 0) & settled
-                | (func.max(t.received_at) <= now - self.idle)
-            )
+            last = func.max(t.received_at)
+            # a trace that is already a run (late spans): looked up once per staged trace
+            a_run = exists().where(archived_traces_table.c.trace_id == t.trace_id)
+            settled = last <= now - self.settle
+            query = query.having((settled & ((has_root > 0) | a_run)) | (last <= now - self.idle))
 
         def read() -> list[str]:
             with connect_or_explain(self.store.engine) as conn:
-                return [row[0] for row in conn.execute(query.order_by(t.trace_id).limit(limit))]
+                rows = conn.execute(query.order_by(t.trace_id).limit(limit)).all()
+                return [row[0] for row in rows]
 
         return with_retries(self.store.engine, read)
 
@@ -276,14 +281,28 @@ class OtlpIngest:
         self, *, everything: bool = False, shard: tuple[int, int] | None = None
     ) -> ImportReport:
         """Turn ready traces (of ``shard``, see :meth:`ready_traces`) into runs until none is
-        left; report what was stored."""
+        left; report what was stored. Ready traces are looked up several rounds at a time, in
+        sweeps over the trace ids that carry on where the last lookup stopped (from the start
+        again when none is left after it), so under a backlog every ready trace waits for at
+        most one sweep, never for the traces before it that keep arriving."""
         report = ImportReport()
         while True:
-            traces = self.ready_traces(everything=everything, shard=shard)
+            traces = self.ready_traces(
+                everything=everything,
+                shard=shard,
+                limit=TRACES_PER_ROUND * ROUNDS_PER_LOOKUP,
+                after=self._sweep,
+            )
             if not traces:
-                return report
-            outcome = assemble_round(self._round_context(), self._load(traces))
-            merge(report, outcome.report)
+                if not self._sweep:
+                    return report
+                self._sweep = ""  # the end of a sweep: the next starts from the first trace
+                continue
+            self._sweep = traces[-1]
+            for start in range(0, len(traces), TRACES_PER_ROUND):
+                chunk = traces[start : start + TRACES_PER_ROUND]
+                outcome = assemble_round(self._round_context(), self._load(chunk))
+                merge(report, outcome.report)
 
     def _round_context(self) -> RoundContext:
         return RoundContext(self.store, self.source, self.late_window, self.clock)
@@ -332,7 +351,7 @@ class OtlpIngest:
             grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
             with connect_or_explain(self.store.engine) as conn:
                 rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
-                for trace_id, body in rows:
+                for trace_id, body in rows.all():
                     grouped[trace_id].append(Span.from_compact(from_json(body)))
             return grouped
 

@@ -1,14 +1,18 @@
 """One assembly round: claim staged traces and store their runs, all in one transaction.
 
 The expensive work -- reading the staged spans, mapping each trace to a run, serialising its
-events -- happens before the transaction, so the write lock is held only for the writes. The
-transaction then
+events into driver rows, compressing its spans for the archive -- happens before the
+transaction, so the write lock is held only for the writes. The transaction then
 
-1. takes the store's position lock (PostgreSQL; SQLite's write lock is already held), so two
-   assemblers' rounds never interleave;
-2. **claims** the round's traces: it deletes their staged spans, returning what it deleted.
+1. **claims** the round's traces: it deletes their staged spans, returning what it deleted.
    A trace whose spans another assembler deleted first is simply not this round's any more (it
-   returns nothing); spans that arrived after the read come back with it and are mapped too;
+   returns nothing: its rows stay locked by the other transaction until it ends); spans that
+   arrived after the read come back with it and are mapped too;
+2. takes the store's position lock (PostgreSQL; SQLite's write lock is already held) before it
+   reads a run, so no other writer appends between its reads of the event log and its writes,
+   and positions are assigned in commit order. The claim need not hold it: the deleted rows
+   are this transaction's alone (two assemblers claiming overlapping traces in opposite
+   orders deadlock, and PostgreSQL aborts one of them, which retries);
 3. appends the new runs in one batch, archives their spans (compressed, for late spans and
    ``steplog reassemble``), revises runs whose traces got late spans, and quarantines what
    cannot be stored -- all on the same connection.
@@ -50,8 +54,13 @@ _COPY_EVENTS = (
 
 @dataclass(slots=True)
 class _Premapped:
+    """A trace mapped before the transaction: its run, its events' driver rows without their
+    positions (see :func:`_row_tails`), and its spans packed for the archive."""
+
     run: MappedRun
     batch: list[Prepared]
+    tails: list[tuple[Any, ...]]
+    packed: bytes
 
 
 @dataclass(slots=True)
@@ -77,14 +86,17 @@ def assemble_round(ctx: RoundContext, loaded: dict[str, list[Span]]) -> Outcome:
     store = ctx.store
     archived_before = archive.load(store, [t for t, spans in loaded.items() if spans])
     premapped: dict[str, _Premapped] = {}
+    now = ctx.clock()
     for trace_id, spans in loaded.items():
         if not spans or trace_id in archived_before:
             continue
         try:
             run = map_trace(spans)
-            premapped[trace_id] = _Premapped(run, store._prepare(run.events))
+            batch = store._prepare(run.events)
         except (ValueError, TypeError, InvalidEventError):
             continue  # decided (and quarantined) inside the transaction
+        tails = _row_tails(store._sqlite, run.run_id, 0, batch, now)
+        premapped[trace_id] = _Premapped(run, batch, tails, archive.pack(spans))
 
     def attempt() -> Outcome:
         outcome = Outcome()
@@ -105,40 +117,40 @@ class _Writer:
         self.outcome = outcome
         self.report = outcome.report
         self.now = ctx.clock()
-        self.position = 0
-        self.rows: list[tuple[Any, ...]] = []
+        self.tails: list[tuple[Any, ...]] = []
 
     def run(self, loaded: dict[str, list[Span]], premapped: dict[str, _Premapped]) -> None:
         store, conn = self.store, self.conn
-        store._lock_positions(conn)
         wanted = [trace_id for trace_id, spans in loaded.items() if spans]
         claimed = self._claim(wanted, loaded)
         self.outcome.taken_elsewhere = [t for t in wanted if t not in claimed]
         if not claimed:
             return
         archived = archive.load_in(conn, list(claimed))
+        store._lock_positions(conn)  # before the first read of the event log
         existing = self._existing_runs([run_id_for(t) for t in claimed])
-        self.position = store._last_position(conn) + 1
         fresh: list[tuple[str, str, list[Span]]] = []
+        packed: dict[str, bytes] = {}
         for trace_id, spans in claimed.items():
             ready = premapped.get(trace_id)
             if (
                 ready is not None
-                and len(spans) == len(loaded[trace_id])
+                and len(spans) == len(loaded[trace_id])  # the spans read: no straggler came
                 and trace_id not in archived
                 and ready.run.run_id not in existing
             ):
-                self._append(ready.run.run_id, 0, ready.batch)
+                self.tails.extend(ready.tails)
                 self.report.stored(ready.run.run_id, len(ready.batch), duplicate=False)
                 fresh.append((trace_id, ready.run.run_id, spans))
+                packed[trace_id] = ready.packed
             elif trace_id in archived:
                 self._late(archived[trace_id], spans)
             else:
                 kept = self._new_run(trace_id, spans, exists=run_id_for(trace_id) in existing)
                 if kept is not None:
                     fresh.append(kept)
-        self._flush()
-        archive.save_in(conn, fresh, self.now, existing=set())
+        self._flush(store._last_position(conn) + 1)
+        archive.save_in(conn, fresh, self.now, existing=set(), packed=packed)
 
     # --- claiming ------------------------------------------------------------------------------
 
@@ -177,43 +189,28 @@ class _Writer:
     # --- writing -------------------------------------------------------------------------------
 
     def _append(self, run_id: str, seq: int, batch: list[Prepared]) -> None:
-        """Queue ``batch`` for run ``run_id`` from ``seq`` on, at the next positions (every
-        queued event is inserted by :meth:`_flush`, in one statement)."""
-        if self.store._sqlite:
-            now_text = sqlite_datetime(self.now)
-            self.rows.extend(sqlite_rows(run_id, seq, self.position, batch, now_text))
-        else:
-            self.rows.extend(
-                (
-                    self.position + i,
-                    item.event_id,
-                    run_id,
-                    seq + i,
-                    item.type,
-                    item.schema_version,
-                    self.now if item.recorded_at is None else utc(item.recorded_at),
-                    item.payload_json,
-                )
-                for i, item in enumerate(batch)
-            )
-        self.position += len(batch)
+        """Queue ``batch`` for run ``run_id`` from ``seq`` on (every queued event is inserted by
+        :meth:`_flush`, in one statement, at the next positions)."""
+        self.tails.extend(_row_tails(self.store._sqlite, run_id, seq, batch, self.now))
 
-    def _flush(self) -> None:
-        """Insert the queued events: one driver-level ``executemany`` for the whole round, in
-        the form :meth:`EventStore._insert` uses."""
-        if not self.rows:
+    def _flush(self, position: int) -> None:
+        """Insert the queued events from ``position`` on (under the position lock): one
+        driver-level ``executemany`` for the whole round, in the form
+        :meth:`EventStore._insert` uses."""
+        if not self.tails:
             return
+        rows = [(position + i, *tail) for i, tail in enumerate(self.tails)]
         if self.store._sqlite:
-            self.conn.exec_driver_sql(SQLITE_INSERT, self.rows)
+            self.conn.exec_driver_sql(SQLITE_INSERT, rows)
         else:  # COPY: psycopg's executemany sends a statement per row
             cursor = self.conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
             try:
                 with cursor.copy(_COPY_EVENTS) as copy:
-                    for row in self.rows:
+                    for row in rows:
                         copy.write_row(row)
             finally:
                 cursor.close()
-        self.rows = []
+        self.tails = []
 
     def _read_run(self, run_id: str) -> list[StoredEvent]:
         store = self.store
@@ -350,6 +347,28 @@ class _Writer:
         else:
             self.conn.execute(insert(quarantine_table).values(row))
         self.report.quarantined.append(bad)
+
+
+def _row_tails(
+    sqlite: bool, run_id: str, seq: int, batch: list[Prepared], now: datetime
+) -> list[tuple[Any, ...]]:
+    """The driver rows of ``batch`` (run ``run_id`` from ``seq``), each without its leading
+    position, which is known only under the position lock: :func:`sqlite_rows`' format on
+    SQLite (``now`` where an event has no recorded time), the ``COPY`` columns on PostgreSQL."""
+    if sqlite:
+        return [row[1:] for row in sqlite_rows(run_id, seq, 0, batch, sqlite_datetime(now))]
+    return [
+        (
+            item.event_id,
+            run_id,
+            seq + i,
+            item.type,
+            item.schema_version,
+            now if item.recorded_at is None else utc(item.recorded_at),
+            item.payload_json,
+        )
+        for i, item in enumerate(batch)
+    ]
 
 
 def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> set[str]:

@@ -41,6 +41,7 @@ class SpanTree:
         self._children: dict[str, list[Span]] = defaultdict(list)
         self._subtrees: dict[str, list[Span]] = {}
         self._kinds = {s.span_id: call_kind(s) for s in self.spans}
+        self._names: set[str] | None = None  # every attribute name, once asked for
         for span in self.spans:
             if span is not self.root and span.parent_span_id in self.by_id:
                 self._children[span.parent_span_id].append(span)
@@ -115,6 +116,13 @@ class SpanTree:
 
     def first_attribute(self, *keys: str) -> str | None:
         """The first of ``keys`` set on the root (or its resource), else on any span."""
+        if self._names is None:
+            self._names = set()
+            for span in self.spans:
+                self._names.update(span.attributes)
+                self._names.update(span.resource)
+        if self._names.isdisjoint(keys):
+            return None  # the common case: a name no span carries
         for span in [self.root, *self.spans]:
             for source in (span.attributes, span.resource):
                 for key in keys:
