@@ -16,6 +16,7 @@ from steplog.bench.ingest import (
     build_requests,
     events_per_trace,
     find_sent,
+    steady_assembly_rate,
 )
 from steplog.cli import app
 from steplog.ingest.otlp.pipeline import OtlpIngest
@@ -34,6 +35,21 @@ def test_a_run_is_visible_from_the_last_acknowledgement_of_its_spans() -> None:
     # aa: seen at 101, but its last spans were acknowledged at 103 (a run seen before its last
     # acknowledgement counts as 0); bb: 104.5 - 103; cc: its request was never acknowledged
     assert lags == [0.0, 1.5]
+
+
+def test_assembly_throughput_is_the_steady_rate_not_diluted_by_the_settle_delay() -> None:
+    # sending starts at 0; 30 s of 10-span traces at 1,000 traces/s, assembled in rounds of
+    # 100 runs every 0.1 s, each round visible 1.2 s after its spans (the settle delay): the
+    # first round at 1.2 s, the last (300th) at 31.1 s -- assembly keeps up at 10,000 spans/s
+    seen = [1.2 + 0.1 * r for r in range(300) for _ in range(100)]
+    assert steady_assembly_rate(seen, 10, 0.0) == pytest.approx(10_000)
+    # the same runs but assembly falls behind: the last round 8 s after it would have been,
+    # the rounds evenly spread from 1.2 s to 39.1 s: 29,900 runs after the first in 37.9 s
+    late = [1.2 + r * (37.9 / 299) for r in range(300) for _ in range(100)]
+    assert steady_assembly_rate(late, 10, 0.0) == pytest.approx(299_000 / 37.9)
+    # every run seen at one moment, 2 s after the first send: 50 runs over 2 s (a lower bound)
+    assert steady_assembly_rate([12.0] * 50, 10, 10.0) == pytest.approx(250)
+    assert steady_assembly_rate([], 10, 0.0) == 0.0
 
 
 def test_requests_hold_whole_traces_children_first() -> None:
@@ -87,6 +103,8 @@ def test_bench_ingest_counts_every_run_and_when_it_became_visible(store_url: str
     p50, p99, worst = (report[f"visible_{k}_seconds"] for k in ("p50", "p99", "max"))
     assert 0 <= p50 <= p99 <= worst
     assert report["assembly_spans_per_second"] > 0
+    # the first run cannot be visible before its root settled (1 s) after the first send
+    assert report["first_visible_seconds"] is not None and report["first_visible_seconds"] >= 1
 
 
 @pytest.mark.slow

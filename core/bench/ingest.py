@@ -13,12 +13,15 @@ steplog's own decoder (gunzip, protobuf, spans) and discards it -- the floor of 
 nothing redacted, stored or assembled. Acknowledged and assembled rates are reported against it.
 
 Reported: spans acknowledged per second against the target rate, request latencies; assembly
-throughput (spans turned into runs per second, from the first request to the last run visible);
-how long each run took to become visible (its terminal event stored) after the last of its
-spans was acknowledged -- median, p99 and worst, target <= 10 s; loss counted per trace sent
-(its run found by id with every expected event), so a non-empty ``--db`` cannot hide a loss;
-the machine's load average; and whether the store was fresh (cold: a new ``serve`` process on an
-empty store; the baseline is a new process too).
+throughput in steady state (:func:`steady_assembly_rate`: the spans of the runs that became
+visible after the first run did, over the seconds from the first run visible to the last), so
+the constant delay before a trace is ready (its root's settle time, ~1 s) is not counted as
+slowness -- it is reported on its own as ``first_visible_seconds`` and bounded, with every
+other delay, by the visibility figures; how long each run took to become visible (its terminal
+event stored) after the last of its spans was acknowledged -- median, p99 and worst, target
+<= 10 s; loss counted per trace sent (its run found by id with every expected event), so a
+non-empty ``--db`` cannot hide a loss; the machine's load average; and whether the store was
+fresh (cold: a new ``serve`` process on an empty store; the baseline is a new process too).
 
 ``db`` may be a PostgreSQL URL: the benchmark then runs in a fresh schema of that database
 (``steplog_bench_ingest_PID``, dropped afterwards).
@@ -88,7 +91,8 @@ class IngestBench:
     p99_latency_ms: float
     failed_requests: int
     assembly_lag_seconds: float
-    assembly_spans_per_second: float
+    assembly_spans_per_second: float  # steady state: see steady_assembly_rate
+    first_visible_seconds: float | None  # from the first send to the first run visible
     visible_p50_seconds: float | None  # None: no run was seen
     visible_p99_seconds: float | None
     visible_max_seconds: float | None  # None unless every run was seen
@@ -109,8 +113,9 @@ class IngestBench:
 
     @property
     def assembly_keeps_up(self) -> bool:
-        """Every trace assembled whole, at >= 98% of the acknowledged rate, each run visible
-        within :data:`VISIBLE_WITHIN` seconds of its last span."""
+        """Every trace assembled whole, at >= 98% of the acknowledged rate in steady state
+        (:func:`steady_assembly_rate`), each run visible within :data:`VISIBLE_WITHIN` seconds of
+        its last span."""
         worst = self.visible_max_seconds
         return (
             self.traces_found == self.traces_sent
@@ -469,8 +474,6 @@ def run_ingest_benchmark(
     visible = _visibility_lags(trace_ids, spans_per_trace, result.acknowledged_at, watcher.seen_at)
     sent_runs = {f"otel-{t}" for t in trace_ids}
     seen = [at for run, at in watcher.seen_at.items() if run in sent_runs]
-    last_visible = max(seen, default=sending_started)
-    assembly_seconds = last_visible - sending_started
     return IngestBench(
         target_spans_per_second=rate,
         seconds=result.seconds,
@@ -483,9 +486,8 @@ def run_ingest_benchmark(
         p99_latency_ms=_percentile(result.latencies_ms, 0.99),
         failed_requests=result.failed_requests,
         assembly_lag_seconds=lag,
-        assembly_spans_per_second=(
-            len(seen) * spans_per_trace / assembly_seconds if assembly_seconds > 0 else 0.0
-        ),
+        assembly_spans_per_second=steady_assembly_rate(seen, spans_per_trace, sending_started),
+        first_visible_seconds=min(seen) - sending_started if seen else None,
         visible_p50_seconds=statistics.median(visible) if visible else None,
         visible_p99_seconds=_percentile(visible, 0.99) if visible else None,
         visible_max_seconds=max(visible) if len(visible) == traces else None,
@@ -499,6 +501,25 @@ def run_ingest_benchmark(
         store="fresh" if before == 0 else f"existing: {before:,} events before",
         load_average=(load_before, os.getloadavg()[0]),
     )
+
+
+def steady_assembly_rate(visible_at: list[float], spans_per_trace: int, started: float) -> float:
+    """Spans per second turned into runs in steady state, from the times runs became visible.
+
+    The runs seen after the first moment any run was seen, over the seconds from that moment to
+    the last run seen: if assembly keeps up, runs appear at the rate spans are sent, shifted by a
+    constant delay (a trace is ready once its root has settled), and this is that rate; if it
+    falls behind, the last runs appear late and the rate drops. (Runs appear in rounds: those of
+    the first round are left out because the window opens when they appear.) When every run
+    appeared at once there is no window: the spans of all of them over the seconds since
+    ``started`` (the first send) -- a lower bound."""
+    if not visible_at:
+        return 0.0
+    first, last = min(visible_at), max(visible_at)
+    if last > first:
+        after_first = sum(1 for at in visible_at if at > first)
+        return after_first * spans_per_trace / (last - first)
+    return len(visible_at) * spans_per_trace / (last - started) if last > started else 0.0
 
 
 def _last_position(url: str) -> int:

@@ -515,7 +515,7 @@ def bench_ingest(
     )
     console.print(
         f"assembled {report.traces_found:,} of {report.traces_sent:,} traces sent, found by id "
-        f"({report.assembly_spans_per_second:,.0f} spans/s into runs, "
+        f"({report.assembly_spans_per_second:,.0f} spans/s into runs in steady state, "
         f"{report.assembly_ratio:.2f}x the baseline, {report.assemblers} assembler(s)); "
         f"{report.events_found:,} of {report.events_expected:,} events "
         f"({report.events_missing} missing, {report.spans_left_staged} span(s) left staged), "
@@ -527,6 +527,7 @@ def bench_ingest(
         return "-" if value is None else f"{value:.1f} s"
 
     console.print(
+        f"first run visible {secs(report.first_visible_seconds)} after the first send; "
         f"runs visible after their last span: p50 {secs(report.visible_p50_seconds)}, "
         f"p99 {secs(report.visible_p99_seconds)}, worst {secs(report.visible_max_seconds)} "
         f"(target <= {VISIBLE_WITHIN:g} s) on {report.engine}: "
