@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
+from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
@@ -420,12 +421,12 @@ class LibraryProjection:
         place: tallies are folded where they are) for the next page."""
         store = self.store
         by_run: dict[str, list[RawRow]] = {}
-        for row in rows:
-            found = by_run.get(row[2])
+        for run_id, group in groupby(rows, _RUN):  # a run's events are mostly contiguous
+            found = by_run.get(run_id)
             if found is None:
-                by_run[row[2]] = [row]
+                by_run[run_id] = list(group)
             else:
-                found.append(row)
+                found.extend(group)
         continuing = [
             run_id
             for run_id, run_rows in by_run.items()
@@ -693,6 +694,7 @@ def _swap(conn: Connection, live: Table, copy: Table) -> None:
 
 
 _TYPE = itemgetter(4)
+_RUN = itemgetter(2)
 _HOLDERS: dict[int, HolderLock] = {}
 """Holder locks of the leases this process holds, by lease token."""
 
