@@ -116,3 +116,12 @@ def test_postgres_writers_store_exactly_the_requested_rows(pg_base_url: str) -> 
     for writer in (steplog_postgres, raw_psycopg):
         written = writer(pg_base_url, plan)
         assert (written.rows, written.checksum) == (requested, expected)
+
+
+def test_rebuild_bench_cpu_ratio_is_per_event_cpu_time() -> None:
+    raw = PassResult(events=1000, seconds=1.0, peak_rss_mb=50, cpu_seconds=0.5)
+    rebuilt = PassResult(events=1000, seconds=3.0, peak_rss_mb=90, cpu_seconds=1.0)
+    bench = RebuildBench(1000, 10, raw, rebuilt)
+    assert bench.cpu_ratio == 0.5
+    assert bench.as_dict()["cpu_ratio"] == 0.5
+    assert RebuildBench(1000, 10, PassResult(1000, 1.0, 50), rebuilt).cpu_ratio is None
