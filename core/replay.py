@@ -163,6 +163,7 @@ def replay(
     faults: FaultPlan | None = None,
     role_versions: dict[str, str] | None = None,
     scenarios: dict[str, ScenarioSpec] | None = None,
+    buffer: BufferedStore | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
 
@@ -170,7 +171,9 @@ def replay(
     events are kept in memory and compared with the recording (``departure`` says where they
     first differ). The current code is the registered scenario of that name (its version may
     have moved on; the result notes it), or ``scenario`` when given; ``scenarios`` (a dict
-    the caller keeps while checking many runs) remembers what each name resolved to. An exact
+    the caller keeps while checking many runs) remembers what each name resolved to, and
+    ``buffer`` (a check-only :class:`BufferedStore` of ``store``, likewise kept) holds each
+    replay's events until they are compared (then they are dropped). An exact
     replay that writes stores its new run in one transaction when it ends: it calls nothing
     live, so a crash loses only a recomputation. A fork's live steps are committed step by step.
 
@@ -260,24 +263,35 @@ def replay(
     # Replaying a fork: its steps before the fork point were answered by the original's model.
     names_from = original.fork_step if original.forked_from and original.fork_step else 0
     playback = Playback.of(events, live_from_step=fork_at_step, names_from_step=names_from)
-    target = store if fork else BufferedStore(store, check_only=check)
-    ending = launch(
-        target,
-        scenario,
-        instance_id=original.task_instance_id,
-        model_version=version,
-        seed=original.seed if seed is None else seed,
-        run_id=new_run_id or str(uuid7()),
-        gate_policy=original.gate_policy,  # type: ignore[arg-type]
-        playback=playback,
-        replay_of=None if fork else run_id,
-        # a replay of a fork stays linked to the fork's origin and step
-        forked_from=run_id if fork else original.forked_from,
-        fork_step=fork_at_step if fork else original.fork_step,
-        session_id=session_id if fork else original.session_id,  # a replay keeps its tag too
-        faults=faults,
-        role_versions=role_versions,
-    )
+    if fork:
+        target: EventStore = store
+    elif check and buffer is not None and buffer.check_only and buffer.backing is store:
+        target = buffer  # kept across a batch of checks: each run's events dropped after it
+    else:
+        target = BufferedStore(store, check_only=check)
+    replay_id = new_run_id or str(uuid7())
+    try:
+        ending = launch(
+            target,
+            scenario,
+            instance_id=original.task_instance_id,
+            model_version=version,
+            seed=original.seed if seed is None else seed,
+            run_id=replay_id,
+            gate_policy=original.gate_policy,  # type: ignore[arg-type]
+            playback=playback,
+            replay_of=None if fork else run_id,
+            # a replay of a fork stays linked to the fork's origin and step
+            forked_from=run_id if fork else original.forked_from,
+            fork_step=fork_at_step if fork else original.fork_step,
+            session_id=session_id if fork else original.session_id,  # a replay keeps its tag too
+            faults=faults,
+            role_versions=role_versions,
+        )
+    except BaseException:
+        if buffer is not None and target is buffer:  # the batch's buffer keeps none of it
+            buffer.discard(replay_id)
+        raise
     identical = None
     if check and isinstance(target, BufferedStore):  # compared before anything is serialized
         identical = ending.divergence is None and target.same_as(ending.run_id, events)
