@@ -153,7 +153,9 @@ class BufferedStore(EventStore):
         if expected_version is not None and expected_version != first:
             raise ConcurrencyError(run_id, expected_version, first)
         known = self._known
-        for offset, item in enumerate(events):
+        for offset, item in (
+            () if all(map(known.__contains__, map(type, events))) else enumerate(events)
+        ):
             if type(item) not in known:
                 event = item.event if isinstance(item, NewEvent) else item
                 name = self.catalogue.name_of(type(event))
