@@ -31,8 +31,7 @@ class AttemptError(Exception):
     check: str | None = None
 
 
-def _validated(kind: type[E], payload: dict[str, Any]) -> E:
-    return kind.model_validate(payload)
+_CALL_NAMES = {ModelCalled: ModelCalled.type_name(), ToolCalled: ToolCalled.type_name()}
 
 
 _NONE: Any = object()
@@ -246,15 +245,24 @@ class RunContext:
     ) -> dict[str, Any]:
         """Serve a recorded model or tool call: the next recorded call if it is the one asked
         for (else :class:`Divergence`), recorded again at this run's next call index, its
-        latency added to the simulated clock; its payload."""
-        recorded = playback.take(
-            kind.type_name(), step_index, name=name, request=request, check_name=check_name
-        )
-        recorded["call_index"] = self.recorder.next_call_index()
+        latency added to the simulated clock; its payload (not to be changed)."""
+        if self._check_only:
+            # a check-only replay takes the recording's own payload (validated when it was
+            # stored), itself when the call index is the recorded one
+            recorded = playback.take_recorded(
+                _CALL_NAMES[kind], step_index, name=name, request=request, check_name=check_name
+            )
+            index = self.recorder.next_call_index()
+            if recorded.get("call_index") != index:
+                recorded = {**recorded, "call_index": index}
+            event = unvalidated(kind, recorded)
+        else:
+            recorded = playback.take(
+                _CALL_NAMES[kind], step_index, name=name, request=request, check_name=check_name
+            )
+            recorded["call_index"] = self.recorder.next_call_index()
+            event = kind.model_validate(recorded)
         self.clock_ms += recorded.get("latency_ms", 0.0)
-        # a check-only replay takes the recording's own payload (validated when it was stored)
-        build = unvalidated if self._check_only else _validated
-        event = build(kind, recorded)
         if isinstance(event, ModelCalled):
             self.attempt_tokens += event.input_tokens + event.output_tokens
         self.recorder.record(event)
