@@ -348,10 +348,68 @@ status; steps, calls and their accounting do not."""
 def header(events: list[StoredEvent]) -> RunState:
     """The run's state folded from its :data:`HEADER_EVENTS` only: its header, status and
     failure as :func:`fold` gives them, without its steps, values or token counts (what an
-    exact check-only replay of a scenario run needs to know about the recording)."""
+    exact check-only replay of a scenario run needs to know about the recording). Built as
+    :func:`fold`'s handlers of those events build it (tested field by field against the full
+    fold), without a working draft of the whole state; a revised run is folded."""
     if not events or events[0].type != "RunStarted":
         return fold(events)  # fold's own error
-    return fold([event for event in events if event.type in HEADER_EVENTS])
+    chosen = [event for event in events if event.type in HEADER_EVENTS]
+    if any(event.type == "RunRevised" for event in chosen):
+        return fold(chosen)  # the run started over: fold's rules
+    # what fold's handlers of these events set, without a draft of the whole run state
+    status, budget, output, ended_at = "running", None, None, None
+    failure: tuple[Any, Any, Any, Any] = (None, None, None, None)
+    for event in chosen[1:]:
+        kind, p = event.type, event.payload
+        if kind == "ApprovalRequested":
+            if p["policy"] == "manual":
+                status = "awaiting_approval"
+        elif kind == "ApprovalDecided":
+            status = "running"
+        elif kind == "BudgetExceeded":
+            budget = p["budget"]
+        elif kind == "RunCompleted":
+            status, output, ended_at = "completed", p.get("output"), event.recorded_at
+        elif kind == "RunFailed":
+            status, ended_at = "failed", event.recorded_at
+            failure = (p.get("step"), p.get("step_index"), p["error_type"], p.get("message"))
+        elif kind == "RunAborted":
+            status, ended_at = "aborted", event.recorded_at
+            failure = (p.get("step"), p.get("step_index"), budget or "aborted", p["reason"])
+    first, last, p = chosen[0], chosen[-1], chosen[0].payload
+    return RunState(
+        run_id=first.run_id,
+        scenario=p["scenario"],
+        model_version=p["model_version"],
+        agent=p["agent"],
+        agent_version=p.get("agent_version", "1"),
+        task_instance_id=p.get("task_instance_id"),
+        task_type=p.get("task_type"),
+        seed=p.get("seed"),
+        config=dict(p.get("config") or {}),
+        input=dict(p.get("input") or {}),
+        planned_steps=tuple(p.get("planned_steps") or ()),
+        source=p.get("source", "harness"),
+        gate_policy=p.get("gate_policy"),
+        replay_of=p.get("replay_of"),
+        forked_from=p.get("forked_from"),
+        fork_step=p.get("fork_step"),
+        started_at=first.recorded_at,
+        status=status,  # type: ignore[arg-type]
+        failure_step=failure[0],
+        failure_step_index=failure[1],
+        failure_type=failure[2],
+        failure_message=failure[3],
+        budget_exceeded=budget,
+        output=output,
+        ended_at=ended_at,
+        last_seq=last.seq,
+        last_position=last.position,
+        session_id=p.get("session_id"),
+        user_id=p.get("user_id"),
+        gaps=tuple(p.get("gaps") or ()),
+        rerun_of=p.get("rerun_of"),
+    )
 
 
 def current_scenario(
