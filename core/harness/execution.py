@@ -266,8 +266,12 @@ def _execute(
 
 def _summary(output: dict[str, Any]) -> str:
     # sorted: PostgreSQL's JSONB does not keep key order, and replays must match exactly
-    shown = ", ".join([f"{key}={value}" for key, value in sorted(output.items())[:3]])
-    return shown if len(output) <= 3 else f"{shown} (+{len(output) - 3} more)"
+    count = len(output)
+    items = sorted(output.items())
+    if count <= 3:
+        return ", ".join([f"{key}={value}" for key, value in items])
+    shown = ", ".join([f"{key}={value}" for key, value in items[:3]])
+    return f"{shown} (+{count - 3} more)"
 
 
 def _gate_policy(state: RunState, scenario: ScenarioSpec) -> GatePolicy:
