@@ -36,6 +36,8 @@ _CALL_NAMES = {ModelCalled: ModelCalled.type_name(), ToolCalled: ToolCalled.type
 
 _NONE: Any = object()
 """No model response yet in this attempt."""
+NO_RESPONSE: Any = _NONE
+"""What :attr:`RunContext.response` is before the attempt's first model response."""
 
 
 @dataclass
@@ -111,6 +113,21 @@ class RunContext:
         """Fingerprint of the last model response (loop detection compares attempts)."""
         response = self._response
         return None if response is _NONE else fingerprint("response", response)
+
+    @property
+    def response(self) -> Any:
+        """The attempt's last model response itself (:data:`NO_RESPONSE`: none yet)."""
+        return self._response
+
+    def repeats(self, previous: Any) -> bool:
+        """Whether the attempt's last model response has the fingerprint of ``previous`` (an
+        earlier attempt's :attr:`response`): loop detection, hashing only when it compares."""
+        response = self._response
+        if previous is _NONE or response is _NONE:
+            return False
+        return response is previous or (
+            fingerprint("response", response) == fingerprint("response", previous)
+        )
 
     def _served(self, step_index: int | None) -> Playback | None:
         playback = self.playback
