@@ -145,9 +145,11 @@ class RunContext:
             value = playback.take("ClockRead", self.step_index)["value"]
             self.clock_ms = value * 1000
         self.recorder.record(
-            ClockRead(
+            self.event(
+                ClockRead,
                 step_index=self.step_index,
                 call_index=self.recorder.next_call_index(),
+                fingerprint=None,
                 value=value,
             )
         )

@@ -256,7 +256,7 @@ def _execute(
         recorder.flush()
         return "failed", "completion_criterion"
     recorder.record(
-        RunCompleted(output={"steps": len(steps)}, output_summary="all steps validated")
+        ctx.event(RunCompleted, output={"steps": len(steps)}, output_summary="all steps validated")
     )
     recorder.flush()
     return "completed", None
