@@ -163,6 +163,7 @@ def replay(
     faults: FaultPlan | None = None,
     role_versions: dict[str, str] | None = None,
     scenarios: dict[str, ScenarioSpec] | None = None,
+    buffer: BufferedStore | None = None,
 ) -> ReplayResult:
     """Replay ``run_id`` exactly, or fork it at step ``fork_at_step`` onto ``model_version``.
 
@@ -170,7 +171,9 @@ def replay(
     events are kept in memory and compared with the recording (``departure`` says where they
     first differ). The current code is the registered scenario of that name (its version may
     have moved on; the result notes it), or ``scenario`` when given; ``scenarios`` (a dict
-    the caller keeps while checking many runs) remembers what each name resolved to. An exact
+    the caller keeps while checking many runs) remembers what each name resolved to, and
+    ``buffer`` (a check-only :class:`BufferedStore` of ``store``, likewise kept) holds each
+    replay's events until they are compared (then they are dropped). An exact
     replay that writes stores its new run in one transaction when it ends: it calls nothing
     live, so a crash loses only a recomputation. A fork's live steps are committed step by step.
 
@@ -260,24 +263,35 @@ def replay(
     # Replaying a fork: its steps before the fork point were answered by the original's model.
     names_from = original.fork_step if original.forked_from and original.fork_step else 0
     playback = Playback.of(events, live_from_step=fork_at_step, names_from_step=names_from)
-    target = store if fork else BufferedStore(store, check_only=check)
-    ending = launch(
-        target,
-        scenario,
-        instance_id=original.task_instance_id,
-        model_version=version,
-        seed=original.seed if seed is None else seed,
-        run_id=new_run_id or str(uuid7()),
-        gate_policy=original.gate_policy,  # type: ignore[arg-type]
-        playback=playback,
-        replay_of=None if fork else run_id,
-        # a replay of a fork stays linked to the fork's origin and step
-        forked_from=run_id if fork else original.forked_from,
-        fork_step=fork_at_step if fork else original.fork_step,
-        session_id=session_id if fork else original.session_id,  # a replay keeps its tag too
-        faults=faults,
-        role_versions=role_versions,
-    )
+    if fork:
+        target: EventStore = store
+    elif check and buffer is not None and buffer.check_only and buffer.backing is store:
+        target = buffer  # kept across a batch of checks: each run's events dropped after it
+    else:
+        target = BufferedStore(store, check_only=check)
+    replay_id = new_run_id or str(uuid7())
+    try:
+        ending = launch(
+            target,
+            scenario,
+            instance_id=original.task_instance_id,
+            model_version=version,
+            seed=original.seed if seed is None else seed,
+            run_id=replay_id,
+            gate_policy=original.gate_policy,  # type: ignore[arg-type]
+            playback=playback,
+            replay_of=None if fork else run_id,
+            # a replay of a fork stays linked to the fork's origin and step
+            forked_from=run_id if fork else original.forked_from,
+            fork_step=fork_at_step if fork else original.fork_step,
+            session_id=session_id if fork else original.session_id,  # a replay keeps its tag too
+            faults=faults,
+            role_versions=role_versions,
+        )
+    except BaseException:
+        if buffer is not None and target is buffer:  # the batch's buffer keeps none of it
+            buffer.discard(replay_id)
+        raise
     identical = None
     if check and isinstance(target, BufferedStore):  # compared before anything is serialized
         identical = ending.divergence is None and target.same_as(ending.run_id, events)
@@ -334,10 +348,68 @@ status; steps, calls and their accounting do not."""
 def header(events: list[StoredEvent]) -> RunState:
     """The run's state folded from its :data:`HEADER_EVENTS` only: its header, status and
     failure as :func:`fold` gives them, without its steps, values or token counts (what an
-    exact check-only replay of a scenario run needs to know about the recording)."""
+    exact check-only replay of a scenario run needs to know about the recording). Built as
+    :func:`fold`'s handlers of those events build it (tested field by field against the full
+    fold), without a working draft of the whole state; a revised run is folded."""
     if not events or events[0].type != "RunStarted":
         return fold(events)  # fold's own error
-    return fold([event for event in events if event.type in HEADER_EVENTS])
+    chosen = [event for event in events if event.type in HEADER_EVENTS]
+    if any(event.type == "RunRevised" for event in chosen):
+        return fold(chosen)  # the run started over: fold's rules
+    # what fold's handlers of these events set, without a draft of the whole run state
+    status, budget, output, ended_at = "running", None, None, None
+    failure: tuple[Any, Any, Any, Any] = (None, None, None, None)
+    for event in chosen[1:]:
+        kind, p = event.type, event.payload
+        if kind == "ApprovalRequested":
+            if p["policy"] == "manual":
+                status = "awaiting_approval"
+        elif kind == "ApprovalDecided":
+            status = "running"
+        elif kind == "BudgetExceeded":
+            budget = p["budget"]
+        elif kind == "RunCompleted":
+            status, output, ended_at = "completed", p.get("output"), event.recorded_at
+        elif kind == "RunFailed":
+            status, ended_at = "failed", event.recorded_at
+            failure = (p.get("step"), p.get("step_index"), p["error_type"], p.get("message"))
+        elif kind == "RunAborted":
+            status, ended_at = "aborted", event.recorded_at
+            failure = (p.get("step"), p.get("step_index"), budget or "aborted", p["reason"])
+    first, last, p = chosen[0], chosen[-1], chosen[0].payload
+    return RunState(
+        run_id=first.run_id,
+        scenario=p["scenario"],
+        model_version=p["model_version"],
+        agent=p["agent"],
+        agent_version=p.get("agent_version", "1"),
+        task_instance_id=p.get("task_instance_id"),
+        task_type=p.get("task_type"),
+        seed=p.get("seed"),
+        config=dict(p.get("config") or {}),
+        input=dict(p.get("input") or {}),
+        planned_steps=tuple(p.get("planned_steps") or ()),
+        source=p.get("source", "harness"),
+        gate_policy=p.get("gate_policy"),
+        replay_of=p.get("replay_of"),
+        forked_from=p.get("forked_from"),
+        fork_step=p.get("fork_step"),
+        started_at=first.recorded_at,
+        status=status,  # type: ignore[arg-type]
+        failure_step=failure[0],
+        failure_step_index=failure[1],
+        failure_type=failure[2],
+        failure_message=failure[3],
+        budget_exceeded=budget,
+        output=output,
+        ended_at=ended_at,
+        last_seq=last.seq,
+        last_position=last.position,
+        session_id=p.get("session_id"),
+        user_id=p.get("user_id"),
+        gaps=tuple(p.get("gaps") or ()),
+        rerun_of=p.get("rerun_of"),
+    )
 
 
 def current_scenario(

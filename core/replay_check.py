@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SteplogError
+from .replay_buffer import BufferedStore
 from .store import EventStore
 
 __all__ = ["SampleCheck", "SetCheck", "check_run", "check_runs", "check_set", "set_members"]
@@ -108,14 +109,17 @@ def check_run(
     agent: str | None = None,
     scenario: str | None = None,
     scenarios: dict[str, Any] | None = None,
+    buffer: BufferedStore | None = None,
 ) -> SampleCheck:
     """Replay ``run_id`` check-only with the current code; never raises for the run's own
     problems (unknown scenario, unfinished run, ...): they make the sample fail. ``scenarios``
-    (kept by the caller across a batch) remembers which scenario each name resolved to."""
+    (kept by the caller across a batch) remembers which scenario each name resolved to, and
+    ``buffer`` (likewise: a check-only :class:`~steplog.replay_buffer.BufferedStore` of
+    ``store``) holds each replay's events while they are compared."""
     from .replay import replay
 
     try:
-        result = replay(store, run_id, check=True, agent=agent, scenarios=scenarios)
+        result = replay(store, run_id, check=True, agent=agent, scenarios=scenarios, buffer=buffer)
     except SteplogError as exc:
         return SampleCheck(
             run_id, False, f"cannot be checked: {exc}", error=str(exc), scenario=scenario
@@ -144,8 +148,11 @@ def check_set(
     members = set_members(store, set_name)
     samples = []
     scenarios: dict[str, Any] = {}  # the scenario folders are read once per name, not per run
+    buffer = BufferedStore(store, check_only=True)  # one for the set, emptied after each run
     for done, (run_id, scenario) in enumerate(members, start=1):
-        samples.append(check_run(store, run_id, scenario=scenario, scenarios=scenarios))
+        samples.append(
+            check_run(store, run_id, scenario=scenario, scenarios=scenarios, buffer=buffer)
+        )
         if progress is not None:
             progress(done, len(members))
     return SetCheck(set_name, samples)
@@ -153,6 +160,8 @@ def check_set(
 
 def check_runs(store: EventStore, run_ids: list[str]) -> list[SampleCheck]:
     """Replay each of ``run_ids`` check-only with the current code, in order (the scenario
-    folders are read once per scenario name for the whole batch)."""
+    folders are read once per scenario name for the whole batch, and one buffer holds each
+    replay's events while they are compared)."""
     scenarios: dict[str, Any] = {}
-    return [check_run(store, run_id, scenarios=scenarios) for run_id in run_ids]
+    buffer = BufferedStore(store, check_only=True)
+    return [check_run(store, run_id, scenarios=scenarios, buffer=buffer) for run_id in run_ids]

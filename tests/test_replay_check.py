@@ -433,3 +433,69 @@ def test_the_header_fold_agrees_with_the_full_fold(home: dict[str, Any]) -> None
             getattr(full, f) for f in HEADER_FIELDS
         ]
     assert {"completed", "failed", "aborted", "awaiting_approval"} <= statuses
+
+
+def test_a_batch_keeps_one_buffer_and_nothing_in_it(
+    home: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """check_runs and check_set hold each replay's events in one buffer for the batch: every
+    run's are dropped once compared, and a replay that raised leaves none behind. Annotated
+    samples (added to a set after they ran) pass, as the annotations are not behaviour."""
+    store = home["store"]
+    buffer = BufferedStore(store, check_only=True)
+    annotated = home["failed"][0]
+    assert any(e.type == "SampleAddedToRegressionSet" for e in store.read_run(annotated))
+    for run_id in [*home["completed"][:2], annotated]:
+        sample = check_run(store, run_id, buffer=buffer)
+        assert sample.passed, sample.summary
+        assert not buffer._events and not buffer._runs
+    assert check_set(store, "gate").passed
+
+    import steplog.replay as replay_module
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        target = args[0]
+        target.append(kwargs["run_id"], [RunCompleted(output={})], 0)
+        raise SteplogError("the harness broke")
+
+    monkeypatch.setattr(replay_module, "launch", broken)
+    sample = check_run(store, home["completed"][0], buffer=buffer)
+    assert not sample.passed and "the harness broke" in sample.summary
+    assert not buffer._events and not buffer._runs
+
+
+def test_take_recorded_serves_the_recorded_payload_or_lets_take_decide(
+    home: dict[str, Any],
+) -> None:
+    """The check's served calls are the recording's own payloads when the call and its request
+    are the recorded ones; a changed request is still refused with take's divergence."""
+    from steplog.harness.playback import Divergence, Playback
+
+    events = home["store"].read_run(home["completed"][0])
+    model = next(e for e in events if e.type == "ModelCalled")
+    playback = Playback([model])
+    payload = model.payload
+    request = dict(payload["request"])
+    served = playback.take_recorded(
+        "ModelCalled", payload["step_index"], name=payload["model"], request=request
+    )
+    assert served is payload and playback.cursor == 1
+    changed = {**request, "attempt": request["attempt"] + 1}
+    with pytest.raises(Divergence) as raised:
+        Playback([model]).take_recorded(
+            "ModelCalled", payload["step_index"], name=payload["model"], request=changed
+        )
+    with pytest.raises(Divergence) as expected:
+        Playback([model]).take(
+            "ModelCalled", payload["step_index"], name=payload["model"], request=changed
+        )
+    assert raised.value.as_dict() == expected.value.as_dict()
+    # another model name is refused too, unless names are not checked (a fork's early steps)
+    with pytest.raises(Divergence):
+        Playback([model]).take_recorded(
+            "ModelCalled", payload["step_index"], name="other", request=request
+        )
+    unchecked = Playback([model]).take_recorded(
+        "ModelCalled", payload["step_index"], name="other", request=request, check_name=False
+    )
+    assert unchecked is payload

@@ -31,12 +31,13 @@ class AttemptError(Exception):
     check: str | None = None
 
 
-def _validated(kind: type[E], payload: dict[str, Any]) -> E:
-    return kind.model_validate(payload)
+_CALL_NAMES = {ModelCalled: ModelCalled.type_name(), ToolCalled: ToolCalled.type_name()}
 
 
 _NONE: Any = object()
 """No model response yet in this attempt."""
+NO_RESPONSE: Any = _NONE
+"""What :attr:`RunContext.response` is before the attempt's first model response."""
 
 
 @dataclass
@@ -113,6 +114,21 @@ class RunContext:
         response = self._response
         return None if response is _NONE else fingerprint("response", response)
 
+    @property
+    def response(self) -> Any:
+        """The attempt's last model response itself (:data:`NO_RESPONSE`: none yet)."""
+        return self._response
+
+    def repeats(self, previous: Any) -> bool:
+        """Whether the attempt's last model response has the fingerprint of ``previous`` (an
+        earlier attempt's :attr:`response`): loop detection, hashing only when it compares."""
+        response = self._response
+        if previous is _NONE or response is _NONE:
+            return False
+        return response is previous or (
+            fingerprint("response", response) == fingerprint("response", previous)
+        )
+
     def _served(self, step_index: int | None) -> Playback | None:
         playback = self.playback
         return playback if playback is not None and playback.serving(step_index) else None
@@ -129,9 +145,11 @@ class RunContext:
             value = playback.take("ClockRead", self.step_index)["value"]
             self.clock_ms = value * 1000
         self.recorder.record(
-            ClockRead(
+            self.event(
+                ClockRead,
                 step_index=self.step_index,
                 call_index=self.recorder.next_call_index(),
+                fingerprint=None,
                 value=value,
             )
         )
@@ -246,15 +264,24 @@ class RunContext:
     ) -> dict[str, Any]:
         """Serve a recorded model or tool call: the next recorded call if it is the one asked
         for (else :class:`Divergence`), recorded again at this run's next call index, its
-        latency added to the simulated clock; its payload."""
-        recorded = playback.take(
-            kind.type_name(), step_index, name=name, request=request, check_name=check_name
-        )
-        recorded["call_index"] = self.recorder.next_call_index()
+        latency added to the simulated clock; its payload (not to be changed)."""
+        if self._check_only:
+            # a check-only replay takes the recording's own payload (validated when it was
+            # stored), itself when the call index is the recorded one
+            recorded = playback.take_recorded(
+                _CALL_NAMES[kind], step_index, name=name, request=request, check_name=check_name
+            )
+            index = self.recorder.next_call_index()
+            if recorded.get("call_index") != index:
+                recorded = {**recorded, "call_index": index}
+            event = unvalidated(kind, recorded)
+        else:
+            recorded = playback.take(
+                _CALL_NAMES[kind], step_index, name=name, request=request, check_name=check_name
+            )
+            recorded["call_index"] = self.recorder.next_call_index()
+            event = kind.model_validate(recorded)
         self.clock_ms += recorded.get("latency_ms", 0.0)
-        # a check-only replay takes the recording's own payload (validated when it was stored)
-        build = unvalidated if self._check_only else _validated
-        event = build(kind, recorded)
         if isinstance(event, ModelCalled):
             self.attempt_tokens += event.input_tokens + event.output_tokens
         self.recorder.record(event)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..canonical import fingerprint
 from ..errors import SteplogError
 from ..events import (
     ApprovalDecided,
@@ -31,7 +30,7 @@ from ..events import (
 from ..projections.run_state import RunState, fold
 from ..recorder import RunRecorder
 from ..store import EventStore
-from .context import AttemptError, RunContext
+from .context import NO_RESPONSE, AttemptError, RunContext
 from .playback import Divergence, describe
 from .scenario import ConcreteStep, GatePolicy, InstanceSpec, ScenarioSpec
 from .simulated import check_business_rule, check_custom, check_schema, truth
@@ -176,9 +175,8 @@ def _execute(
         failed = existing.failed_attempts if existing is not None else 0
         # Continuing a step after a crash: its failed attempts are in the log, and so is the
         # last response (loop detection compares the next attempt with it).
-        previous_response = (
-            fingerprint("response", existing.last_response) if existing and failed else None
-        )
+        # (the response itself: fingerprinted only if the next attempt's is compared with it)
+        previous_response = existing.last_response if existing and failed else NO_RESPONSE
         while True:
             attempt = failed + 1
             if (
@@ -211,7 +209,7 @@ def _execute(
             try:
                 output = _attempt(ctx, step, inputs, previous_response)
             except AttemptError as error:
-                previous_response = ctx.last_response
+                previous_response = ctx.response
                 _record_attempt_failure(recorder, step, attempt, error)
                 used = ctx.attempt_tokens  # the tokens of this attempt's model calls
                 budget.step_tokens += used
@@ -258,7 +256,7 @@ def _execute(
         recorder.flush()
         return "failed", "completion_criterion"
     recorder.record(
-        RunCompleted(output={"steps": len(steps)}, output_summary="all steps validated")
+        ctx.event(RunCompleted, output={"steps": len(steps)}, output_summary="all steps validated")
     )
     recorder.flush()
     return "completed", None
@@ -266,8 +264,12 @@ def _execute(
 
 def _summary(output: dict[str, Any]) -> str:
     # sorted: PostgreSQL's JSONB does not keep key order, and replays must match exactly
-    shown = ", ".join([f"{key}={value}" for key, value in sorted(output.items())[:3]])
-    return shown if len(output) <= 3 else f"{shown} (+{len(output) - 3} more)"
+    count = len(output)
+    items = sorted(output.items())
+    if count <= 3:
+        return ", ".join([f"{key}={value}" for key, value in items])
+    shown = ", ".join([f"{key}={value}" for key, value in items[:3]])
+    return f"{shown} (+{count - 3} more)"
 
 
 def _gate_policy(state: RunState, scenario: ScenarioSpec) -> GatePolicy:
@@ -284,7 +286,7 @@ def _inputs(step: ConcreteStep, values: dict[str, Any], instance: InstanceSpec) 
 
 
 def _attempt(
-    ctx: RunContext, step: ConcreteStep, inputs: dict[str, Any], previous: str | None
+    ctx: RunContext, step: ConcreteStep, inputs: dict[str, Any], previous: Any
 ) -> dict[str, Any]:
     """One attempt: tool (if any), model, then schema, business rule and custom checks."""
     grounded = True
@@ -300,7 +302,7 @@ def _attempt(
     response = ctx.call_model(step, inputs, grounded=grounded)
     if response.get("status") != "ok":
         raise AttemptError("model_error", str(response.get("message", "model error")))
-    if previous is not None and ctx.last_response == previous:
+    if ctx.repeats(previous):
         raise AttemptError(
             "loop", f"the model repeated the same action at {step.name} (attempt {ctx.attempt})"
         )

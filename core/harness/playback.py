@@ -176,6 +176,33 @@ class Playback:
         self.cursor += 1
         return dict(payload)
 
+    def take_recorded(
+        self,
+        kind: str,
+        step_index: int,
+        *,
+        name: str,
+        request: Any,
+        check_name: bool = True,
+    ) -> dict[str, Any]:
+        """:meth:`take` for a model or tool call, giving the recorded payload itself (not a
+        copy: the caller must not change it) when the call is the one asked for with the very
+        request recorded (the usual case, decided without hashing); anything else is decided
+        by :meth:`take`, which also raises its :class:`Divergence`."""
+        cursor = self.cursor
+        if cursor < len(self.calls) and request is not None:
+            event = self.calls[cursor]
+            payload = event.payload
+            if (
+                event.type == kind
+                and payload.get("step_index") == step_index
+                and (not check_name or (payload.get("model") or payload.get("tool")) == name)
+                and payload.get("request", payload.get("args")) == request
+            ):
+                self.cursor = cursor + 1
+                return payload
+        return self.take(kind, step_index, name=name, request=request, check_name=check_name)
+
     def leftover(self) -> StoredEvent | None:
         """The first recorded call nobody asked for (in the served steps)."""
         return self.calls[self.cursor] if self.cursor < len(self.calls) else None
