@@ -7,8 +7,9 @@ without re-checking the integer (it is built to the layout below).
 
 Layout (RFC 9562 §5.7, with §6.2 method 1's counter): 48-bit Unix time in milliseconds, version
 7, a 12-bit counter in ``rand_a`` (random start each millisecond, +1 per id), the variant, and 62
-random bits. Ids from this generator are strictly increasing within a process: when the counter
-runs out within one millisecond, the timestamp moves on by one (as ``uuid6`` does).
+random bits. Ids from this generator are strictly increasing within a process: when a batch
+would run the counter out within one millisecond, it takes the next millisecond (as ``uuid6``
+does when its clock has not moved).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def new_ids(count: int) -> list[uuid.UUID]:
     global _last_ms, _counter
     if count <= 0:
         return []
+    if count > _COUNTER_MAX + 1:  # the counter holds 4,096 ids per millisecond
+        return new_ids(_COUNTER_MAX + 1) + new_ids(count - _COUNTER_MAX - 1)
     words = struct.unpack(f">{count + 1}Q", os.urandom(8 * (count + 1)))
     now = time.time_ns() // 1_000_000
     with _lock:
@@ -46,16 +49,15 @@ def new_ids(count: int) -> list[uuid.UUID]:
         else:
             _counter += 1
         ms, counter = _last_ms, _counter
-        ids: list[uuid.UUID] = []
-        append = ids.append
-        for word in words[:count]:
-            if counter > _COUNTER_MAX:
-                ms, counter = ms + 1, 0
-            value = (ms << 80) | (counter << 64) | _VERSION_AND_VARIANT | (word & _RAND_B)
-            new = _NEW(UUID)
-            _SET(new, "int", value)
-            _SET(new, "is_safe", _UNKNOWN)
-            append(new)
-            counter += 1
-        _last_ms, _counter = ms, counter - 1
+        if counter + count > _COUNTER_MAX + 1:  # rare: more ids in one millisecond than 4096
+            ms, counter = ms + 1, 0
+        _last_ms, _counter = ms, counter + count - 1
+    base = (ms << 80) | _VERSION_AND_VARIANT
+    ids: list[uuid.UUID] = []
+    append = ids.append
+    for offset, word in enumerate(words[:count], counter):
+        new = _NEW(UUID)
+        _SET(new, "int", base | (offset << 64) | (word & _RAND_B))
+        _SET(new, "is_safe", _UNKNOWN)
+        append(new)
     return ids
