@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..canonical import fingerprint
+from ..canonical import fingerprint, fingerprint_str_keyed
 from ..events import ClockRead, E, ModelCalled, ToolCalled, unvalidated
 from ..recorder import RecordedRandom, RunRecorder, step_seed
 from .faults import FaultPlan
@@ -198,7 +198,7 @@ class RunContext:
                 {
                     "step_index": step.index,
                     "call_index": self.recorder.next_call_index(),
-                    "fingerprint": fingerprint(version, request),
+                    "fingerprint": fingerprint_str_keyed(version, request),
                     "model": version,
                     "request": request,
                     "response": response,
