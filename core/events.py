@@ -143,10 +143,13 @@ def unvalidated(event_type: type[E], fields: JsonDict) -> E:
     none holds a model; otherwise (a payload of an old version, a field left to its default,
     a nested model) it is validated.
 
-    For check-only replays only, whose events are compared with the recording and never
-    stored: the calls they serve are the recording's own payloads (validated when they were
-    appended, upcast on read), and an invalid event the code builds differs from the valid
-    one recorded. Anything that is stored goes through validation.
+    For two callers only. Check-only replays, whose events are compared with the recording and
+    never stored: the calls they serve are the recording's own payloads (validated when they
+    were appended, upcast on read), and an invalid event the code builds differs from the valid
+    one recorded. And the harness's own step and call events, stored, whose every value steplog
+    itself produced with the field's exact type (names and indexes from a validated scenario,
+    floats from a validated model spec, dicts it assembled and checked; tests check they equal
+    their validated form). Anything else that is stored goes through validation.
     """
     names = _FIELDS.get(event_type)
     if names is None:

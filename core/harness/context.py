@@ -7,11 +7,12 @@ fault plan and a per-agent fork's version map act here, on live calls only.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..canonical import fingerprint
+from ..canonical import fingerprint, fingerprint_str_keyed
 from ..events import ClockRead, E, ModelCalled, ToolCalled, unvalidated
 from ..recorder import RecordedRandom, RunRecorder, step_seed
 from .faults import FaultPlan
@@ -32,6 +33,12 @@ class AttemptError(Exception):
 
 
 _CALL_NAMES = {ModelCalled: ModelCalled.type_name(), ToolCalled: ToolCalled.type_name()}
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _tool_fingerprint(tool: str, instance_id: str, step: str) -> str:
+    """The fingerprint of a live tool call's args (the same for every attempt and run)."""
+    return fingerprint(tool, {"instance": instance_id, "step": step})
 
 
 _NONE: Any = object()
@@ -83,9 +90,11 @@ class RunContext:
             self._models.setdefault(version, SimulatedModel(version, self.scenario.model(version)))
 
     def event(self, kind: type[E], **fields: Any) -> E:
-        """``kind(**fields)``; in a check-only replay built without validation (compared with
-        the recording, never stored: see :func:`~steplog.events.unvalidated`)."""
-        return unvalidated(kind, fields) if self._check_only else kind(**fields)
+        """``kind(**fields)`` for the step events the harness builds from its own values (step
+        names and indexes, the inputs and output dicts it assembled and checked), so built
+        without validating again (see :func:`~steplog.events.unvalidated`: a call that does not
+        name every field of ``kind`` is validated)."""
+        return unvalidated(kind, fields)
 
     def version_of(self, step: ConcreteStep) -> str:
         """The model version that answers ``step``: its agent's, else the run's."""
@@ -198,22 +207,30 @@ class RunContext:
         self._pace(reply.latency_ms)
         self._response = reply.response
         self.attempt_tokens += reply.input_tokens + reply.output_tokens
+        # Every value is the simulated model's, typed by its validated spec (ints for tokens,
+        # floats for latency and cost): built without validating again, every field named.
+        response = reply.response
         self.recorder.record(
-            ModelCalled(
-                step_index=step.index,
-                call_index=self.recorder.next_call_index(),
-                fingerprint=fingerprint(version, request),
-                model=version,
-                request=request,
-                response=reply.response,
-                error=reply.response.get("message") if reply.response["status"] != "ok" else None,
-                input_tokens=reply.input_tokens,
-                output_tokens=reply.output_tokens,
-                latency_ms=reply.latency_ms,
-                cost_usd=round(reply.cost_usd, 8),
+            unvalidated(
+                ModelCalled,
+                {
+                    "step_index": step.index,
+                    "call_index": self.recorder.next_call_index(),
+                    "fingerprint": fingerprint_str_keyed(version, request),
+                    "model": version,
+                    "request": request,
+                    "response": response,
+                    "error": response.get("message") if response["status"] != "ok" else None,
+                    "input_tokens": reply.input_tokens,
+                    "output_tokens": reply.output_tokens,
+                    "latency_ms": reply.latency_ms,
+                    "cost_usd": round(reply.cost_usd, 8),
+                    "cached_input_tokens": 0,
+                    "reasoning_tokens": 0,
+                },
             )
         )
-        return reply.response
+        return response
 
     def call_tool(self, step: ConcreteStep, tool: str) -> dict[str, Any]:
         """Call a scenario tool; recorded as ``ToolCalled``; raises on transient errors."""
@@ -236,17 +253,22 @@ class RunContext:
         if self.faults is not None and self.faults.applies(step.index, self.attempt):
             reply = self.faults.inject(tool, reply, self.model.spec)
         self._pace(reply.latency_ms)
+        # The simulated tool's own values (or a fault plan's): built without validating again.
         self.recorder.record(
-            ToolCalled(
-                step_index=step.index,
-                call_index=self.recorder.next_call_index(),
-                fingerprint=fingerprint(tool, args),
-                tool=tool,
-                args=args,
-                result=reply.result,
-                status="error" if reply.error_type else "ok",
-                error_type=reply.error_type,
-                latency_ms=reply.latency_ms,
+            unvalidated(
+                ToolCalled,
+                {
+                    "step_index": step.index,
+                    "call_index": self.recorder.next_call_index(),
+                    "fingerprint": _tool_fingerprint(tool, self.instance.id, step.name),
+                    "tool": tool,
+                    "args": args,
+                    "result": reply.result,
+                    "status": "error" if reply.error_type else "ok",
+                    "error_type": reply.error_type,
+                    "latency_ms": reply.latency_ms,
+                    "error": None,
+                },
             )
         )
         if reply.error_type:

@@ -39,7 +39,7 @@ def truth(instance_id: str, step: str, field: str) -> float:
 
 
 def _stream(*parts: object) -> random.Random:
-    return random.Random(":".join(str(p) for p in parts))
+    return random.Random(":".join(map(str, parts)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,13 @@ def planted_step(
     if window is None:
         return None
     key = "instance" if spec.planted_per_instance else seed
-    return _stream("planted", version, key, instance_id).randint(window[0], window[1])
+    return _planted(version, key, instance_id, window[0], window[1])
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _planted(version: str, key: object, instance_id: str, first: int, last: int) -> int:
+    """Asked at every model call of a run: drawn once (a pure function of its arguments)."""
+    return _stream("planted", version, key, instance_id).randint(first, last)
 
 
 class SimulatedModel:
@@ -82,6 +88,13 @@ class SimulatedModel:
     def __init__(self, version: str, spec: ModelVersionSpec) -> None:
         self.version = version
         self.spec = spec
+        self._thresholds = (
+            ("malformed", spec.malformed_rate),
+            ("wrong", spec.wrong_rate),
+            ("silent", spec.silent_error_rate),
+        )
+        self._loops: dict[tuple[Any, ...], bool] = {}
+        """Whether the model is stuck at a step: drawn once per step, not once per attempt."""
 
     def complete(
         self,
@@ -126,7 +139,7 @@ class SimulatedModel:
                 cost,
                 spec.latency_ms,
             )
-        if _stream("loop", *key).random() < spec.loop_rate:
+        if self._stuck(key):
             # Stuck: the same wrong action, whatever the attempt.
             response = {
                 "status": "ok",
@@ -136,18 +149,16 @@ class SimulatedModel:
         draw = _stream("attempt", *key, attempt).random()
         error = min(1.0, spec.base_error + spec.drift_per_step * step_index)
         correct: dict[str, Any] = {f: truth(instance_id, step, f) for f in fields}
-        thresholds = [
-            ("error", error),
-            ("malformed", spec.malformed_rate),
-            ("wrong", spec.wrong_rate),
-            ("silent", spec.silent_error_rate),
-        ]
         outcome = "correct"
-        for name, rate in thresholds:
-            if draw < rate:
-                outcome = name
-                break
-            draw -= rate
+        if draw < error:
+            outcome = "error"
+        else:
+            draw -= error
+            for name, rate in self._thresholds:
+                if draw < rate:
+                    outcome = name
+                    break
+                draw -= rate
         if outcome == "error":
             response = {"status": "error", "message": f"model failed at {step}"}
         elif outcome == "malformed":
@@ -174,6 +185,12 @@ class SimulatedModel:
         else:
             response = {"status": "ok", "output": correct}
         return ModelReply(response, input_tokens, output_tokens, cost, spec.latency_ms)
+
+    def _stuck(self, key: tuple[Any, ...]) -> bool:
+        stuck = self._loops.get(key)
+        if stuck is None:
+            stuck = self._loops[key] = _stream("loop", *key).random() < self.spec.loop_rate
+        return stuck
 
     @staticmethod
     def _perturbed(

@@ -8,12 +8,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from uuid6 import uuid7
-
 from ..canonical import jsonable
 from ..errors import InvalidEventError
 from ..events import Event, RandomDrawn
 from ..store import EventStore, NewEvent
+from .ids import new_ids
 
 R = TypeVar("R")
 
@@ -70,6 +69,8 @@ class RunRecorder:
         self.call_index = call_index
         self.sort_calls = sort_calls
         self._buffer: list[NewEvent | Event] = []
+        self._identified = 0
+        """How many of the buffered events have their ids already (:meth:`_identify`)."""
         self._unacknowledged: list[NewEvent | Event] = []
         """A batch whose append raised: stored or not, it is re-sent first, unchanged."""
         self._lock = threading.RLock()
@@ -77,15 +78,14 @@ class RunRecorder:
     def record(self, event: Event) -> None:
         """Buffer ``event``; it becomes durable at the next :meth:`flush`."""
         with self._lock:
-            self._buffer.append(event if self._bare else NewEvent.of(event, uuid7()))
+            self._buffer.append(event)
 
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:
         """Buffer the call event ``build(call_index)``: the next index unless one is given."""
         with self._lock:
             if call_index is None:
                 call_index = self.next_call_index()
-            event = build(call_index)
-            self._buffer.append(event if self._bare else NewEvent.of(event, uuid7()))
+            self._buffer.append(build(call_index))
 
     def next_call_index(self) -> int:
         """The order of the next nondeterministic call within the run."""
@@ -99,10 +99,24 @@ class RunRecorder:
         """Events recorded but not yet committed (a check-only buffer's with ids made here:
         it keeps none)."""
         with self._lock:
+            self._identify()
             return tuple(
                 item if isinstance(item, NewEvent) else NewEvent(item)
                 for item in (*self._unacknowledged, *self._buffer)
             )
+
+    def _identify(self) -> None:
+        """Give the buffered events that have none their ids, all at once (one clock read and
+        one ``os.urandom`` call: :func:`~.ids.new_ids`). An id is fixed from then on: the one
+        :attr:`pending` shows is the one stored, and a failed batch is re-sent with its ids.
+        Not for a check-only buffer, which takes the events themselves."""
+        buffer, start = self._buffer, self._identified
+        if self._bare or start == len(buffer):
+            return
+        of = NewEvent.of
+        for index, id_ in enumerate(new_ids(len(buffer) - start), start):
+            buffer[index] = of(_event(buffer[index]), id_)
+        self._identified = len(buffer)
 
     def flush(self) -> None:
         """Commit the buffered events in one atomic append (a no-op when there are none).
@@ -116,7 +130,8 @@ class RunRecorder:
             if self._unacknowledged:
                 self._send(self._unacknowledged)
             if self._buffer:
-                batch, self._buffer = self._buffer, []
+                self._identify()
+                batch, self._buffer, self._identified = self._buffer, [], 0
                 self._send(_in_call_order(batch) if self.sort_calls else batch)
 
     def _send(self, batch: list[NewEvent | Event]) -> None:
