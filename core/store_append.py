@@ -10,12 +10,14 @@ ends an append cleanly is parked for the next one (:mod:`.store_park`), skipping
   log's last position (two indexed look-ups); the version checked; one ``executemany`` of the
   batch; ``COMMIT`` -- four statements for any batch.
 * PostgreSQL: one statement, ``SELECT steplog_append(...)`` (a PL/pgSQL function, migration
-  0007) on an autocommit connection -- one round trip, its own transaction. The function takes
-  the transaction-scoped position lock, then reads the run's version and the last position
-  (new statements, so new snapshots under READ COMMITTED: nothing committed before the lock is
-  missed) and inserts the batch only if the version is the expected one. Connections come from
-  a copy of the engine's pool; parked between appends, they skip its pre-ping (a dead one
-  fails the append, the park is emptied, the pool replaced and the append retried).
+  0007; ``steplog_append_one``, migration 0008, for a batch of one event: scalar arguments,
+  one ``VALUES`` row) on an autocommit connection -- one round trip, its own transaction.
+  The function takes the transaction-scoped position lock, then reads the run's version and
+  the last position (new statements, so new snapshots under READ COMMITTED: nothing committed
+  before the lock is missed) and inserts the batch only if the version is the expected one.
+  Connections come from a copy of the engine's pool; parked between appends, they skip its
+  pre-ping (a dead one fails the append, the park is emptied, the pool replaced and the append
+  retried).
 
 The idempotency look-up runs only when the fast path did not store the batch (a version
 conflict or a unique violation): a re-send is recognised there, and its original positions are
@@ -74,6 +76,11 @@ _PG_APPEND: Final = (
     "%s::text, %s::text, %s::text)"
 )
 """The server-side append (migration 0007): one statement, one round trip in autocommit."""
+_PG_APPEND_ONE: Final = (
+    "SELECT steplog_append_one(%s::text, %s::integer, %s::timestamptz, %s::uuid, %s::text, "
+    "%s::integer, %s::timestamptz, %s::jsonb)"
+)
+"""A single event's append (migration 0008): its columns as scalars, one ``VALUES`` row."""
 _PG_CHUNK_EVENTS: Final = 10_000
 _PG_CHUNK_CHARS: Final = 64 * 1024 * 1024
 """A larger batch is sent in chunks (PostgreSQL caps a JSON document's size), one function call
@@ -313,6 +320,9 @@ def _pg_append(
     if not dbapi.autocommit:
         dbapi.autocommit = True
     now = datetime.now(UTC)
+    if len(batch) == 1:
+        first = _pg_call_one(dbapi, run_id, expected_version, now, batch)
+        return [first]
     parts = list(_pg_chunks(batch))
     if len(parts) == 1:
         first = _pg_call(dbapi, run_id, expected_version, now, batch)
@@ -349,6 +359,31 @@ def _pg_call(
     )
     with dbapi.cursor() as cursor:
         cursor.execute(_PG_APPEND, params)
+        (first,) = cursor.fetchone()
+    if first < 0:  # nothing inserted: the run's version was not the expected one
+        raise _Conflict(-1 - first)
+    return int(first)
+
+
+def _pg_call_one(
+    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: PreparedBatch
+) -> int:
+    """:func:`_pg_call` for a batch of one event, through ``steplog_append_one``: no arrays
+    for the server to parse and unnest."""
+    ((type_name, _, version),) = batch.kinds
+    (at,) = batch.times
+    params = (
+        run_id,
+        expected_version,
+        now,
+        batch.hexes[0],
+        type_name,
+        version,
+        None if at is None else utc(at),
+        batch.payloads[0],
+    )
+    with dbapi.cursor() as cursor:
+        cursor.execute(_PG_APPEND_ONE, params)
         (first,) = cursor.fetchone()
     if first < 0:  # nothing inserted: the run's version was not the expected one
         raise _Conflict(-1 - first)
