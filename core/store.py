@@ -63,6 +63,7 @@ from .store_append import (
     insert_rows,
     lock_positions,
     prepare,
+    prepare_batch,
     sqlite_datetime,
     utc,
 )
@@ -280,7 +281,7 @@ class EventStore:
     def _append_batch(
         self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None
     ) -> AppendResult:
-        prepared = self._prepare(events)
+        prepared = prepare_batch(events, self.catalogue, self.max_payload_bytes)
         if not prepared:
             return AppendResult([])
         writer = self._writer

@@ -10,12 +10,14 @@ ends an append cleanly is parked for the next one (:mod:`.store_park`), skipping
   log's last position (two indexed look-ups); the version checked; one ``executemany`` of the
   batch; ``COMMIT`` -- four statements for any batch.
 * PostgreSQL: one statement, ``SELECT steplog_append(...)`` (a PL/pgSQL function, migration
-  0007) on an autocommit connection -- one round trip, its own transaction. The function takes
-  the transaction-scoped position lock, then reads the run's version and the last position
-  (new statements, so new snapshots under READ COMMITTED: nothing committed before the lock is
-  missed) and inserts the batch only if the version is the expected one. Connections come from
-  a copy of the engine's pool; parked between appends, they skip its pre-ping (a dead one
-  fails the append, the park is emptied, the pool replaced and the append retried).
+  0007; ``steplog_append_one``, migration 0008, for a batch of one event: scalar arguments,
+  one ``VALUES`` row) on an autocommit connection -- one round trip, its own transaction.
+  The function takes the transaction-scoped position lock, then reads the run's version and
+  the last position (new statements, so new snapshots under READ COMMITTED: nothing committed
+  before the lock is missed) and inserts the batch only if the version is the expected one.
+  Connections come from a copy of the engine's pool; parked between appends, they skip its
+  pre-ping (a dead one fails the append, the park is emptied, the pool replaced and the append
+  retried).
 
 The idempotency look-up runs only when the fast path did not store the batch (a version
 conflict or a unique violation): a re-send is recognised there, and its original positions are
@@ -26,26 +28,34 @@ from __future__ import annotations
 
 import gc
 import json
-import operator
-import re
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.pool import Pool
-from uuid6 import uuid7
 
-from .errors import ConcurrencyError, IdempotencyError, InvalidEventError, PayloadTooLargeError
+from .errors import ConcurrencyError, IdempotencyError
 from .models import events_table
 from .store_park import ConnectionPark
+from .store_prepare import (
+    NewEvent,
+    Prepared,
+    PreparedBatch,
+    batch_rows,
+    not_in_catalogue,
+    prepare,
+    prepare_batch,
+    sqlite_datetime,
+    sqlite_rows,
+    utc,
+)
 
 if TYPE_CHECKING:
-    from .events import Catalogue, Event
+    from .events import Catalogue
 
 T = TypeVar("T")
 
@@ -66,42 +76,15 @@ _PG_APPEND: Final = (
     "%s::text, %s::text, %s::text)"
 )
 """The server-side append (migration 0007): one statement, one round trip in autocommit."""
+_PG_APPEND_ONE: Final = (
+    "SELECT steplog_append_one(%s::text, %s::integer, %s::timestamptz, %s::uuid, %s::text, "
+    "%s::integer, %s::timestamptz, %s::jsonb)"
+)
+"""A single event's append (migration 0008): its columns as scalars, one ``VALUES`` row."""
 _PG_CHUNK_EVENTS: Final = 10_000
 _PG_CHUNK_CHARS: Final = 64 * 1024 * 1024
 """A larger batch is sent in chunks (PostgreSQL caps a JSON document's size), one function call
 each, inside one explicit transaction: still atomic."""
-_payload_of = operator.itemgetter(3)
-_tuple_new = tuple.__new__
-_type_of = operator.itemgetter(1)
-
-
-_NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-"""A JSON escape of NUL (not a literal backslash followed by ``u0000``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class NewEvent:
-    """An event about to be appended, with the client-generated id that makes re-sends safe."""
-
-    event: Event
-    event_id: uuid.UUID = field(default_factory=uuid7)
-    recorded_at: datetime | None = None
-    """When it happened; defaults to the time of the append (imports keep the original)."""
-
-    @classmethod
-    def of(cls, event: Event, event_id: uuid.UUID) -> NewEvent:
-        """``NewEvent(event, event_id)``, built for hot paths (a recorder buffers every event
-        through it): the slots are set directly, not through the frozen class's checks."""
-        new = object.__new__(cls)
-        _SET_EVENT(new, event)
-        _SET_ID(new, event_id)
-        _SET_AT(new, None)
-        return new
-
-
-_SET_EVENT = NewEvent.__dict__["event"].__set__
-_SET_ID = NewEvent.__dict__["event_id"].__set__
-_SET_AT = NewEvent.__dict__["recorded_at"].__set__
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,133 +95,12 @@ class AppendResult:
     duplicate: bool = False
 
 
-class Prepared(NamedTuple):
-    """An event validated and serialized, ready for the driver (a tuple: built per event)."""
-
-    event_id: uuid.UUID
-    type: str
-    schema_version: int
-    payload_json: str
-    recorded_at: datetime | None
-
-
 class _Conflict(Exception):
     """The fast path stored nothing: the run's version was not the expected one."""
 
     def __init__(self, current: int) -> None:
         super().__init__(current)
         self.current = current
-
-
-def prepare(events: Sequence[Event | NewEvent], catalogue: Catalogue, limit: int) -> list[Prepared]:
-    """Validate, serialize and size-check a batch before touching the database.
-
-    This runs for every appended event, so it sticks to dict lookups: events are pydantic
-    models validated when they were built; what is left to check is that their class is
-    the catalogue's, their ids are unique within the batch, and their size.
-    """
-    prepared: list[Prepared] = []
-    append = prepared.append
-    kinds: dict[type, tuple[str, Callable[[Any], bytes], int]] = {}
-    quarter = limit // 4  # len(text) > limit // 4 exactly when len(text) * 4 > limit
-    for index, item in enumerate(events):
-        new = item if type(item) is NewEvent else _new_event(item)
-        event = new.event
-        kind = type(event)
-        known = kinds.get(kind)
-        if known is None:
-            type_name = catalogue.name_of(kind)
-            if type_name is None:
-                raise not_in_catalogue(catalogue, index, event)
-            # The model's own serializer, as ``model_dump_json()`` calls it (same bytes),
-            # without that method's keyword handling: this is the per-event cost of appending.
-            known = kinds[kind] = (
-                type_name,
-                kind.__pydantic_serializer__.to_json,
-                kind.schema_version,
-            )
-        type_name, to_json, schema_version = known
-        try:
-            payload_json = to_json(event).decode()
-        except (ValueError, UnicodeError) as exc:
-            raise InvalidEventError(
-                f"event #{index} ({type_name}) cannot be stored as JSON: {exc}"
-            ) from None
-        if "\\u0000" in payload_json and _NUL_ESCAPE.search(payload_json):
-            raise InvalidEventError(
-                f"event #{index} ({type_name}) contains a NUL character (\\u0000), which "
-                "PostgreSQL cannot store; remove or escape it"
-            )
-        # A str of n characters encodes to at most 4n bytes: count exactly only near the limit.
-        if len(payload_json) > quarter and len(payload_json.encode()) > limit:
-            raise PayloadTooLargeError(
-                f"event #{index} ({type_name}, id {new.event_id}) has a "
-                f"{len(payload_json.encode()):,}-byte payload; the limit is {limit:,} bytes"
-            )
-        # tuple.__new__: a NamedTuple's own __new__ is a Python function, per event.
-        append(
-            _tuple_new(
-                Prepared,
-                (new.event_id, type_name, schema_version, payload_json, new.recorded_at),
-            )
-        )
-    if len(prepared) > 1 and len({entry.event_id.int for entry in prepared}) != len(prepared):
-        seen: set[uuid.UUID] = set()
-        for position, entry in enumerate(prepared):
-            if entry.event_id in seen:
-                raise InvalidEventError(
-                    f"event #{position} ({entry.type}) repeats id {entry.event_id}"
-                )
-            seen.add(entry.event_id)
-    return prepared
-
-
-def _new_event(item: Event | NewEvent) -> NewEvent:
-    return item if isinstance(item, NewEvent) else NewEvent(item)
-
-
-def not_in_catalogue(catalogue: Catalogue, index: int, event: object) -> InvalidEventError:
-    from .events import Event
-
-    if not isinstance(event, Event):
-        return InvalidEventError(f"event #{index} is a {type(event).__name__}, not a steplog Event")
-    name = event.type_name()
-    if name in catalogue:
-        return InvalidEventError(f"event #{index}: {name} is not the catalogue's {name} model")
-    return InvalidEventError(
-        f"event #{index}: unknown event type {name!r}; register it in the catalogue"
-    )
-
-
-def utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; a naive time is taken to be UTC already (never local time)."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def sqlite_datetime(moment: datetime) -> str:
-    """UTC, in the text format SQLAlchemy's SQLite ``DateTime`` reads back
-    (``YYYY-MM-DD HH:MM:SS.ffffff``), from the C ``isoformat``: this runs for every event."""
-    return utc(moment).isoformat(" ", "microseconds")[:26]
-
-
-def sqlite_rows(
-    run_id: str, seq: int, position: int, batch: Sequence[Prepared], now_text: str
-) -> list[tuple[Any, ...]]:
-    """``batch``'s rows for :data:`SQLITE_INSERT`, from ``seq`` at ``position`` (``now_text``
-    where an event has no recorded time): the one place the SQLite row format is written."""
-    return [
-        (
-            position + i,
-            f"{event_id.int:032x}",  # UUID.hex, without the property call
-            run_id,
-            seq + i,
-            type_name,
-            schema_version,
-            now_text if recorded_at is None else sqlite_datetime(recorded_at),
-            payload_json,
-        )
-        for i, (event_id, type_name, schema_version, payload_json, recorded_at) in enumerate(batch)
-    ]
 
 
 GC_PAUSE_MIN_EVENTS: Final = 64
@@ -308,7 +170,7 @@ class BatchWriter:
             self._pg_pool.dispose()
 
     def append_once(
-        self, run_id: str, batch: list[Prepared], expected_version: int | None
+        self, run_id: str, batch: PreparedBatch, expected_version: int | None
     ) -> AppendResult:
         """One attempt: the fast path, and the idempotency look-up only if it stored nothing."""
         try:
@@ -333,7 +195,7 @@ class BatchWriter:
             ) from None
 
     def _driver_call(
-        self, run_id: str, batch: list[Prepared], expected_version: int | None
+        self, run_id: str, batch: PreparedBatch, expected_version: int | None
     ) -> list[int]:
         """One transaction on a pooled driver connection, below SQLAlchemy's execution layer.
 
@@ -383,10 +245,11 @@ class BatchWriter:
                 pooled.close()
 
     def already_stored(
-        self, conn: Connection, run_id: str, batch: list[Prepared]
+        self, conn: Connection, run_id: str, prepared: PreparedBatch
     ) -> list[int] | None:
         """Original positions if the whole batch is stored already with the same content."""
-        ids = [item.event_id for item in batch]
+        batch = prepared.items()
+        ids = prepared.ids
         columns = events_table.c
         rows = {
             row.event_id: row
@@ -434,7 +297,7 @@ class BatchWriter:
 
 
 def _sqlite_append(
-    dbapi: Any, run_id: str, batch: list[Prepared], expected_version: int | None
+    dbapi: Any, run_id: str, batch: PreparedBatch, expected_version: int | None
 ) -> list[int]:
     """``batch`` in the open ``BEGIN IMMEDIATE`` transaction (the write lock: nothing else
     commits until it ends): the run's version and the last position looked up, the version
@@ -445,18 +308,21 @@ def _sqlite_append(
         raise _Conflict(version)
     position = 1 if last_position is None else last_position + 1
     now_text = sqlite_datetime(datetime.now(UTC))
-    dbapi.executemany(SQLITE_INSERT, sqlite_rows(run_id, version, position, batch, now_text))
+    dbapi.executemany(SQLITE_INSERT, batch_rows(run_id, version, position, batch, now_text))
     return list(range(position, position + len(batch)))
 
 
 def _pg_append(
-    dbapi: Any, run_id: str, batch: list[Prepared], expected_version: int | None
+    dbapi: Any, run_id: str, batch: PreparedBatch, expected_version: int | None
 ) -> list[int]:
     """``batch`` through ``steplog_append`` on an autocommit connection: one statement (its own
     transaction), or one explicit transaction around a huge batch's chunks."""
     if not dbapi.autocommit:
         dbapi.autocommit = True
     now = datetime.now(UTC)
+    if len(batch) == 1:
+        first = _pg_call_one(dbapi, run_id, expected_version, now, batch)
+        return [first]
     parts = list(_pg_chunks(batch))
     if len(parts) == 1:
         first = _pg_call(dbapi, run_id, expected_version, now, batch)
@@ -471,28 +337,25 @@ def _pg_append(
 
 
 def _pg_call(
-    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: list[Prepared]
+    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: PreparedBatch
 ) -> int:
     """One ``steplog_append`` call: the first position (a stale version raises _Conflict)."""
     times = None
-    if any(item.recorded_at is not None for item in batch):
+    if batch.times.count(None) != len(batch):
         times = (
             "{"
-            + ",".join(
-                "NULL" if item.recorded_at is None else utc(item.recorded_at).isoformat()
-                for item in batch
-            )
+            + ",".join("NULL" if at is None else utc(at).isoformat() for at in batch.times)
             + "}"
         )
     params = (
         run_id,
         expected_version,
         now,
-        "{" + ",".join([item.event_id.hex for item in batch]) + "}",
-        json.dumps(list(map(_type_of, batch))),
-        "{" + ",".join([str(item.schema_version) for item in batch]) + "}",
+        "{" + ",".join(batch.hexes) + "}",
+        json.dumps(list(batch.types)),
+        "{" + ",".join(map(str, batch.versions)) + "}",
         times,
-        "[" + ",".join(map(_payload_of, batch)) + "]",
+        "[" + ",".join(batch.payloads) + "]",
     )
     with dbapi.cursor() as cursor:
         cursor.execute(_PG_APPEND, params)
@@ -502,26 +365,46 @@ def _pg_call(
     return int(first)
 
 
-def _pg_chunks(batch: list[Prepared]) -> Iterable[list[Prepared]]:
+def _pg_call_one(
+    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: PreparedBatch
+) -> int:
+    """:func:`_pg_call` for a batch of one event, through ``steplog_append_one``: no arrays
+    for the server to parse and unnest."""
+    ((type_name, _, version),) = batch.kinds
+    (at,) = batch.times
+    params = (
+        run_id,
+        expected_version,
+        now,
+        batch.hexes[0],
+        type_name,
+        version,
+        None if at is None else utc(at),
+        batch.payloads[0],
+    )
+    with dbapi.cursor() as cursor:
+        cursor.execute(_PG_APPEND_ONE, params)
+        (first,) = cursor.fetchone()
+    if first < 0:  # nothing inserted: the run's version was not the expected one
+        raise _Conflict(-1 - first)
+    return int(first)
+
+
+def _pg_chunks(batch: PreparedBatch) -> Iterable[PreparedBatch]:
     """``batch`` in parts of at most ``_PG_CHUNK_EVENTS`` events and about ``_PG_CHUNK_CHARS``
     characters of payload (one part, itself, almost always)."""
-    if (
-        len(batch) <= _PG_CHUNK_EVENTS
-        and sum(len(item.payload_json) for item in batch) < _PG_CHUNK_CHARS
-    ):
+    sizes = list(map(len, batch.payloads))
+    if len(batch) <= _PG_CHUNK_EVENTS and sum(sizes) < _PG_CHUNK_CHARS:
         yield batch
         return
-    part: list[Prepared] = []
+    start = 0
     size = 0
-    for item in batch:
-        if part and (
-            len(part) >= _PG_CHUNK_EVENTS or size + len(item.payload_json) > _PG_CHUNK_CHARS
-        ):
-            yield part
-            part, size = [], 0
-        part.append(item)
-        size += len(item.payload_json)
-    yield part
+    for index, length in enumerate(sizes):
+        if index > start and (index - start >= _PG_CHUNK_EVENTS or size + length > _PG_CHUNK_CHARS):
+            yield batch.part(start, index)
+            start, size = index, 0
+        size += length
+    yield batch.part(start, len(sizes))
 
 
 def insert_rows(
@@ -556,3 +439,26 @@ def lock_positions(conn: Connection) -> None:
     already)."""
     if conn.dialect.name != "sqlite":
         conn.exec_driver_sql(POSITION_LOCK_SQL)
+
+
+__all__ = [  # the write path's names, those of .store_prepare included (imported from here)
+    "COLUMN_NAMES",
+    "GC_PAUSE_MIN_EVENTS",
+    "POSITION_LOCK_SQL",
+    "SQLITE_INSERT",
+    "AppendResult",
+    "BatchWriter",
+    "NewEvent",
+    "Prepared",
+    "PreparedBatch",
+    "chunks",
+    "gc_paused",
+    "insert_rows",
+    "lock_positions",
+    "not_in_catalogue",
+    "prepare",
+    "prepare_batch",
+    "sqlite_datetime",
+    "sqlite_rows",
+    "utc",
+]

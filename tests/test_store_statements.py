@@ -191,6 +191,58 @@ def test_postgres_conflict_and_resend_store_nothing_and_map_to_the_same_errors(
 
 
 @pytest.mark.postgres
+def test_postgres_single_event_appends_keep_the_batch_contract(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of one goes through ``steplog_append_one`` (migration 0008): same positions,
+    stored row, version check, re-send and clash answers as ``steplog_append``."""
+    from steplog import store_append
+
+    calls: list[str] = []
+    real_one, real_many = store_append._pg_call_one, store_append._pg_call
+
+    def one(*args: Any) -> int:
+        calls.append("one")
+        return real_one(*args)
+
+    def many(*args: Any) -> int:
+        calls.append("many")
+        return real_many(*args)
+
+    monkeypatch.setattr(store_append, "_pg_call_one", one)
+    monkeypatch.setattr(store_append, "_pg_call", many)
+    store = EventStore.open(pg_url)
+    try:
+        run, other = f"r-{uuid.uuid4().hex}", f"o-{uuid.uuid4().hex}"
+        at = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2)))
+        single = NewEvent(StepStarted(step="a", step_index=0, input={"q": "é"}), recorded_at=at)
+        twin = NewEvent(StepStarted(step="a", step_index=0, input={"q": "é"}), recorded_at=at)
+        (position,) = store.append(run, [single], 0)
+        store.append(other, [twin, NewEvent(StepStarted(step="b", step_index=1))], 0)
+        assert calls == ["one", "many"]
+        mine, theirs = store.read_run(run)[0], store.read_run(other)[0]
+        assert (mine.position, mine.seq, mine.recorded_at) == (position, 0, at.astimezone(UTC))
+        assert (mine.type, mine.schema_version, mine.payload, mine.recorded_at) == (
+            theirs.type,
+            theirs.schema_version,
+            theirs.payload,
+            theirs.recorded_at,
+        )
+        resent = store.append_batch(run, [single], 0)
+        assert resent.duplicate and resent.positions == [position]
+        with pytest.raises(ConcurrencyError) as conflict:
+            store.append(run, steps(1), 0)
+        assert (conflict.value.expected, conflict.value.actual) == (0, 1)
+        clash = NewEvent(StepStarted(step="changed", step_index=0), single.event_id)
+        with pytest.raises(IdempotencyError, match="different content"):
+            store.append(run, [clash], 1)
+        (next_position,) = store.append(run, steps(1, 1))  # no expected version: at the end
+        assert next_position == store.last_position() and store.version(run) == 2
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
 def test_postgres_huge_batch_is_chunked_in_one_transaction(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

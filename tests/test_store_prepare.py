@@ -1,0 +1,79 @@
+"""The batch preparation every append runs (steplog.store_prepare): column by column, with a
+second walk only to name the first event that fails a check, in batch order."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from steplog.errors import InvalidEventError, PayloadTooLargeError
+from steplog.events import StepCompleted, StepStarted, catalogue
+from steplog.store import NewEvent
+from steplog.store_prepare import Prepared, batch_rows, prepare, prepare_batch, sqlite_rows
+
+LIMIT = 2_000
+
+
+def step(i: int, text: str = "") -> StepStarted:
+    return StepStarted(step=f"s{i}{text}", step_index=i)
+
+
+def test_columns_match_the_events_and_their_records() -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    news = [NewEvent(step(0)), NewEvent(step(1), recorded_at=at)]
+    batch = prepare_batch([*news, step(2)], catalogue, LIMIT)
+    assert len(batch) == 3
+    assert batch.ids[:2] == [news[0].event_id, news[1].event_id]
+    assert batch.hexes == [event_id.hex for event_id in batch.ids]
+    assert list(batch.types) == ["StepStarted"] * 3
+    assert list(batch.versions) == [StepStarted.schema_version] * 3
+    assert batch.payloads[0] == step(0).model_dump_json()
+    assert batch.times == [None, at, None]
+    items = batch.items()
+    assert all(type(item) is Prepared for item in items)
+    assert items[:2] == prepare(news, catalogue, LIMIT)
+    version = StepStarted.schema_version
+    assert items[1] == (news[1].event_id, "StepStarted", version, step(1).model_dump_json(), at)
+    part = batch.part(1, 3)
+    assert part.ids == batch.ids[1:] and part.payloads == batch.payloads[1:]
+
+
+def test_rows_from_columns_equal_rows_from_records() -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    batch = prepare_batch([NewEvent(step(0)), NewEvent(step(1), recorded_at=at)], catalogue, LIMIT)
+    rows = batch_rows("run", 5, 40, batch, "NOW")
+    assert rows == sqlite_rows("run", 5, 40, batch.items(), "NOW")
+    assert [row[0] for row in rows] == [40, 41] and [row[3] for row in rows] == [5, 6]
+    assert [row[6] for row in rows] == ["NOW", "2026-01-02 03:04:05.678901"]
+    assert prepare_batch([], catalogue, LIMIT).ids == [] and sqlite_rows("r", 0, 1, [], "") == []
+
+
+def test_the_first_failing_event_is_named_in_batch_order() -> None:
+    big = StepCompleted(step="s", step_index=1, output={"text": "x" * 5_000})
+    nul = step(3, "a\u0000b")
+    with pytest.raises(PayloadTooLargeError, match=r"event #1 \(StepCompleted"):
+        prepare_batch([step(0), big, nul], catalogue, LIMIT)
+    with pytest.raises(InvalidEventError, match=r"event #1 \(StepStarted\) contains a NUL"):
+        prepare_batch([step(0), nul, big], catalogue, LIMIT)
+
+
+def test_near_the_limit_and_a_literal_backslash_u0000_pass() -> None:
+    near = StepCompleted(step="s", step_index=1, output={"text": "é" * 900})  # > LIMIT // 4
+    literal = step(2, "\\u0000 as text")
+    batch = prepare_batch([near, literal], catalogue, LIMIT)
+    assert len(batch.payloads[0].encode()) <= LIMIT
+    assert "\\\\u0000" in batch.payloads[1]
+
+
+def test_unknown_classes_and_repeated_ids_name_their_event() -> None:
+    with pytest.raises(InvalidEventError, match=r"event #1 is a str, not a steplog Event"):
+        prepare_batch([step(0), "nope", 42], catalogue, LIMIT)  # type: ignore[list-item]
+    same = uuid.uuid4()
+    with pytest.raises(InvalidEventError, match=rf"event #2 \(StepStarted\) repeats id {same}"):
+        prepare_batch(
+            [NewEvent(step(0), same), NewEvent(step(1)), NewEvent(step(2), same)],
+            catalogue,
+            LIMIT,
+        )
