@@ -26,7 +26,7 @@ from .diff import first_difference as first_difference
 from .errors import SteplogError
 from .harness.playback import Playback
 from .harness.runner import RunStateError, launch, registered_scenario
-from .projections.run_state import RunState, fold
+from .projections.run_state import RunState, fold, started_fields
 from .regress import regress as regress
 from .replay_buffer import (
     BufferedStore,
@@ -376,25 +376,9 @@ def header(events: list[StoredEvent]) -> RunState:
         elif kind == "RunAborted":
             status, ended_at = "aborted", event.recorded_at
             failure = (p.get("step"), p.get("step_index"), budget or "aborted", p["reason"])
-    first, last, p = chosen[0], chosen[-1], chosen[0].payload
+    last = chosen[-1]
     return RunState(
-        run_id=first.run_id,
-        scenario=p["scenario"],
-        model_version=p["model_version"],
-        agent=p["agent"],
-        agent_version=p.get("agent_version", "1"),
-        task_instance_id=p.get("task_instance_id"),
-        task_type=p.get("task_type"),
-        seed=p.get("seed"),
-        config=dict(p.get("config") or {}),
-        input=dict(p.get("input") or {}),
-        planned_steps=tuple(p.get("planned_steps") or ()),
-        source=p.get("source", "harness"),
-        gate_policy=p.get("gate_policy"),
-        replay_of=p.get("replay_of"),
-        forked_from=p.get("forked_from"),
-        fork_step=p.get("fork_step"),
-        started_at=first.recorded_at,
+        **started_fields(chosen[0]),
         status=status,  # type: ignore[arg-type]
         failure_step=failure[0],
         failure_step_index=failure[1],
@@ -405,10 +389,6 @@ def header(events: list[StoredEvent]) -> RunState:
         ended_at=ended_at,
         last_seq=last.seq,
         last_position=last.position,
-        session_id=p.get("session_id"),
-        user_id=p.get("user_id"),
-        gaps=tuple(p.get("gaps") or ()),
-        rerun_of=p.get("rerun_of"),
     )
 
 

@@ -64,20 +64,24 @@ def test_ctrl_c_during_a_batch_points_to_resume(tmp_path: Path, workers: str) ->
         ["run", "invoice-extraction", "-m", "sim-v1", "--runs", "100000", "--workers", workers],
         tmp_path / "home",
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until runs are being written
-        if db.exists():
-            store = EventStore.open(f"sqlite:///{db}")
-            try:
-                if store.count_runs() >= 3:
-                    break
-            finally:
-                store.close()
-        time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail("no runs were recorded")
-    code, _, err = _ctrl_c(process)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait until runs are being written
+            if db.exists():
+                store = EventStore.open(f"sqlite:///{db}")
+                try:
+                    if store.count_runs() >= 3:
+                        break
+                finally:
+                    store.close()
+            time.sleep(0.2)
+        else:
+            pytest.fail("no runs were recorded")
+        code, _, err = _ctrl_c(process)
+    finally:  # never leave a 100,000-run batch behind (it runs in its own session)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
     message = " ".join(err.split())
     assert code == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err

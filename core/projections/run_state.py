@@ -337,6 +337,35 @@ _SET_VALUES = RunState.__dict__["values"].__set__
 _SET_STEPS = RunState.__dict__["steps"].__set__
 
 
+def started_fields(event: StoredEvent) -> dict[str, Any]:
+    """The :class:`RunState` fields a run's ``RunStarted`` sets (what it ran, with which seed,
+    linked to what), as the fold reads them from its payload."""
+    p = event.payload
+    return {
+        "run_id": event.run_id,
+        "scenario": p["scenario"],
+        "model_version": p["model_version"],
+        "agent": p["agent"],
+        "agent_version": p.get("agent_version", "1"),
+        "task_instance_id": p.get("task_instance_id"),
+        "task_type": p.get("task_type"),
+        "seed": p.get("seed"),
+        "config": dict(p.get("config") or {}),
+        "input": dict(p.get("input") or {}),
+        "planned_steps": tuple(p.get("planned_steps") or ()),
+        "source": p.get("source", "harness"),
+        "gate_policy": p.get("gate_policy"),
+        "replay_of": p.get("replay_of"),
+        "forked_from": p.get("forked_from"),
+        "fork_step": p.get("fork_step"),
+        "started_at": event.recorded_at,
+        "session_id": p.get("session_id"),
+        "user_id": p.get("user_id"),
+        "gaps": tuple(p.get("gaps") or ()),
+        "rerun_of": p.get("rerun_of"),
+    }
+
+
 class _RunDraft:
     """A mutable working copy of a :class:`RunState`, private to one fold.
 
@@ -356,32 +385,11 @@ class _RunDraft:
             raise NotARunError(
                 f"run {event.run_id!r} does not start with RunStarted ({event.type})"
             )
-        p = event.payload
         state = RunState(
-            run_id=event.run_id,
-            scenario=p["scenario"],
-            model_version=p["model_version"],
-            agent=p["agent"],
-            agent_version=p.get("agent_version", "1"),
-            task_instance_id=p.get("task_instance_id"),
-            task_type=p.get("task_type"),
-            seed=p.get("seed"),
-            config=dict(p.get("config") or {}),
-            input=dict(p.get("input") or {}),
-            planned_steps=tuple(p.get("planned_steps") or ()),
-            source=p.get("source", "harness"),
-            gate_policy=p.get("gate_policy"),
-            replay_of=p.get("replay_of"),
-            forked_from=p.get("forked_from"),
-            fork_step=p.get("fork_step"),
-            started_at=event.recorded_at,
+            **started_fields(event),
             last_seq=event.seq,
             last_position=event.position,
             values={},
-            session_id=p.get("session_id"),
-            user_id=p.get("user_id"),
-            gaps=tuple(p.get("gaps") or ()),
-            rerun_of=p.get("rerun_of"),
         )
         return cls.thaw(state)
 
