@@ -357,12 +357,7 @@ def _pg_call(
         times,
         "[" + ",".join(batch.payloads) + "]",
     )
-    with dbapi.cursor() as cursor:
-        cursor.execute(_PG_APPEND, params)
-        (first,) = cursor.fetchone()
-    if first < 0:  # nothing inserted: the run's version was not the expected one
-        raise _Conflict(-1 - first)
-    return int(first)
+    return _pg_first_position(dbapi, _PG_APPEND, params)
 
 
 def _pg_call_one(
@@ -382,8 +377,14 @@ def _pg_call_one(
         None if at is None else utc(at),
         batch.payloads[0],
     )
+    return _pg_first_position(dbapi, _PG_APPEND_ONE, params)
+
+
+def _pg_first_position(dbapi: Any, sql: str, params: tuple[Any, ...]) -> int:
+    """Run one of the append functions; the batch's first position (a stale expected version,
+    which the function answers with ``-1 - current version``, raises :class:`_Conflict`)."""
     with dbapi.cursor() as cursor:
-        cursor.execute(_PG_APPEND_ONE, params)
+        cursor.execute(sql, params)
         (first,) = cursor.fetchone()
     if first < 0:  # nothing inserted: the run's version was not the expected one
         raise _Conflict(-1 - first)
