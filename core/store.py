@@ -43,6 +43,7 @@ from .database import (
     with_retries,
     write_transaction,
 )
+from .driver import fetch_rows
 from .errors import (
     ConcurrencyError,
     ConfigurationError,
@@ -625,32 +626,9 @@ class EventStore:
         )
 
     def _fetch(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
-        """Rows straight from the driver's cursor (no per-row SQLAlchemy processing).
-
-        A driver error is wrapped as SQLAlchemy would have (and a dead connection invalidated),
-        so retries and messages treat it like any other.
-        """
-        dialect = self.engine.dialect
-        dbapi_connection = conn.connection
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute(sql, tuple(params))
-            return list(cursor.fetchall())
-        except dialect.loaded_dbapi.Error as exc:
-            gone = dialect.is_disconnect(exc, dbapi_connection.dbapi_connection, cursor)
-            if gone:
-                conn.invalidate(exc)
-            raise DBAPIError.instance(
-                sql,
-                tuple(params),
-                exc,
-                dialect.loaded_dbapi.Error,
-                connection_invalidated=gone,
-                dialect=dialect,
-            ) from exc
-        finally:
-            if not conn.invalidated:
-                cursor.close()
+        """Rows straight from the driver's cursor (no per-row SQLAlchemy processing); driver
+        errors wrapped as SQLAlchemy would (:func:`~steplog.driver.fetch_rows`)."""
+        return fetch_rows(conn, sql, params)
 
 
 def check_run_id(run_id: object) -> None:

@@ -244,6 +244,20 @@ def test_a_conflicting_resend_is_refused_and_quarantined(
     assert staged(store) == len(spans)
 
 
+def test_a_resend_mixed_with_new_spans_stages_the_new_ones(
+    receiver: OtlpReceiver, store: EventStore
+) -> None:
+    # PostgreSQL stages a request with one COPY; a span staged already makes it fail, and the
+    # request is then staged span by span, skipping the re-sent ones
+    first, second = agent_trace(random.Random(6)), agent_trace(random.Random(7))
+    assert post(receiver, json.dumps(request(*first)).encode(), "application/json")[0] == 200
+    mixed = request(first[0], *second, second[0])  # a re-send, new spans, one twice
+    status, answer = post(receiver, json.dumps(mixed).encode(), "application/json")
+    assert (status, json.loads(answer)) == (200, {})
+    assert staged(store) == len(first) + len(second)
+    assert store.quarantined() == []
+
+
 # --- item 4: health; item 6: IPv6 -------------------------------------------------------------
 
 

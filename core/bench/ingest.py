@@ -585,7 +585,7 @@ class _RunWatcher(threading.Thread):
         self._stopping = threading.Event()
 
     def run(self) -> None:
-        from sqlalchemy import select
+        from sqlalchemy import func, select
 
         from ..database import create_engine_for
         from ..models import events_table
@@ -596,17 +596,22 @@ class _RunWatcher(threading.Thread):
         try:
             while True:
                 stopping = self._stopping.is_set()
-                query = (
-                    select(t.position, t.run_id)
-                    .where(t.position > after, t.type.in_(("RunCompleted", "RunFailed")))
-                    .order_by(t.position)
-                )
                 with engine.connect() as conn:
-                    rows = conn.execute(query).all()
+                    # bounded on both sides: a fresh PostgreSQL store has no statistics yet,
+                    # and ``position > after`` alone is planned as a scan of the whole log,
+                    # ~1 core's worth of the server at 10,000 spans/s taken from the receiver
+                    last = conn.execute(select(func.max(t.position))).scalar() or after
+                    rows = conn.execute(
+                        select(t.position, t.run_id).where(
+                            t.position > after,
+                            t.position <= last,
+                            t.type.in_(("RunCompleted", "RunFailed")),
+                        )
+                    ).all()
                 now = time.perf_counter()
-                for position, run_id in rows:
+                for _position, run_id in rows:
                     self.seen_at.setdefault(run_id, now)
-                    after = max(after, position)
+                after = max(after, last)  # positions up to ``last`` were all committed
                 if stopping:
                     return
                 self._stopping.wait(self.every)

@@ -29,8 +29,10 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 from sqlalchemy import case, exists, func, select
+from sqlalchemy.exc import IntegrityError
 
 from ...database import connect_or_explain, is_sqlite, with_retries, write_transaction
+from ...driver import copy_rows
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
 from ...models import archived_traces_table, staged_spans_table
 from ...store import EventStore, _sqlite_datetime
@@ -49,6 +51,10 @@ from .spans import (
 )
 
 REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
+_COPY_SPANS = (
+    "COPY otlp_spans (trace_id, span_id, received_at, is_root, body) FROM STDIN (FORMAT BINARY)"
+)
+_SPAN_TYPES = ("varchar", "varchar", "timestamptz", "bool", "text")
 TRACES_PER_ROUND = 200
 ROUNDS_PER_LOOKUP = 5
 """An assembler looks up this many rounds' worth of ready traces at a time."""
@@ -163,6 +169,13 @@ class OtlpIngest:
     def _stage(self, rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], RejectedSpan]:
         """Insert ``rows`` (idempotent: retried on a dropped connection); return those that
         were already staged with other content (they were not inserted)."""
+        if not self._sqlite:
+            try:  # PostgreSQL: one COPY (psycopg's executemany runs a statement per span)
+                with write_transaction(self.store.engine) as conn:
+                    copy_rows(conn, _COPY_SPANS, _SPAN_TYPES, rows)
+                return {}
+            except IntegrityError:
+                pass  # a span staged already (an exporter's retry): insert the others below
         with write_transaction(self.store.engine) as conn:
             inserted = conn.exec_driver_sql(self._insert_sql, rows).rowcount
             if inserted == len(rows):

@@ -28,13 +28,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
-from psycopg.types.json import set_json_dumps
 from pydantic_core import from_json
 from sqlalchemy import Connection, insert, select, update
 
 from ...database import with_retries, write_transaction
+from ...driver import copy_rows
 from ...errors import InvalidEventError
 from ...models import events_table, quarantine_table
 from ...store import EventStore, NewEvent, StoredEvent, _storable
@@ -46,9 +46,6 @@ from .genai import MappedRun, map_trace, run_id_for
 from .revise import revision_batch
 from .spans import Span
 
-if TYPE_CHECKING:
-    import psycopg
-
 _CHUNK = 400
 _COPY_EVENTS = (
     "COPY events (position, event_id, run_id, seq, type, schema_version, recorded_at, payload) "
@@ -56,12 +53,8 @@ _COPY_EVENTS = (
 )
 _COPY_TYPES = ["int8", "uuid", "varchar", "int4", "varchar", "int4", "timestamptz", "jsonb"]
 """Binary COPY: the server receives uuids, integers and times as they are stored instead of
-parsing their text (the payload is still JSON text, behind jsonb's version byte)."""
-
-
-def _json_as_is(payload: Any) -> Any:
-    """The payloads are serialized JSON already (``Prepared.payload_json``): sent as they are."""
-    return payload
+parsing their text (the payload is still JSON text, behind jsonb's version byte: the payloads
+are serialized JSON already, ``Prepared.payload_json``, and sent as they are)."""
 
 
 @dataclass(slots=True)
@@ -215,16 +208,7 @@ class _Writer:
         if self.store._sqlite:
             self.conn.exec_driver_sql(SQLITE_INSERT, rows)
         else:  # COPY: psycopg's executemany sends a statement per row
-            raw = self.conn.connection.dbapi_connection
-            cursor = cast("psycopg.Cursor[Any]", raw.cursor())  # type: ignore[union-attr]
-            try:
-                set_json_dumps(_json_as_is, context=cursor)
-                with cursor.copy(_COPY_EVENTS) as copy:
-                    copy.set_types(_COPY_TYPES)
-                    for row in rows:
-                        copy.write_row(row)
-            finally:
-                cursor.close()
+            copy_rows(self.conn, _COPY_EVENTS, _COPY_TYPES, rows)
         self.tails = []
 
     def _read_run(self, run_id: str) -> list[StoredEvent]:
