@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from typing import Any
 
 import pytest
-from helpers.otlp import agent_trace, request
+from helpers.otlp import agent_trace, request, span
 
 from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.revise import current_reading
@@ -153,3 +154,52 @@ def test_two_assemblers_racing_over_many_traces_store_each_once(store_url: str) 
     finally:
         b.store.close()
         store.close()
+
+
+# --- the paged look-up of ready traces --------------------------------------------------------
+
+
+def _trace_with_root_last(trace_id: str, children: int) -> list[dict[str, Any]]:
+    """A trace whose root span sorts after all its children (span ids ``00..`` < ``ff..``), so
+    a page of staged spans in key order that ends inside it holds its children only."""
+    root = span(trace_id, "f" * 16, "invoke_agent booking", gen_ai__operation__name="invoke_agent")
+    return [
+        span(trace_id, f"{i:016x}", "tool", parent="f" * 16, gen_ai__operation__name="x")
+        for i in range(children)
+    ] + [root]
+
+
+def test_a_page_that_ends_inside_a_trace_looks_at_that_trace_again(store: EventStore) -> None:
+    # a look-up of 1 trace reads a page of 10 spans; the second trace is cut after 3 of its
+    # spans, without its root: it must be looked at whole by the next look-up, never judged
+    # unready on what the page held and passed by
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+    first, second = "1" * 32, "2" * 32
+    ingest.receive(decode_document(request(*_trace_with_root_last(first, 6))))
+    ingest.receive(decode_document(request(*_trace_with_root_last(second, 6))))
+    assert ingest._next_ready(everything=False, limit=1, shard=None, after="") == ([first], first)
+    assert ingest.ready_traces(limit=1, after=first) == [second]
+    assert ingest.ready_traces(limit=5) == [first, second]
+
+
+def test_a_trace_larger_than_a_page_is_looked_at_whole(store: EventStore) -> None:
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+    big = "3" * 32
+    ingest.receive(decode_document(request(*_trace_with_root_last(big, 24))))  # 25 spans > 10
+    assert ingest._next_ready(everything=False, limit=1, shard=None, after="") == ([big], big)
+    assert ingest.assemble().runs == 1 and ingest.pending() == (0, 0)
+
+
+def test_sharded_look_ups_split_the_ready_traces_between_assemblers(store: EventStore) -> None:
+    ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
+    rng = random.Random(41)
+    traces = [agent_trace(rng) for _ in range(40)]
+    for spans in traces:
+        ingest.receive(decode_document(request(*spans)))
+    ids = sorted(spans[0]["traceId"] for spans in traces)
+    shards = [ingest.ready_traces(limit=2, shard=(i, 3)) for i in range(3)]  # pages of 60 spans
+    assert all(len(found) == 2 for found in shards)
+    whole = [ingest.ready_traces(limit=100, shard=(i, 3)) for i in range(3)]
+    assert sorted(t for found in whole for t in found) == ids
+    for i, found in enumerate(whole):
+        assert all(int(t[-1], 16) % 3 == i for t in found) and found[:2] == shards[i]
