@@ -13,14 +13,20 @@ from datetime import datetime
 from typing import Any
 
 from pydantic_core import from_json, to_json
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, select, update
 
 from ...database import connect_or_explain, write_transaction
+from ...driver import copy_rows
 from ...models import archived_traces_table
 from ...store import EventStore
+from ...store_prepare import sqlite_datetime
 from .spans import Span
 
 _CHUNK = 500
+_COLUMNS = "trace_id, run_id, span_count, spans, assembled_at, updated_at"
+_SQLITE_INSERT = f"INSERT INTO {archived_traces_table.name} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+_COPY = f"COPY {archived_traces_table.name} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+_COPY_TYPES = ("varchar", "varchar", "int4", "bytea", "timestamptz", "timestamptz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,17 +121,22 @@ def save_in(
     """:func:`save` inside the caller's write transaction (``packed``: traces whose spans were
     already packed by :func:`pack`)."""
     t = archived_traces_table.c
-    rows: list[dict[str, Any]] = []
+    sqlite = conn.dialect.name == "sqlite"
+    stamp = sqlite_datetime(now) if sqlite else now
+    rows: list[tuple[Any, ...]] = []
     for trace_id, run_id, spans in traces:
-        blob = packed.get(trace_id) if packed else None
-        values = {"run_id": run_id, "span_count": len(spans), "spans": blob or pack(spans)}
+        blob = (packed.get(trace_id) if packed else None) or pack(spans)
         if trace_id in existing:
             conn.execute(
                 update(archived_traces_table)
                 .where(t.trace_id == trace_id)
-                .values(**values, updated_at=now)
+                .values(run_id=run_id, span_count=len(spans), spans=blob, updated_at=now)
             )
         else:
-            rows.append({"trace_id": trace_id, **values, "assembled_at": now, "updated_at": now})
-    if rows:
-        conn.execute(insert(archived_traces_table), rows)
+            rows.append((trace_id, run_id, len(spans), blob, stamp, stamp))
+    if not rows:
+        return
+    if sqlite:  # driver-level: SQLAlchemy's per-row parameter processing costs more
+        conn.exec_driver_sql(_SQLITE_INSERT, rows)
+    else:  # one COPY (psycopg's executemany runs a statement per row)
+        copy_rows(conn, _COPY, _COPY_TYPES, rows)
