@@ -229,6 +229,22 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
             yield conn
 
 
+def prefer_index_scans(conn: Connection, *, in_order: bool = False) -> None:
+    """For the rest of ``conn``'s transaction (PostgreSQL; SQLite needs no hint): look rows up
+    by index even when the planner would rather scan the table; ``in_order``: walk the index in
+    its order (a page of keys: ``ORDER BY`` the key and ``LIMIT``), never collect and sort.
+
+    For the OTLP staging tables, queues that fill and drain within seconds: their statistics
+    (autovacuum's, a minute late at best) describe a table of another size, or none yet, and
+    ``trace_id IN (200 ids)`` without them is estimated to match every row, so the claim and the
+    reads of a round were planned as scans of the whole backlog -- slower the further behind
+    the assemblers are."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        if in_order:
+            conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+
+
 # --- migrations ------------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic_core import from_json, to_json
 from sqlalchemy import Connection, select, update
 
-from ...database import connect_or_explain, write_transaction
+from ...database import connect_or_explain, prefer_index_scans, write_transaction
 from ...driver import copy_rows
 from ...models import archived_traces_table
 from ...store import EventStore
@@ -62,6 +62,7 @@ def merged(old: Sequence[Span], new: Iterable[Span]) -> list[Span]:
 def load(store: EventStore, trace_ids: Sequence[str]) -> dict[str, ArchivedTrace]:
     """The archived traces among ``trace_ids``."""
     with connect_or_explain(store.engine) as conn:
+        prefer_index_scans(conn)
         return load_in(conn, trace_ids)
 
 

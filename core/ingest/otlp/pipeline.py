@@ -31,7 +31,13 @@ from pydantic_core import from_json, to_json
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from ...database import connect_or_explain, is_sqlite, with_retries, write_transaction
+from ...database import (
+    connect_or_explain,
+    is_sqlite,
+    prefer_index_scans,
+    with_retries,
+    write_transaction,
+)
 from ...driver import copy_rows
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
 from ...models import archived_traces_table, staged_spans_table
@@ -306,6 +312,7 @@ class OtlpIngest:
 
         def read() -> tuple[dict[str, list[Any]], str]:
             with connect_or_explain(self.store.engine) as conn:
+                prefer_index_scans(conn, in_order=True)  # else a short queue is sorted
                 groups = self.store._fetch(conn, sql, [after])
                 last = groups[-1][0] if groups else ""
                 traces = {  # trace -> [has a root, last received]
@@ -437,6 +444,7 @@ class OtlpIngest:
         def read() -> dict[str, list[Span]]:
             grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
             with connect_or_explain(self.store.engine) as conn:
+                prefer_index_scans(conn)
                 rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
                 for trace_id, body in rows.all():
                     grouped[trace_id].append(Span.from_compact(from_json(body)))

@@ -33,7 +33,7 @@ from typing import Any
 from pydantic_core import from_json
 from sqlalchemy import Connection, insert, select, update
 
-from ...database import with_retries, write_transaction
+from ...database import prefer_index_scans, with_retries, write_transaction
 from ...driver import copy_rows
 from ...errors import InvalidEventError
 from ...models import events_table, quarantine_table
@@ -106,6 +106,7 @@ def assemble_round(ctx: RoundContext, loaded: dict[str, list[Span]]) -> Outcome:
     def attempt() -> Outcome:
         outcome = Outcome()
         with write_transaction(store.engine) as conn:
+            prefer_index_scans(conn)
             _Writer(ctx, conn, outcome).run(loaded, premapped)
         return outcome
 
