@@ -40,12 +40,13 @@ from ...database import (
 )
 from ...driver import copy_rows
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
-from ...models import archived_traces_table, staged_spans_table
+from ...models import staged_spans_table
 from ...store import EventStore, _sqlite_datetime
 from ..redaction import Redactor
 from ..report import ImportReport, Rejected
 from . import archive
 from .genai import find_roots, map_trace, run_id_for
+from .ready import ReadyTraces
 from .revise import revise
 from .rounds import RoundContext, assemble_round, merge
 from .spans import (
@@ -64,8 +65,6 @@ _SPAN_TYPES = ("varchar", "varchar", "timestamptz", "bool", "text")
 TRACES_PER_ROUND = 200
 ROUNDS_PER_LOOKUP = 5
 """An assembler looks up this many rounds' worth of ready traces at a time."""
-SPANS_PER_TRACE_GUESS = 10
-"""A look-up of ``n`` traces reads a page of ``n`` times this many staged spans' keys."""
 LATE_WINDOW_SECONDS = 600.0
 """Spans arriving this long after their trace became a run still revise it (the OpenTelemetry
 SDK's batch processor waits 5 s by default; a second process may flush much later)."""
@@ -136,6 +135,7 @@ class OtlpIngest:
         self._sqlite = is_sqlite(store.engine)
         mark = "?" if self._sqlite else "%s"
         self._sweep = ""  # the last trace id the assembler looked up (see :meth:`assemble`)
+        self._ready = ReadyTraces(store, settle=self.settle, idle=self.idle, clock=clock)
         self._insert_sql = (
             "INSERT INTO otlp_spans (trace_id, span_id, received_at, is_root, body) "
             f"VALUES ({', '.join([mark] * 5)}) ON CONFLICT DO NOTHING"
@@ -274,101 +274,12 @@ class OtlpIngest:
         the first after ``after`` on, at most ``limit``; with ``shard=(i, n)`` only those whose
         last hex digit is ``i`` modulo ``n``, so that ``n`` assemblers of one receiver do not read
         and map the same traces (their transactions claim traces anyway: see :mod:`.rounds`)."""
-        ready: list[str] = []
-        while len(ready) < limit:
-            found, last = self._next_ready(
-                everything=everything, limit=limit, shard=shard, after=after
-            )
-            ready.extend(found)
-            if not last:
-                break
-            after = last
-        return ready[:limit]
+        return self._ready.all_after(everything=everything, limit=limit, shard=shard, after=after)
 
     def _next_ready(
         self, *, everything: bool, limit: int, shard: tuple[int, int] | None, after: str
     ) -> tuple[list[str], str]:
-        """Of the next (about) ``limit`` staged traces after ``after`` (of ``shard``), those
-        ready, and the last of them looked at (``""`` when none is left).
-
-        The look-up reads the staged spans' keys in the staging table's key order, a page at a
-        time, and decides readiness here: so a look-up reads about ``limit`` traces' spans
-        however many are staged, whatever plan the database would choose for a grouping query
-        (grouping the whole table to find the first ready traces read every staged span at every
-        look-up: under a backlog of 60,000 spans, ~30 ms of PostgreSQL per look-up, a quarter of
-        a core; and a store too new to have statistics is planned badly)."""
-        mark = "?" if self._sqlite else "%s"
-        count = shard[1] if shard is not None and shard[1] > 1 else 1
-        mine = {f"{d:x}" for d in range(16) if shard is None or d % count == shard[0]}
-        page = limit * SPANS_PER_TRACE_GUESS * count
-        table = staged_spans_table.name
-        sql = (  # the page's spans in key order (planned as an index scan: ORDER BY the key and
-            # LIMIT; a filter on the shard would be planned as a sort), grouped by trace
-            "SELECT trace_id, max(CASE WHEN is_root THEN 1 ELSE 0 END), max(received_at), "
-            f"count(*) FROM (SELECT trace_id, is_root, received_at FROM {table} "
-            f"WHERE trace_id > {mark} ORDER BY trace_id, span_id LIMIT {page}) AS page "
-            "GROUP BY trace_id ORDER BY trace_id"
-        )
-
-        def read() -> tuple[dict[str, list[Any]], str]:
-            with connect_or_explain(self.store.engine) as conn:
-                prefer_index_scans(conn, in_order=True)  # else a short queue is sorted
-                groups = self.store._fetch(conn, sql, [after])
-                last = groups[-1][0] if groups else ""
-                traces = {  # trace -> [has a root, last received]
-                    trace_id: [bool(has_root), last_received]
-                    for trace_id, has_root, last_received, _ in groups
-                    if trace_id[-1:] in mine
-                }
-                if sum(group[3] for group in groups) == page and last in traces:
-                    if len(groups) > 1:  # the page may end inside its last trace:
-                        del traces[last]  # the next look-up starts with it
-                        last = groups[-2][0]
-                    else:  # one trace larger than a page: read the rest of it
-                        traces[last] = list(self._staged_state(conn, last))
-                if traces and not everything:
-                    self._note_runs(conn, traces)
-                return traces, last
-
-        now = self.clock()
-        traces, last = with_retries(self.store.engine, read)
-        if everything:
-            return list(traces), last
-        settled, idle = self._stamp(now - self.settle), self._stamp(now - self.idle)
-        ready = [
-            trace_id
-            for trace_id, (has_root, last_received, *a_run) in traces.items()
-            if (last_received <= settled and (has_root or a_run)) or last_received <= idle
-        ]
-        return ready, last
-
-    def _staged_state(self, conn: Any, trace_id: str) -> tuple[bool, Any]:
-        """Whether trace ``trace_id`` has its root staged, and when its last span came."""
-        mark = "?" if self._sqlite else "%s"
-        ((has_root, last_received),) = self.store._fetch(
-            conn,
-            f"SELECT max(CASE WHEN is_root THEN 1 ELSE 0 END), max(received_at) "
-            f"FROM otlp_spans WHERE trace_id = {mark}",
-            [trace_id],
-        )
-        return bool(has_root), last_received
-
-    def _note_runs(self, conn: Any, traces: dict[str, list[Any]]) -> None:
-        """Mark the traces staged without their root that are runs already (late spans: ready
-        once settled) by appending ``True`` to their state."""
-        rootless = [trace_id for trace_id, (has_root, _) in traces.items() if not has_root]
-        mark = "?" if self._sqlite else "%s"
-        for start in range(0, len(rootless), 400):
-            part = rootless[start : start + 400]
-            marks = ", ".join([mark] * len(part))
-            sql = f"SELECT trace_id FROM {archived_traces_table.name} WHERE trace_id IN ({marks})"
-            found = self.store._fetch(conn, sql, part)
-            for (trace_id,) in found:
-                traces[trace_id].append(True)
-
-    def _stamp(self, moment: datetime) -> Any:
-        """``moment`` as the staging table's ``received_at`` reads back through the driver."""
-        return _sqlite_datetime(moment) if self._sqlite else moment
+        return self._ready.next_page(everything=everything, limit=limit, shard=shard, after=after)
 
     def assemble(
         self, *, everything: bool = False, shard: tuple[int, int] | None = None
