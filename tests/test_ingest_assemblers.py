@@ -159,24 +159,29 @@ def test_two_assemblers_racing_over_many_traces_store_each_once(store_url: str) 
 # --- the paged look-up of ready traces --------------------------------------------------------
 
 
-def _trace_with_root_last(trace_id: str, children: int) -> list[dict[str, Any]]:
-    """A trace whose root span sorts after all its children (span ids ``00..`` < ``ff..``), so
-    a page of staged spans in key order that ends inside it holds its children only."""
-    root = span(trace_id, "f" * 16, "invoke_agent booking", gen_ai__operation__name="invoke_agent")
+def _trace(trace_id: str, children: int, *, root_id: str = "f" * 16) -> list[dict[str, Any]]:
+    """A trace with ``children`` spans under a root span ``root_id``: its children's ids are
+    ``0000000000000002``... so a root of ``ff..`` sorts after them in a page of staged spans,
+    one of ``00..01`` before them (an all-zero id is invalid)."""
+    root = span(trace_id, root_id, "invoke_agent booking", gen_ai__operation__name="invoke_agent")
     return [
-        span(trace_id, f"{i:016x}", "tool", parent="f" * 16, gen_ai__operation__name="x")
+        span(trace_id, f"{i + 2:016x}", "tool", parent=root_id, gen_ai__operation__name="x")
         for i in range(children)
     ] + [root]
 
 
-def test_a_page_that_ends_inside_a_trace_looks_at_that_trace_again(store: EventStore) -> None:
-    # a look-up of 1 trace reads a page of 10 spans; the second trace is cut after 3 of its
-    # spans, without its root: it must be looked at whole by the next look-up, never judged
-    # unready on what the page held and passed by
+@pytest.mark.parametrize("root_id", ["f" * 16, f"{1:016x}"], ids=["root-last", "root-first"])
+def test_a_page_that_ends_inside_a_trace_looks_at_that_trace_again(
+    store: EventStore, root_id: str
+) -> None:
+    # a look-up of 1 trace reads a page of 10 spans; the second trace is cut after 3 of its 7
+    # spans: it must be judged by the next look-up, on all its spans -- never passed by as not
+    # ready (root-last: its root is not in the page), nor taken as ready on part of them and
+    # then looked at again (root-first)
     ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
     first, second = "1" * 32, "2" * 32
-    ingest.receive(decode_document(request(*_trace_with_root_last(first, 6))))
-    ingest.receive(decode_document(request(*_trace_with_root_last(second, 6))))
+    ingest.receive(decode_document(request(*_trace(first, 6))))
+    ingest.receive(decode_document(request(*_trace(second, 6, root_id=root_id))))
     assert ingest._next_ready(everything=False, limit=1, shard=None, after="") == ([first], first)
     assert ingest.ready_traces(limit=1, after=first) == [second]
     assert ingest.ready_traces(limit=5) == [first, second]
@@ -185,7 +190,7 @@ def test_a_page_that_ends_inside_a_trace_looks_at_that_trace_again(store: EventS
 def test_a_trace_larger_than_a_page_is_looked_at_whole(store: EventStore) -> None:
     ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
     big = "3" * 32
-    ingest.receive(decode_document(request(*_trace_with_root_last(big, 24))))  # 25 spans > 10
+    ingest.receive(decode_document(request(*_trace(big, 24))))  # 25 spans > 10
     assert ingest._next_ready(everything=False, limit=1, shard=None, after="") == ([big], big)
     assert ingest.assemble().runs == 1 and ingest.pending() == (0, 0)
 

@@ -162,6 +162,37 @@ MUTANTS = (
             "tests/test_published_examples.py::test_boschloo_matches_an_enumeration_of_its_definition",
         ),
     ),
+    Mutant(
+        "staging-drops-a-mixed-resend",
+        "PostgreSQL: a request whose COPY meets a span staged already stages nothing of it",
+        "core/ingest/otlp/pipeline.py",
+        "                pass  # a span staged already (an exporter's retry): insert the others "
+        "below",
+        "                return {}",
+        (
+            "tests/test_harden_receiver.py::test_a_resend_mixed_with_new_spans_stages_the_new_ones"
+            "[postgresql]",
+        ),
+    ),
+    Mutant(
+        "queue-scans",
+        "the staging tables' reads and claims left to the planner (scans of the whole backlog)",
+        "core/database.py",
+        '        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")',
+        "        pass",
+        ("tests/test_ingest_plans.py",),
+    ),
+    Mutant(
+        "page-judges-a-cut-trace",
+        "a ready look-up whose page ends inside a trace judges that trace on part of its spans",
+        "core/ingest/otlp/ready.py",
+        "                        del traces[last]  # the next look-up starts with it",
+        "                        pass",
+        (
+            "tests/test_ingest_assemblers.py::test_a_page_that_ends_inside_a_trace_looks_at_that_"
+            "trace_again[sqlite-root-first]",
+        ),
+    ),
 )
 
 
