@@ -235,13 +235,17 @@ def tally_rows(store: EventStore, tally: RunTally | None, rows: Sequence[RawRow]
             raise ValueError("no events")
         return tally
     payload_of = store.payload_of
-    versions = store.current_versions()
+    versions = PAYLOAD_VERSIONS
     handlers = _HANDLERS
     if tally is None:
         row = rows[0]
         if row[4] != "RunStarted":
             raise ValueError(f"run {row[2]!r} does not start with RunStarted ({row[4]})")
-        p = payload_of(row[4], row[5], row[7])
+        p = row[7]
+        if row[5] < versions["RunStarted"]:
+            p = payload_of(row[4], row[5], p)
+        elif type(p) is str:
+            p = from_json(p)
         tally = RunTally.start(row[2], p, recorded_at_of(row[6]), row[0])
         rows = rows[1:]
     for row in rows:  # the hot loop of every fold: the commonest types are handled inline
@@ -250,7 +254,7 @@ def tally_rows(store: EventStore, tally: RunTally | None, rows: Sequence[RawRow]
         if handler is None:
             continue  # its payload changes no summary: never decoded
         p = row[7]
-        if row[5] < versions.get(type_name, 0):  # payload_of, inlined for the usual case
+        if row[5] < versions[type_name]:  # older: the store's upcasters bring it up to date
             p = payload_of(type_name, row[5], p)
         elif type(p) is str:
             p = from_json(p)
@@ -370,3 +374,24 @@ _HANDLERS: dict[str, Callable[[RunTally, dict[str, Any], RawRow], None]] = {
     "RunAborted": _run_aborted,
 }
 """Only the event types that change a summary: the others' payloads are never decoded."""
+
+PAYLOAD_VERSIONS: dict[str, int] = {
+    "RunStarted": 3,
+    "RunRevised": 1,
+    "StepStarted": 2,
+    "StepAttemptFailed": 2,
+    "ValidationFailed": 1,
+    "StepCompleted": 1,
+    "StepFailed": 2,
+    "ModelCalled": 2,
+    "ApprovalRequested": 1,
+    "ApprovalDecided": 1,
+    "BudgetExceeded": 1,
+    "RunCompleted": 1,
+    "RunFailed": 2,
+    "RunAborted": 1,
+}
+"""The schema version of each payload the tally reads: the version the catalogue writes today (a
+test keeps the two equal). A row at it is decoded here; an older one is upcast by the store. So a
+fold whose rows are all current never loads the event models (importing them costs ~0.15 s of
+CPU: a fifth of a rebuild of 100,000 events, most of a small catch-up)."""
