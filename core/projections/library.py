@@ -38,6 +38,7 @@ from ..store_append import sqlite_datetime
 from .lease import UNSUPPORTED, HolderLock, take_holder_lock
 from .run_state import RunState
 from .signature import Signature, signature_of
+from .swap import reclaim, swap_in
 from .tally import FAILED, RunTally, tally_rows
 
 NAME = "library"  # queries.LIBRARY reads this row without importing this module
@@ -327,7 +328,7 @@ class LibraryProjection:
                     position = events[-1][0]
                     folded += len(events)
                 for live, copy in zip(LIVE.all(), shadow.all(), strict=True):
-                    _swap(conn, live, copy)
+                    swap_in(conn, live, copy)
                 self._set_checkpoint(conn, position)
                 self._release_lease(conn, token)
         except BaseException:
@@ -336,6 +337,7 @@ class LibraryProjection:
             raise
         finally:
             _release_holder(token)
+        reclaim(engine, (*LIVE.all(), checkpoints_table))
         if progress is not None:
             progress(folded, max(total, folded))
         return folded
@@ -664,33 +666,6 @@ def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> 
         f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})",
         [tuple([row[name] for name in names]) for row in rows],
     )
-
-
-def _swap(conn: Connection, live: Table, copy: Table) -> None:
-    """Replace ``live``'s rows with ``copy``'s and drop ``copy``, in ``conn``'s transaction.
-
-    On SQLite the live table's secondary indexes are dropped for the copy and created again
-    (from their own stored SQL): building an index from all rows costs about half as much as
-    updating it row by row. PostgreSQL keeps them, so readers are never blocked by the swap.
-    """
-    names = ", ".join(column.name for column in live.columns)
-    indexes: list[tuple[str, str]] = []
-    if is_sqlite(conn):
-        indexes = [
-            (str(name), str(sql))
-            for name, sql in conn.exec_driver_sql(
-                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
-                "AND sql IS NOT NULL",
-                (live.name,),
-            )
-        ]
-    for name, _ in indexes:
-        conn.exec_driver_sql(f'DROP INDEX "{name}"')
-    conn.execute(delete(live))
-    conn.exec_driver_sql(f"INSERT INTO {live.name} ({names}) SELECT {names} FROM {copy.name}")
-    for _, sql in indexes:
-        conn.exec_driver_sql(sql)
-    copy.drop(conn)
 
 
 _TYPE = itemgetter(4)
