@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Column, Connection, DateTime, MetaData, Table, delete, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -36,10 +36,12 @@ from ..models import (
 from ..store import EventStore, RawRow, StoredEvent
 from ..store_append import sqlite_datetime
 from .lease import UNSUPPORTED, HolderLock, take_holder_lock
-from .run_state import RunState
 from .signature import Signature, signature_of
 from .swap import reclaim, swap_in
 from .tally import FAILED, RunTally, tally_rows
+
+if TYPE_CHECKING:  # a rebuild or a catch-up never builds a full run state: not imported
+    from .run_state import RunState
 
 NAME = "library"  # queries.LIBRARY reads this row without importing this module
 LEASE = f"{NAME}:rebuild"
