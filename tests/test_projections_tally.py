@@ -40,9 +40,10 @@ from steplog.events import (
 )
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import registered_scenarios
+from steplog.models import run_summaries_table
 from steplog.projections.library import failure_of
 from steplog.projections.run_state import RunState, fold
-from steplog.projections.tally import _HANDLERS, PAYLOAD_VERSIONS, tally_rows
+from steplog.projections.tally import _HANDLERS, PAYLOAD_VERSIONS, SUMMARY_COLUMNS, tally_rows
 from steplog.store import EventStore, RawRow
 
 
@@ -275,3 +276,8 @@ def test_folding_current_events_loads_no_event_models(tmp_path: Path) -> None:
     caught_up, rebuilt, events_loaded, pydantic_loaded = result.stdout.split()
     assert int(caught_up) == int(rebuilt) > 0
     assert (events_loaded, pydantic_loaded) == ("False", "False")
+
+
+def test_summary_columns_are_the_run_summaries_columns() -> None:
+    """A page inserts :data:`SUMMARY_COLUMNS` by name: every column of the read model, no other."""
+    assert sorted(SUMMARY_COLUMNS) == sorted(column.name for column in run_summaries_table.columns)

@@ -22,7 +22,7 @@ from itertools import groupby
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Column, Connection, DateTime, MetaData, Table, delete, insert, select
+from sqlalchemy import Column, Connection, MetaData, Table, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from ..database import is_sqlite, write_transaction
@@ -38,7 +38,7 @@ from ..store_append import sqlite_datetime
 from .lease import UNSUPPORTED, HolderLock, take_holder_lock
 from .signature import Signature, signature_of
 from .swap import reclaim, swap_in
-from .tally import FAILED, RunTally, tally_rows
+from .tally import FAILED, SUMMARY_COLUMNS, RunTally, tally_rows
 
 if TYPE_CHECKING:  # a rebuild or a catch-up never builds a full run state: not imported
     from .run_state import RunState
@@ -602,7 +602,7 @@ class LibraryProjection:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 conn.execute(delete(tables.runs).where(tables.runs.c.run_id.in_(chunk)))
-            _insert_rows(conn, tables.runs, [state.summary() for state in states.values()])
+            _insert_summaries(conn, tables.runs, states.values())
         if signatures:
             ids = list(signatures)
             conn.execute(delete(tables.signatures).where(tables.signatures.c.signature.in_(ids)))
@@ -651,22 +651,18 @@ class LibraryProjection:
         )
 
 
-def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-    """``INSERT`` ``rows`` through the driver's ``executemany``: a page writes thousands of
-    summaries and SQLAlchemy's per-row parameter processing cost more than folding them. Times
-    are bound as SQLAlchemy binds them (text on SQLite); every other value as it is."""
-    names = [column.name for column in table.columns]
-    sqlite = is_sqlite(conn)
-    if sqlite:
-        times = [column.name for column in table.columns if isinstance(column.type, DateTime)]
-        for row in rows:
-            for name in times:
-                if row[name] is not None:
-                    row[name] = sqlite_datetime(row[name])
-    marks = ", ".join(["?" if sqlite else "%s"] * len(names))
+def _insert_summaries(conn: Connection, table: Table, runs: Iterable[RunTally]) -> None:
+    """``INSERT`` the summaries of ``runs`` through the driver's ``executemany``: a page writes
+    thousands of summaries and SQLAlchemy's per-row parameter processing cost more than folding
+    them. Times are bound as SQLAlchemy binds them (text on SQLite); every other value as it is."""
+    if is_sqlite(conn):
+        rows, marks = [run.summary_values(sqlite_datetime) for run in runs], "?"
+    else:
+        rows, marks = [run.summary_values() for run in runs], "%s"
     conn.exec_driver_sql(
-        f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})",
-        [tuple([row[name] for name in names]) for row in rows],
+        f"INSERT INTO {table.name} ({', '.join(SUMMARY_COLUMNS)}) "
+        f"VALUES ({', '.join([marks] * len(SUMMARY_COLUMNS))})",
+        rows,
     )
 
 

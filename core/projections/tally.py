@@ -27,6 +27,10 @@ TERMINAL = frozenset({"completed", "failed", "aborted"})
 STATUS, ATTEMPTS, FAILED_ATTEMPTS = 0, 1, 2
 
 
+def _as_is(moment: datetime) -> datetime:
+    return moment
+
+
 class RunTally:
     """What a run summary needs of a run, as of its last folded event."""
 
@@ -174,6 +178,11 @@ class RunTally:
 
     def summary(self) -> dict[str, Any]:
         """The run summary row."""
+        return dict(zip(SUMMARY_COLUMNS, self.summary_values(), strict=True))
+
+    def summary_values(self, stamp: Callable[[datetime], Any] = _as_is) -> tuple[Any, ...]:
+        """The run summary row's values, in the order of :data:`SUMMARY_COLUMNS` (what a page's
+        insert binds: no dict per row), its times passed through ``stamp``."""
         steps = list(self.steps.values())
         done = retries = mid_errors = mid_recovered = 0
         for number, (status, attempts, failed_attempts) in enumerate(steps):
@@ -190,41 +199,79 @@ class RunTally:
         if first is not None and first[STATUS] in ("done", "failed"):
             first_correct = first[STATUS] == "done" and first[FAILED_ATTEMPTS] == 0
         ended = self.ended_at
-        return {
-            "run_id": self.run_id,
-            "scenario": self.scenario,
-            "task_instance_id": self.task_instance_id,
-            "task_type": self.task_type,
-            "model_version": self.model_version,
-            "agent": self.agent,
-            "agent_version": self.agent_version,
-            "seed": self.seed,
-            "source": self.source,
-            "status": self.status,
-            "steps_planned": self.planned or len(steps),
-            "steps_done": done,
-            "failed_step": self.failure_step,
-            "failed_step_index": self.failure_step_index,
-            "error_type": self.failure_type,
-            "failure_message": self.failure_message,
-            "signature": self.signature(),
-            "retries": retries,
-            "tokens": self.input_tokens + self.output_tokens,
-            "cost_usd": round(self.cost_usd, 8),
-            "duration_s": (ended - self.started_at).total_seconds() if ended else None,
-            "first_step_correct": first_correct,
-            "mid_run_errors": mid_errors,
-            "mid_run_recovered": mid_recovered,
-            "replay_of": self.replay_of,
-            "forked_from": self.forked_from,
-            "fork_step": self.fork_step,
-            "rerun_of": self.rerun_of,
-            "session_id": self.session_id,
-            "incomplete": self.incomplete,
-            "started_at": self.started_at,
-            "ended_at": ended,
-            "last_position": self.last_position,
-        }
+        return (
+            self.run_id,
+            self.scenario,
+            self.task_instance_id,
+            self.task_type,
+            self.model_version,
+            self.agent,
+            self.agent_version,
+            self.seed,
+            self.source,
+            self.status,
+            self.planned or len(steps),
+            done,
+            self.failure_step,
+            self.failure_step_index,
+            self.failure_type,
+            self.failure_message,
+            self.signature(),
+            retries,
+            self.input_tokens + self.output_tokens,
+            round(self.cost_usd, 8),
+            (ended - self.started_at).total_seconds() if ended else None,
+            first_correct,
+            mid_errors,
+            mid_recovered,
+            self.replay_of,
+            self.forked_from,
+            self.fork_step,
+            self.rerun_of,
+            self.session_id,
+            self.incomplete,
+            stamp(self.started_at),
+            None if ended is None else stamp(ended),
+            self.last_position,
+        )
+
+
+SUMMARY_COLUMNS = (
+    "run_id",
+    "scenario",
+    "task_instance_id",
+    "task_type",
+    "model_version",
+    "agent",
+    "agent_version",
+    "seed",
+    "source",
+    "status",
+    "steps_planned",
+    "steps_done",
+    "failed_step",
+    "failed_step_index",
+    "error_type",
+    "failure_message",
+    "signature",
+    "retries",
+    "tokens",
+    "cost_usd",
+    "duration_s",
+    "first_step_correct",
+    "mid_run_errors",
+    "mid_run_recovered",
+    "replay_of",
+    "forked_from",
+    "fork_step",
+    "rerun_of",
+    "session_id",
+    "incomplete",
+    "started_at",
+    "ended_at",
+    "last_position",
+)
+"""The columns of a run summary row, in the order of :meth:`RunTally.summary_values`."""
 
 
 def tally_rows(store: EventStore, tally: RunTally | None, rows: Sequence[RawRow]) -> RunTally:
