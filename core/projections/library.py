@@ -20,9 +20,9 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Column, Connection, DateTime, MetaData, Table, delete, insert, select
+from sqlalchemy import Column, Connection, MetaData, Table, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from ..database import is_sqlite, write_transaction
@@ -36,9 +36,12 @@ from ..models import (
 from ..store import EventStore, RawRow, StoredEvent
 from ..store_append import sqlite_datetime
 from .lease import UNSUPPORTED, HolderLock, take_holder_lock
-from .run_state import RunState
 from .signature import Signature, signature_of
-from .tally import FAILED, RunTally, tally_rows
+from .swap import reclaim, swap_in
+from .tally import FAILED, SUMMARY_COLUMNS, RunTally, tally_rows
+
+if TYPE_CHECKING:  # a rebuild or a catch-up never builds a full run state: not imported
+    from .run_state import RunState
 
 NAME = "library"  # queries.LIBRARY reads this row without importing this module
 LEASE = f"{NAME}:rebuild"
@@ -327,7 +330,7 @@ class LibraryProjection:
                     position = events[-1][0]
                     folded += len(events)
                 for live, copy in zip(LIVE.all(), shadow.all(), strict=True):
-                    _swap(conn, live, copy)
+                    swap_in(conn, live, copy)
                 self._set_checkpoint(conn, position)
                 self._release_lease(conn, token)
         except BaseException:
@@ -336,6 +339,7 @@ class LibraryProjection:
             raise
         finally:
             _release_holder(token)
+        reclaim(engine, (*LIVE.all(), checkpoints_table))
         if progress is not None:
             progress(folded, max(total, folded))
         return folded
@@ -598,7 +602,7 @@ class LibraryProjection:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 conn.execute(delete(tables.runs).where(tables.runs.c.run_id.in_(chunk)))
-            _insert_rows(conn, tables.runs, [state.summary() for state in states.values()])
+            _insert_summaries(conn, tables.runs, states.values())
         if signatures:
             ids = list(signatures)
             conn.execute(delete(tables.signatures).where(tables.signatures.c.signature.in_(ids)))
@@ -647,50 +651,19 @@ class LibraryProjection:
         )
 
 
-def _insert_rows(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
-    """``INSERT`` ``rows`` through the driver's ``executemany``: a page writes thousands of
-    summaries and SQLAlchemy's per-row parameter processing cost more than folding them. Times
-    are bound as SQLAlchemy binds them (text on SQLite); every other value as it is."""
-    names = [column.name for column in table.columns]
-    sqlite = is_sqlite(conn)
-    if sqlite:
-        times = [column.name for column in table.columns if isinstance(column.type, DateTime)]
-        for row in rows:
-            for name in times:
-                if row[name] is not None:
-                    row[name] = sqlite_datetime(row[name])
-    marks = ", ".join(["?" if sqlite else "%s"] * len(names))
-    conn.exec_driver_sql(
-        f"INSERT INTO {table.name} ({', '.join(names)}) VALUES ({marks})",
-        [tuple([row[name] for name in names]) for row in rows],
-    )
-
-
-def _swap(conn: Connection, live: Table, copy: Table) -> None:
-    """Replace ``live``'s rows with ``copy``'s and drop ``copy``, in ``conn``'s transaction.
-
-    On SQLite the live table's secondary indexes are dropped for the copy and created again
-    (from their own stored SQL): building an index from all rows costs about half as much as
-    updating it row by row. PostgreSQL keeps them, so readers are never blocked by the swap.
-    """
-    names = ", ".join(column.name for column in live.columns)
-    indexes: list[tuple[str, str]] = []
+def _insert_summaries(conn: Connection, table: Table, runs: Iterable[RunTally]) -> None:
+    """``INSERT`` the summaries of ``runs`` through the driver's ``executemany``: a page writes
+    thousands of summaries and SQLAlchemy's per-row parameter processing cost more than folding
+    them. Times are bound as SQLAlchemy binds them (text on SQLite); every other value as it is."""
     if is_sqlite(conn):
-        indexes = [
-            (str(name), str(sql))
-            for name, sql in conn.exec_driver_sql(
-                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
-                "AND sql IS NOT NULL",
-                (live.name,),
-            )
-        ]
-    for name, _ in indexes:
-        conn.exec_driver_sql(f'DROP INDEX "{name}"')
-    conn.execute(delete(live))
-    conn.exec_driver_sql(f"INSERT INTO {live.name} ({names}) SELECT {names} FROM {copy.name}")
-    for _, sql in indexes:
-        conn.exec_driver_sql(sql)
-    copy.drop(conn)
+        rows, marks = [run.summary_values(sqlite_datetime) for run in runs], "?"
+    else:
+        rows, marks = [run.summary_values() for run in runs], "%s"
+    conn.exec_driver_sql(
+        f"INSERT INTO {table.name} ({', '.join(SUMMARY_COLUMNS)}) "
+        f"VALUES ({', '.join([marks] * len(SUMMARY_COLUMNS))})",
+        rows,
+    )
 
 
 _TYPE = itemgetter(4)
