@@ -287,6 +287,8 @@ def replay(
             session_id=session_id if fork else original.session_id,  # a replay keeps its tag too
             faults=faults,
             role_versions=role_versions,
+            # what a check compares the replay with: its recorder keeps what equals it as is
+            recording=[e for e in events if e.type not in ANNOTATIONS] if check else (),
         )
     except BaseException:
         if buffer is not None and target is buffer:  # the batch's buffer keeps none of it
