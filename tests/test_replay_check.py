@@ -596,3 +596,32 @@ def test_same_as_agrees_with_the_serialized_streams_for_recorded_events_kept(
         other._keep("mem", changed, 0)
         serialized = same_stream(recorded, other.read_run("mem"))
         assert other.same_as("mem", recorded) == serialized == alike, label
+
+
+def test_loop_detection_in_a_check_is_the_fingerprint_comparison(home: dict[str, Any]) -> None:
+    """A check compares a retry's response with the previous one by value before hashing:
+    the verdict must be the fingerprints' for the JSON values a recording holds (equal,
+    reordered, changed, and equal-but-not-alike such as 1 and 1.0)."""
+    from steplog.canonical import fingerprint
+    from steplog.harness.check_recorder import CheckRecorder
+    from steplog.harness.context import RunContext
+
+    store = home["store"]
+    scenario = get_scenario("gatekeeper")
+    buffer = BufferedStore(store, check_only=True)
+    context = RunContext(
+        CheckRecorder(buffer, "mem-1", []), scenario, scenario.instance("g-1"), "v1", 1, 0.0
+    )
+    assert context._check_only
+    ok = {"status": "ok", "output": {"value": 1.5, "rows": [1, 2]}}
+    for previous, response in (
+        (ok, dict(ok)),
+        (ok, {"output": {"rows": [1, 2], "value": 1.5}, "status": "ok"}),
+        (ok, {"status": "ok", "output": {"value": 1.6, "rows": [1, 2]}}),
+        (ok, {"status": "ok", "output": {"value": 1.5, "rows": [2, 1]}}),
+        ({"status": "ok", "output": {"value": 1}}, {"status": "ok", "output": {"value": 1.0}}),
+        ({"status": "ok", "output": {"value": True}}, {"status": "ok", "output": {"value": 1}}),
+    ):
+        context._response = response
+        expected = fingerprint("response", response) == fingerprint("response", previous)
+        assert context.repeats(previous) == expected, (previous, response)

@@ -41,6 +41,8 @@ class CheckRecorder(RunRecorder):
         self._recording = recording
         self._known: dict[type, str] = getattr(store, "known_types", {})
         """The buffer's catalogue names of the event types it has kept (and so checked)."""
+        self._forms: dict[type, tuple[str, frozenset[str]]] = {}
+        """Of each type the buffer knows: its name and the fields of its unvalidated form."""
 
     def record(self, event: Event) -> None:
         """Buffer ``event`` (appended to the buffer at the next :meth:`flush`)."""
@@ -55,14 +57,24 @@ class CheckRecorder(RunRecorder):
         if seq < len(recording):
             recorded = recording[seq]
             payload = recorded.payload
+            form = self._forms.get(kind) or self._form(kind)
             if (
-                (payload is fields or payload == fields)
-                and recorded.type == self._known.get(kind)
-                and fields.keys() == unvalidated_names(kind)
+                form is not None
+                and (payload is fields or payload == fields)
+                and recorded.type == form[0]
+                and fields.keys() == form[1]
             ):
                 self._buffer.append(recorded)  # type: ignore[arg-type]  # kept as recorded
                 return
         self._buffer.append(unvalidated(kind, fields))
+
+    def _form(self, kind: type[Event]) -> tuple[str, frozenset[str]] | None:
+        """``kind``'s name and unvalidated fields, once the buffer knows it (else None)."""
+        name = self._known.get(kind)
+        if name is None:
+            return None
+        form = self._forms[kind] = (name, unvalidated_names(kind))
+        return form
 
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:
         """Buffer the call event ``build(call_index)``: the next index unless one is given."""
