@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
 from pydantic_core import from_json
 
 from .diff import ANNOTATIONS, REPLAY_LINKS, canonical
@@ -75,8 +76,10 @@ class BufferedStore(EventStore):
         self.known_types: dict[type, str] = {}
         """Check-only: the catalogue's name of each (bare) event type kept so far."""
         self._accepted: set[type] = {StoredEvent}
-        """Check-only: what :meth:`_keep` takes without a look: the known types, and recorded
+        """Check-only: what :meth:`keep` takes without a look: the known types, and recorded
         events kept as they are (a recorder keeps those only for known types)."""
+        self._configs: dict[tuple[type, int], tuple[Any, Any]] = {}
+        """Check-only: the JSON form of each run config seen, by id (the object kept)."""
         self._opened = datetime.now(UTC)
         """Check-only: the time every buffered event is said to be appended at."""
 
@@ -96,7 +99,8 @@ class BufferedStore(EventStore):
     ) -> list[int]:
         """Like :meth:`append_batch`, returning the positions in the run."""
         if self.check_only:
-            return self._keep(run_id, events, expected_version)
+            first = self.keep(run_id, events, expected_version)
+            return list(range(first, first + len(events)))
         return self.append_batch(run_id, events, expected_version).positions
 
     def append_batch(
@@ -113,7 +117,8 @@ class BufferedStore(EventStore):
         nothing will be stored.
         """
         if self.check_only:
-            return AppendResult(self._keep(run_id, events, expected_version))
+            first = self.keep(run_id, events, expected_version)
+            return AppendResult(list(range(first, first + len(events))))
         if run_id not in self._runs:
             check_run_id(run_id)
         stored = self._runs.setdefault(run_id, [])
@@ -144,10 +149,11 @@ class BufferedStore(EventStore):
         """Buffer several new runs."""
         return [self.append_batch(run_id, events, 0).positions for run_id, events in runs]
 
-    def _keep(
+    def keep(
         self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None
-    ) -> list[int]:
-        """Check-only: buffer ``events`` as they are (each of a catalogued type); their seqs."""
+    ) -> int:
+        """Check-only: buffer ``events`` as they are (each of a catalogued type, or a recorded
+        event); the seq of the first (what :meth:`append` does, without its list of seqs)."""
         kept = self._events.get(run_id)
         if kept is None:
             check_run_id(run_id)
@@ -169,7 +175,7 @@ class BufferedStore(EventStore):
                     self.known_types[type(item)] = name
                     accepted.add(type(item))
         kept.extend(events)
-        return list(range(first, len(kept)))
+        return first
 
     def quarantine(self, *, source: str, location: str, reason: str, raw: str) -> int:
         """A replay never quarantines input."""
@@ -308,10 +314,28 @@ class BufferedStore(EventStore):
         ):
             return False
         links = REPLAY_LINKS
+        theirs = {k: v for k, v in recorded[0].payload.items() if k not in links}
+        # its fields, the nested config as JSON (dumped once per config: a scenario's is one
+        # frozen object): equal fields have equal JSON forms; else the JSON form decides
+        fields = header.__dict__
+        mine = {k: v for k, v in fields.items() if k not in links}
+        if isinstance(fields.get("config"), BaseModel):
+            mine["config"] = self._config_json(header)
+        if mine == theirs:
+            return True
         dumped = header.model_dump(mode="json")
-        return {k: v for k, v in recorded[0].payload.items() if k not in links} == {
-            k: v for k, v in dumped.items() if k not in links
-        }
+        return theirs == {k: v for k, v in dumped.items() if k not in links}
+
+    def _config_json(self, header: Event) -> Any:
+        """The JSON form of ``header``'s (frozen) config, as its own JSON form has it: made once
+        per config object and header type."""
+        config = header.__dict__["config"]
+        key = (type(header), id(config))
+        seen = self._configs.get(key)
+        if seen is None or seen[0] is not config:
+            dumped = header.model_dump(mode="json", include={"config"})["config"]
+            seen = self._configs[key] = (config, dumped)
+        return seen[1]
 
     def version(self, run_id: str) -> int:
         """The buffered run's number of events, or the backing store's."""

@@ -593,7 +593,7 @@ def test_same_as_agrees_with_the_serialized_streams_for_recorded_events_kept(
     ):
         other = BufferedStore(store, check_only=True)
         other.append("warm", events, 0)  # every type known, as in a batch
-        other._keep("mem", changed, 0)
+        other.keep("mem", changed, 0)
         serialized = same_stream(recorded, other.read_run("mem"))
         assert other.same_as("mem", recorded) == serialized == alike, label
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import InvalidEventError
 from ..events import Event, unvalidated, unvalidated_names
 from ..recorder import RunRecorder
 from ..store import EventStore, NewEvent, StoredEvent
@@ -41,6 +42,8 @@ class CheckRecorder(RunRecorder):
         self._recording = recording
         self._known: dict[type, str] = getattr(store, "known_types", {})
         """The buffer's catalogue names of the event types it has kept (and so checked)."""
+        self._keep: Callable[[str, list[Any], int], int] = store.keep  # type: ignore[attr-defined]
+        """The check buffer's :meth:`~steplog.replay_buffer.BufferedStore.keep`: its append."""
         self._forms: dict[type, tuple[str, frozenset[str]]] = {}
         """Of each type the buffer knows: its name and the fields of its unvalidated form."""
 
@@ -112,4 +115,11 @@ class CheckRecorder(RunRecorder):
         batch = self._buffer
         if batch:
             self._buffer = []
-            self._send(batch)
+            self._unacknowledged = batch
+            try:
+                self._keep(self.run_id, batch, self.version)
+            except InvalidEventError:
+                self._unacknowledged = []  # refused before anything was kept
+                raise
+            self.version += len(batch)
+            self._unacknowledged = []
