@@ -51,10 +51,10 @@ class CheckRecorder(RunRecorder):
         """Buffer ``event`` (appended to the buffer at the next :meth:`flush`)."""
         self._buffer.append(event)
 
-    def record_fields(self, kind: type[Event], fields: dict[str, Any]) -> None:
+    def record_fields(self, kind: type[Event], fields: dict[str, Any]) -> Event | None:
         """Buffer ``kind(**fields)``: the recording's event at this place when it is that
-        event (type known to the buffer's catalogue, every field named, equal values), else
-        the event built as :meth:`RunRecorder.record_fields` builds it."""
+        event (type known to the buffer's catalogue, every field named, equal values; then
+        None), else the event built as :meth:`RunRecorder.record_fields` builds it (returned)."""
         seq = self.version + len(self._buffer)
         recording = self._recording
         if seq < len(recording):
@@ -68,8 +68,10 @@ class CheckRecorder(RunRecorder):
                 and fields.keys() == form[1]
             ):
                 self._buffer.append(recorded)  # type: ignore[arg-type]  # kept as recorded
-                return
-        self._buffer.append(unvalidated(kind, fields))
+                return None
+        event = unvalidated(kind, fields)
+        self._buffer.append(event)
+        return event
 
     def _form(self, kind: type[Event]) -> tuple[str, frozenset[str]] | None:
         """``kind``'s name and unvalidated fields, once the buffer knows it (else None)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..canonical import fingerprint, fingerprint_str_keyed
-from ..events import ClockRead, Event, ModelCalled, ToolCalled, unvalidated, unvalidated_names
+from ..events import ClockRead, Event, ModelCalled, ToolCalled, unvalidated
 from ..recorder import RecordedRandom, RunRecorder, step_seed
 from .faults import FaultPlan
 from .playback import Playback
@@ -302,15 +302,12 @@ class RunContext:
             index = self.recorder.next_call_index()
             if recorded.get("call_index") != index:
                 recorded = {**recorded, "call_index": index}
-            if recorded.keys() != unvalidated_names(kind):  # not every field: validated
-                event = unvalidated(kind, recorded)
-                self.clock_ms += recorded.get("latency_ms", 0.0)
-                self._record_served(event)
-                return recorded
+            built = self.recorder.record_fields(kind, recorded)
             self.clock_ms += recorded.get("latency_ms", 0.0)
-            if kind is ModelCalled:
+            if isinstance(built, ModelCalled):
+                self.attempt_tokens += built.input_tokens + built.output_tokens
+            elif built is None and kind is ModelCalled:  # the recorded event itself, kept
                 self.attempt_tokens += recorded["input_tokens"] + recorded["output_tokens"]
-            self.recorder.record_fields(kind, recorded)
             return recorded
         recorded = playback.take(
             _CALL_NAMES[kind], step_index, name=name, request=request, check_name=check_name
