@@ -26,6 +26,7 @@ from .diff import first_difference as first_difference
 from .errors import SteplogError
 from .harness.playback import Playback
 from .harness.runner import RunStateError, launch, registered_scenario
+from .harness.scenario import ScenarioError, get_scenario
 from .projections.run_state import RunState, fold, started_fields
 from .regress import regress as regress
 from .replay_buffer import (
@@ -400,8 +401,6 @@ def current_scenario(
     """The scenario registered now under the run's name (the code a check replays), noting a
     version that moved on since the recording; ``resolved`` remembers it by name (one look at
     the scenario folders per name while checking a batch of runs)."""
-    from .harness.scenario import ScenarioError, get_scenario
-
     if original.source != "harness" or not original.agent.startswith("scenario/"):
         raise RunStateError(
             f"run {original.run_id!r} was recorded by {original.source!r} for agent "
