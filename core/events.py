@@ -164,6 +164,15 @@ def unvalidated(event_type: type[E], fields: JsonDict) -> E:
     return event
 
 
+def unvalidated_names(event_type: type[Event]) -> frozenset[str]:
+    """The field names a payload must have for :func:`unvalidated` to build ``event_type``
+    from it without validating (empty: it always validates)."""
+    names = _FIELDS.get(event_type)
+    if names is None:
+        names = _FIELDS[event_type] = _flat_fields(event_type)
+    return names
+
+
 def _flat_fields(event_type: type[Event]) -> frozenset[str]:
     """The model's field names, or none when a field holds a model (its JSON form is not its
     value: such events are always validated)."""

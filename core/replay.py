@@ -26,6 +26,7 @@ from .diff import first_difference as first_difference
 from .errors import SteplogError
 from .harness.playback import Playback
 from .harness.runner import RunStateError, launch, registered_scenario
+from .harness.scenario import ScenarioError, get_scenario
 from .projections.run_state import RunState, fold, started_fields
 from .regress import regress as regress
 from .replay_buffer import (
@@ -287,6 +288,8 @@ def replay(
             session_id=session_id if fork else original.session_id,  # a replay keeps its tag too
             faults=faults,
             role_versions=role_versions,
+            # what a check compares the replay with: its recorder keeps what equals it as is
+            recording=[e for e in events if e.type not in ANNOTATIONS] if check else (),
         )
     except BaseException:
         if buffer is not None and target is buffer:  # the batch's buffer keeps none of it
@@ -398,8 +401,6 @@ def current_scenario(
     """The scenario registered now under the run's name (the code a check replays), noting a
     version that moved on since the recording; ``resolved`` remembers it by name (one look at
     the scenario folders per name while checking a batch of runs)."""
-    from .harness.scenario import ScenarioError, get_scenario
-
     if original.source != "harness" or not original.agent.startswith("scenario/"):
         raise RunStateError(
             f"run {original.run_id!r} was recorded by {original.source!r} for agent "

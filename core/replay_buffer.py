@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
 from pydantic_core import from_json
 
 from .diff import ANNOTATIONS, REPLAY_LINKS, canonical
@@ -38,7 +39,6 @@ __all__ = ["BufferedStore", "declared_changes", "departure"]
 _COUNTED_IDS: list[uuid.UUID] = []
 _TYPE = attrgetter("type")
 _PAYLOAD = attrgetter("payload")
-_FIELDS = attrgetter("__dict__")
 
 
 def _counted_id(index: int) -> uuid.UUID:
@@ -54,7 +54,9 @@ class BufferedStore(EventStore):
 
     keeps_events: bool = False
     """Check-only: appends keep the events themselves (a recorder hands them over bare, with
-    no id: :meth:`read_run` numbers them if it is ever asked)."""
+    no id: :meth:`read_run` numbers them if it is ever asked), or -- an event equal to the
+    recording's at its place (:class:`~steplog.harness.check_recorder.CheckRecorder`) -- the
+    recorded :class:`StoredEvent` itself."""
 
     def __init__(self, backing: EventStore, *, check_only: bool = False) -> None:
         super().__init__(
@@ -71,8 +73,13 @@ class BufferedStore(EventStore):
         self._new: dict[str, list[NewEvent]] = {}
         self._events: dict[str, list[Event | NewEvent]] = {}
         """Check-only: each run's events as recorded, serialized only when read."""
-        self._known: dict[type, str] = {}
-        """Check-only: the catalogue's name of each (bare) event type kept."""
+        self.known_types: dict[type, str] = {}
+        """Check-only: the catalogue's name of each (bare) event type kept so far."""
+        self._accepted: set[type] = {StoredEvent}
+        """Check-only: what :meth:`keep` takes without a look: the known types, and recorded
+        events kept as they are (a recorder keeps those only for known types)."""
+        self._configs: dict[tuple[type, int], tuple[Any, Any]] = {}
+        """Check-only: the JSON form of each run config seen, by id (the object kept)."""
         self._opened = datetime.now(UTC)
         """Check-only: the time every buffered event is said to be appended at."""
 
@@ -92,7 +99,8 @@ class BufferedStore(EventStore):
     ) -> list[int]:
         """Like :meth:`append_batch`, returning the positions in the run."""
         if self.check_only:
-            return self._keep(run_id, events, expected_version)
+            first = self.keep(run_id, events, expected_version)
+            return list(range(first, first + len(events)))
         return self.append_batch(run_id, events, expected_version).positions
 
     def append_batch(
@@ -109,7 +117,8 @@ class BufferedStore(EventStore):
         nothing will be stored.
         """
         if self.check_only:
-            return AppendResult(self._keep(run_id, events, expected_version))
+            first = self.keep(run_id, events, expected_version)
+            return AppendResult(list(range(first, first + len(events))))
         if run_id not in self._runs:
             check_run_id(run_id)
         stored = self._runs.setdefault(run_id, [])
@@ -140,10 +149,11 @@ class BufferedStore(EventStore):
         """Buffer several new runs."""
         return [self.append_batch(run_id, events, 0).positions for run_id, events in runs]
 
-    def _keep(
+    def keep(
         self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None
-    ) -> list[int]:
-        """Check-only: buffer ``events`` as they are (each of a catalogued type); their seqs."""
+    ) -> int:
+        """Check-only: buffer ``events`` as they are (each of a catalogued type, or a recorded
+        event); the seq of the first (what :meth:`append` does, without its list of seqs)."""
         kept = self._events.get(run_id)
         if kept is None:
             check_run_id(run_id)
@@ -152,19 +162,20 @@ class BufferedStore(EventStore):
         first = len(kept)
         if expected_version is not None and expected_version != first:
             raise ConcurrencyError(run_id, expected_version, first)
-        known = self._known
+        accepted = self._accepted
         for offset, item in (
-            () if all(map(known.__contains__, map(type, events))) else enumerate(events)
+            () if all(map(accepted.__contains__, map(type, events))) else enumerate(events)
         ):
-            if type(item) not in known:
+            if type(item) not in accepted:
                 event = item.event if isinstance(item, NewEvent) else item
                 name = self.catalogue.name_of(type(event))
                 if name is None:
                     raise not_in_catalogue(self.catalogue, offset, event)
                 if event is item:
-                    known[type(item)] = name
+                    self.known_types[type(item)] = name
+                    accepted.add(type(item))
         kept.extend(events)
-        return list(range(first, len(kept)))
+        return first
 
     def quarantine(self, *, source: str, location: str, reason: str, raw: str) -> int:
         """A replay never quarantines input."""
@@ -185,6 +196,20 @@ class BufferedStore(EventStore):
         name_of = self.catalogue.name_of
         for seq in range(len(stored), len(kept)):
             item = kept[seq]
+            if isinstance(item, StoredEvent):  # the recording's event, kept as recorded
+                stored.append(
+                    StoredEvent(
+                        -1,
+                        _counted_id(seq),
+                        run_id,
+                        seq,
+                        item.type,
+                        item.schema_version,
+                        self._opened,
+                        item.payload,
+                    )
+                )
+                continue
             if isinstance(item, NewEvent):
                 event, event_id, at = item.event, item.event_id, item.recorded_at or self._opened
             else:
@@ -207,15 +232,19 @@ class BufferedStore(EventStore):
         """Whether the buffered run has ``recorded``'s canonical event stream: what
         :func:`same_stream` says of ``recorded`` and :meth:`read_run`, found without serializing
         each event when its fields already equal the recorded payload (a check-only replay
-        that behaves as recorded, the usual case)."""
+        that behaves as recorded, the usual case), or when it is the recorded event itself."""
         kept = self._events.get(run_id)
         if kept is None or run_id not in self._runs:
             return same_stream(recorded, self.read_run(run_id))
         if self._same_bare(kept, recorded):
             return True
         name_of = self.catalogue.name_of
-        mine = []
+        mine: list[tuple[str | None, Any]] = []
         for item in kept:
+            if isinstance(item, StoredEvent):  # the recorded event, kept as recorded
+                if item.type not in ANNOTATIONS:
+                    mine.append((item.type, item.payload))
+                continue
             event = item.event if isinstance(item, NewEvent) else item
             type_name = name_of(type(event))
             if type_name not in ANNOTATIONS:
@@ -227,12 +256,17 @@ class BufferedStore(EventStore):
             if type_name != stored.type:
                 return False
             payload = stored.payload
+            dumped = event if type(event) is dict else None  # a recorded payload, as read
             if type_name == "RunStarted":
                 links = REPLAY_LINKS
-                dumped = event.model_dump(mode="json")
+                if dumped is None:
+                    dumped = event.model_dump(mode="json")
                 if {k: v for k, v in payload.items() if k not in links} != {
                     k: v for k, v in dumped.items() if k not in links
                 }:
+                    return False
+            elif dumped is not None:
+                if payload != dumped:
                     return False
             elif payload != event.__dict__ and payload != event.model_dump(mode="json"):
                 # the fields equal: so does their JSON form (the harness's values are JSON
@@ -240,32 +274,68 @@ class BufferedStore(EventStore):
                 return False
         return True
 
-    def _same_bare(self, kept: list[Event | NewEvent], recorded: list[StoredEvent]) -> bool:
+    def _same_bare(self, kept: list[Any], recorded: list[StoredEvent]) -> bool:
         """The usual case of :meth:`same_as`, compared list by list (no loop in Python): the
-        run's events, all bare, have the recorded types and, after the header, the recorded
-        fields (then so do their JSON forms), and its header equals the recorded one but for
-        the replay links. False says only "look closer", not "different"."""
-        try:
-            types = list(map(self._known.__getitem__, map(type, kept)))
-        except KeyError:  # an event handed over wrapped (a NewEvent): not the usual case
-            return False
+        run's events, all bare (or recorded ones kept as such), have the recorded types and,
+        after the header, the recorded fields (then so do their JSON forms), and its header
+        equals the recorded one but for the replay links. False says only "look closer", not
+        "different"."""
         if len(kept) != len(recorded):  # annotations added to the recording since
             recorded = [event for event in recorded if event.type not in ANNOTATIONS]
+        if not kept or not recorded or type(kept[0]) is StoredEvent:
+            return False
+        # after the header: every event the recorded one itself (a replay that served and
+        # rebuilt the recording exactly; a recorder keeps recorded events only of the types
+        # it records, never annotations) ...
+        if kept[1:] != recorded[1:]:
+            # ... or the same types and fields
+            known = self.known_types
+            try:
+                types = [
+                    item.type if type(item) is StoredEvent else known[type(item)] for item in kept
+                ]
+            except KeyError:  # an event handed over wrapped (a NewEvent): not the usual case
+                return False
+            if (
+                types != list(map(_TYPE, recorded))
+                or not ANNOTATIONS.isdisjoint(types)
+                or [
+                    item.payload if type(item) is StoredEvent else item.__dict__
+                    for item in kept[1:]
+                ]
+                != list(map(_PAYLOAD, recorded[1:]))
+            ):
+                return False
+        header = kept[0]
         if (
-            not kept
-            or types != list(map(_TYPE, recorded))
-            or types[0] != "RunStarted"
-            or not ANNOTATIONS.isdisjoint(types)
-            or list(map(_FIELDS, kept[1:])) != list(map(_PAYLOAD, recorded[1:]))
+            isinstance(header, NewEvent)
+            or self.known_types.get(type(header)) != "RunStarted"
+            or recorded[0].type != "RunStarted"
         ):
             return False
-        header = kept[0]
-        assert not isinstance(header, NewEvent)
         links = REPLAY_LINKS
+        theirs = {k: v for k, v in recorded[0].payload.items() if k not in links}
+        # its fields, the nested config as JSON (dumped once per config: a scenario's is one
+        # frozen object): equal fields have equal JSON forms; else the JSON form decides
+        fields = header.__dict__
+        mine = {k: v for k, v in fields.items() if k not in links}
+        if isinstance(fields.get("config"), BaseModel):
+            mine["config"] = self._config_json(header)
+        if mine == theirs:
+            return True
         dumped = header.model_dump(mode="json")
-        return {k: v for k, v in recorded[0].payload.items() if k not in links} == {
-            k: v for k, v in dumped.items() if k not in links
-        }
+        return theirs == {k: v for k, v in dumped.items() if k not in links}
+
+    def _config_json(self, header: Event) -> Any:
+        """The JSON form of ``header``'s (frozen) config, as its own JSON form has it: made once
+        per config object and header type."""
+        config = header.__dict__["config"]
+        key = (type(header), id(config))
+        seen = self._configs.get(key)
+        if seen is None or seen[0] is not config:
+            dumped = header.model_dump(mode="json", include={"config"})["config"]
+            seen = self._configs[key] = (config, dumped)
+        return seen[1]
 
     def version(self, run_id: str) -> int:
         """The buffered run's number of events, or the backing store's."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SteplogError
+from .replay import replay
 from .replay_buffer import BufferedStore
 from .store import EventStore
 
@@ -116,8 +117,6 @@ def check_run(
     (kept by the caller across a batch) remembers which scenario each name resolved to, and
     ``buffer`` (likewise: a check-only :class:`~steplog.replay_buffer.BufferedStore` of
     ``store``) holds each replay's events while they are compared."""
-    from .replay import replay
-
     try:
         result = replay(store, run_id, check=True, agent=agent, scenarios=scenarios, buffer=buffer)
     except SteplogError as exc:

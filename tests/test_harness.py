@@ -544,3 +544,35 @@ def test_new_event_of_is_the_plain_constructor() -> None:
     assert made == NewEvent(event, made.event_id) and made.recorded_at is None
     with pytest.raises(AttributeError):
         made.event = event  # type: ignore[misc]  # still frozen
+
+
+def test_the_schema_layer_names_each_problem_whatever_path_decides() -> None:
+    """check_schema's quick look (a dict of plain ints and floats) and its full one agree:
+    missing fields, bools, strings and non-objects are problems; int and float subclasses
+    are numbers."""
+    from steplog.harness.scenario import StepSpec
+    from steplog.harness.simulated import check_schema
+
+    class Ratio(float):
+        pass
+
+    class Count(int):
+        pass
+
+    class Output(dict):  # type: ignore[type-arg]
+        pass
+
+    step = StepSpec(name="s", fields=["a", "b"])
+    for output, problem in (
+        ({"a": 1, "b": 2.5}, None),
+        ({"a": 1, "b": 2.5, "extra": "x"}, None),
+        ({"a": Count(1), "b": Ratio(2.5)}, None),
+        (Output(a=1, b=2.0), None),
+        ({"a": 1}, "missing field(s) b"),
+        ({"a": True, "b": 1}, "field(s) a must be numbers, got [True]"),
+        ({"a": "1", "b": None}, "field(s) a, b must be numbers, got ['1', None]"),
+        (Output(a="x", b=1), "field(s) a must be numbers, got ['x']"),
+        ([1, 2], "output is list, not an object"),
+        (None, "output is NoneType, not an object"),
+    ):
+        assert check_schema(output, step) == problem, output

@@ -23,6 +23,7 @@ from steplog.projections.run_state import fold
 from steplog.replay import header, replay
 from steplog.replay_buffer import BufferedStore, departure, same_stream
 from steplog.replay_check import check_run, check_runs, check_set
+from steplog.store import StoredEvent
 
 runner = CliRunner()
 
@@ -499,3 +500,128 @@ def test_take_recorded_serves_the_recorded_payload_or_lets_take_decide(
         "ModelCalled", payload["step_index"], name="other", request=request, check_name=False
     )
     assert unchecked is payload
+
+
+def test_the_check_recorder_keeps_the_recorded_event_only_when_it_is_that_one(
+    home: dict[str, Any],
+) -> None:
+    """A check-only replay's recorder keeps an event the code records from its fields as the
+    recorded event itself only when it is the one at its place (same type, known to the
+    buffer's catalogue, every field named, equal values); anything else is built as a writing
+    recorder builds it, and the buffer's verdict and read-back are what the built events give."""
+    from steplog.harness.check_recorder import CheckRecorder
+
+    store = home["store"]
+    recorded = store.read_run(home["failed"][0])
+    recorded = [e for e in recorded if e.type != "SampleAddedToRegressionSet"]
+    buffer = BufferedStore(store, check_only=True)
+    recorder = CheckRecorder(buffer, "mem-1", recorded)
+    recorder.record(recorded[0].to_event())
+    recorder.flush()
+    for event in recorded[1:]:
+        recorder.record_fields(store.catalogue.model(event.type), dict(event.payload))
+        assert [p.event for p in recorder.pending] == [event.to_event()]
+        recorder.flush()
+    kept = buffer._events["mem-1"]
+    seen: set[str] = {"RunStarted"}
+    for item, event in zip(kept[1:], recorded[1:], strict=True):
+        # the first event of a type is checked against the catalogue (built); later ones are
+        # the recorded ones themselves
+        assert (item is event) == (event.type in seen), event.type
+        seen.add(event.type)
+    assert any(isinstance(item, StoredEvent) for item in kept)
+    assert buffer.same_as("mem-1", recorded)
+    back = buffer.read_run("mem-1")
+    assert same_stream(recorded, back)
+    assert [e.payload for e in back[1:]] == [e.payload for e in recorded[1:]]
+
+    # a changed value, an older form (a field left to its default) and a wrapped event are
+    # built, and the verdict is the serialized streams'
+    step = next(i for i, e in enumerate(recorded) if e.type == "StepCompleted")
+    call = next(i for i, e in enumerate(recorded) if e.type == "ModelCalled" and i > step)
+    for label, fields_at in (
+        ("changed", {step: {**recorded[step].payload, "output_summary": "other"}}),
+        (
+            "older",
+            {call: {k: v for k, v in recorded[call].payload.items() if k != "reasoning_tokens"}},
+        ),
+    ):
+        other = BufferedStore(store, check_only=True)
+        other.known_types.update(buffer.known_types)
+        other._accepted.update(buffer._accepted)
+        again = CheckRecorder(other, "mem-2", recorded)
+        again.record(recorded[0].to_event())
+        for index, event in enumerate(recorded[1:], start=1):
+            fields = fields_at.get(index, dict(event.payload))
+            again.record_fields(store.catalogue.model(event.type), fields)
+        again.flush()
+        items = other._events["mem-2"]
+        changed_at = next(iter(fields_at))
+        assert not isinstance(items[changed_at], StoredEvent), label
+        assert all(items[i] is recorded[i] for i in range(1, len(recorded)) if i != changed_at), (
+            label
+        )
+        assert other.same_as("mem-2", recorded) == same_stream(recorded, other.read_run("mem-2")), (
+            label
+        )
+        assert other.same_as("mem-2", recorded) == (label == "older"), label
+
+
+def test_same_as_agrees_with_the_serialized_streams_for_recorded_events_kept(
+    home: dict[str, Any],
+) -> None:
+    """A check's buffer may hold the recorded events themselves (kept by its recorder) beside
+    built ones: its verdict must still be what comparing the JSON forms gives."""
+    store = home["store"]
+    recorded = store.read_run(home["completed"][0])
+    events = [e.to_event() for e in recorded]
+    step = next(i for i, e in enumerate(events) if isinstance(e, StepCompleted))
+    as_list = events[step].model_copy(
+        update={"output": {k: [v] for k, v in events[step].output.items()}}
+    )
+    reseeded = events[0].model_copy(update={"seed": -1})
+    relinked = events[0].model_copy(update={"replay_of": "x"})
+    for label, changed, alike in (
+        ("all recorded", [events[0], *recorded[1:]], True),
+        ("relinked", [relinked, *recorded[1:]], True),
+        ("reseeded", [reseeded, *recorded[1:]], False),
+        ("mixed", [events[0], *recorded[1:step], events[step], *recorded[step + 1 :]], True),
+        ("changed", [events[0], *recorded[1:step], as_list, *recorded[step + 1 :]], False),
+        ("shorter", [events[0], *recorded[1:-1]], False),
+        ("longer", [events[0], *recorded[1:], RunCompleted(output={})], False),
+        ("moved", [events[0], *recorded[2:], recorded[1]], False),
+    ):
+        other = BufferedStore(store, check_only=True)
+        other.append("warm", events, 0)  # every type known, as in a batch
+        other.keep("mem", changed, 0)
+        serialized = same_stream(recorded, other.read_run("mem"))
+        assert other.same_as("mem", recorded) == serialized == alike, label
+
+
+def test_loop_detection_in_a_check_is_the_fingerprint_comparison(home: dict[str, Any]) -> None:
+    """A check compares a retry's response with the previous one by value before hashing:
+    the verdict must be the fingerprints' for the JSON values a recording holds (equal,
+    reordered, changed, and equal-but-not-alike such as 1 and 1.0)."""
+    from steplog.canonical import fingerprint
+    from steplog.harness.check_recorder import CheckRecorder
+    from steplog.harness.context import RunContext
+
+    store = home["store"]
+    scenario = get_scenario("gatekeeper")
+    buffer = BufferedStore(store, check_only=True)
+    context = RunContext(
+        CheckRecorder(buffer, "mem-1", []), scenario, scenario.instance("g-1"), "v1", 1, 0.0
+    )
+    assert context._check_only
+    ok = {"status": "ok", "output": {"value": 1.5, "rows": [1, 2]}}
+    for previous, response in (
+        (ok, dict(ok)),
+        (ok, {"output": {"rows": [1, 2], "value": 1.5}, "status": "ok"}),
+        (ok, {"status": "ok", "output": {"value": 1.6, "rows": [1, 2]}}),
+        (ok, {"status": "ok", "output": {"value": 1.5, "rows": [2, 1]}}),
+        ({"status": "ok", "output": {"value": 1}}, {"status": "ok", "output": {"value": 1.0}}),
+        ({"status": "ok", "output": {"value": True}}, {"status": "ok", "output": {"value": 1}}),
+    ):
+        context._response = response
+        expected = fingerprint("response", response) == fingerprint("response", previous)
+        assert context.repeats(previous) == expected, (previous, response)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..canonical import fingerprint, fingerprint_str_keyed
-from ..events import ClockRead, E, ModelCalled, ToolCalled, unvalidated
+from ..events import ClockRead, Event, ModelCalled, ToolCalled, unvalidated
 from ..recorder import RecordedRandom, RunRecorder, step_seed
 from .faults import FaultPlan
 from .playback import Playback
@@ -89,12 +89,13 @@ class RunContext:
         for version in self.role_versions.values():
             self._models.setdefault(version, SimulatedModel(version, self.scenario.model(version)))
 
-    def event(self, kind: type[E], **fields: Any) -> E:
-        """``kind(**fields)`` for the step events the harness builds from its own values (step
-        names and indexes, the inputs and output dicts it assembled and checked), so built
-        without validating again (see :func:`~steplog.events.unvalidated`: a call that does not
-        name every field of ``kind`` is validated)."""
-        return unvalidated(kind, fields)
+    def record(self, kind: type[Event], **fields: Any) -> None:
+        """Record ``kind(**fields)``, for the step events the harness builds from its own
+        values (step names and indexes, the inputs and output dicts it assembled and checked),
+        so built without validating again (see :func:`~steplog.events.unvalidated`: a call
+        that does not name every field of ``kind`` is validated; a check-only replay's
+        recorder keeps the recorded event instead when it is this one)."""
+        self.recorder.record_fields(kind, fields)
 
     def version_of(self, step: ConcreteStep) -> str:
         """The model version that answers ``step``: its agent's, else the run's."""
@@ -134,6 +135,10 @@ class RunContext:
         response = self._response
         if previous is _NONE or response is _NONE:
             return False
+        if self._check_only and response != previous:
+            # a check's responses are the recording's, JSON as read (string keys, no tuples,
+            # no NaN: stored as strings): unequal JSON values have unequal canonical forms
+            return False
         return response is previous or (
             fingerprint("response", response) == fingerprint("response", previous)
         )
@@ -153,14 +158,12 @@ class RunContext:
         if playback is not None:
             value = playback.take("ClockRead", self.step_index)["value"]
             self.clock_ms = value * 1000
-        self.recorder.record(
-            self.event(
-                ClockRead,
-                step_index=self.step_index,
-                call_index=self.recorder.next_call_index(),
-                fingerprint=None,
-                value=value,
-            )
+        self.record(
+            ClockRead,
+            step_index=self.step_index,
+            call_index=self.recorder.next_call_index(),
+            fingerprint=None,
+            value=value,
         )
         return value
 
@@ -289,25 +292,37 @@ class RunContext:
         latency added to the simulated clock; its payload (not to be changed)."""
         if self._check_only:
             # a check-only replay takes the recording's own payload (validated when it was
-            # stored), itself when the call index is the recorded one
+            # stored), itself when the call index is the recorded one; in the current form
+            # (every field named) it is the event's own fields, so nothing is built from it
+            # here (its recorder keeps the recorded event itself when it is the one at its
+            # place in the stream)
             recorded = playback.take_recorded(
                 _CALL_NAMES[kind], step_index, name=name, request=request, check_name=check_name
             )
             index = self.recorder.next_call_index()
             if recorded.get("call_index") != index:
                 recorded = {**recorded, "call_index": index}
-            event = unvalidated(kind, recorded)
-        else:
-            recorded = playback.take(
-                _CALL_NAMES[kind], step_index, name=name, request=request, check_name=check_name
-            )
-            recorded["call_index"] = self.recorder.next_call_index()
-            event = kind.model_validate(recorded)
+            built = self.recorder.record_fields(kind, recorded)
+            self.clock_ms += recorded.get("latency_ms", 0.0)
+            if isinstance(built, ModelCalled):
+                self.attempt_tokens += built.input_tokens + built.output_tokens
+            elif built is None and kind is ModelCalled:  # the recorded event itself, kept
+                self.attempt_tokens += recorded["input_tokens"] + recorded["output_tokens"]
+            return recorded
+        recorded = playback.take(
+            _CALL_NAMES[kind], step_index, name=name, request=request, check_name=check_name
+        )
+        recorded["call_index"] = self.recorder.next_call_index()
+        event = kind.model_validate(recorded)
         self.clock_ms += recorded.get("latency_ms", 0.0)
+        self._record_served(event)
+        return recorded
+
+    def _record_served(self, event: ModelCalled | ToolCalled) -> None:
+        """Record a served call's event, its model tokens counted in the attempt's."""
         if isinstance(event, ModelCalled):
             self.attempt_tokens += event.input_tokens + event.output_tokens
         self.recorder.record(event)
-        return recorded
 
     def _pace(self, simulated_ms: float) -> None:
         self.clock_ms += simulated_ms

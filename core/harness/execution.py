@@ -196,15 +196,13 @@ def _execute(
                 budget.retries += 1
             ctx.begin_attempt(step.index, attempt)
             inputs = _inputs(step, values, ctx.instance)
-            recorder.record(
-                ctx.event(
-                    StepStarted,
-                    step=step.name,
-                    step_index=step.index,
-                    attempt=attempt,
-                    input=inputs,
-                    role=step.spec.role,
-                )
+            ctx.record(
+                StepStarted,
+                step=step.name,
+                step_index=step.index,
+                attempt=attempt,
+                input=inputs,
+                role=step.spec.role,
             )
             try:
                 output = _attempt(ctx, step, inputs, previous_response)
@@ -226,15 +224,13 @@ def _execute(
             used = ctx.attempt_tokens
             budget.step_tokens += used
             budget.run_tokens += used
-            recorder.record(
-                ctx.event(
-                    StepCompleted,
-                    step=step.name,
-                    step_index=step.index,
-                    attempt=attempt,
-                    output=output,
-                    output_summary=_summary(output),
-                )
+            ctx.record(
+                StepCompleted,
+                step=step.name,
+                step_index=step.index,
+                attempt=attempt,
+                output=output,
+                output_summary=_summary(output),
             )
             _check_tokens(recorder, config, budget, step)
             _check_timeout(recorder, ctx, budget, step, config.timeout_seconds)
@@ -255,9 +251,7 @@ def _execute(
         )
         recorder.flush()
         return "failed", "completion_criterion"
-    recorder.record(
-        ctx.event(RunCompleted, output={"steps": len(steps)}, output_summary="all steps validated")
-    )
+    ctx.record(RunCompleted, output={"steps": len(steps)}, output_summary="all steps validated")
     recorder.flush()
     return "completed", None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from uuid6 import uuid7
@@ -20,7 +21,8 @@ from ..errors import ConcurrencyError
 from ..events import ApprovalDecided, RunStarted
 from ..projections.run_state import RunState, fold
 from ..recorder import RunRecorder
-from ..store import EventStore
+from ..store import EventStore, StoredEvent
+from .check_recorder import CheckRecorder
 from .context import RunContext
 from .execution import Ending, RunStateError, drive, end_diverged, fold_run
 from .faults import FaultPlan
@@ -81,6 +83,7 @@ def launch(
     session_id: str | None = None,
     faults: FaultPlan | None = None,
     role_versions: dict[str, str] | None = None,
+    recording: Sequence[StoredEvent] = (),
 ) -> Ending:
     """Like :func:`start_run`, returning only how it ended (no final fold): the batch path.
 
@@ -88,6 +91,9 @@ def launch(
     ``rerun_of`` links a fresh run of an earlier run's task instance (a regression check);
     ``faults`` injects a tool fault into the live calls (a chaos fork).
     ``role_versions`` answers some agents of a multi-agent scenario with other model versions.
+    ``recording`` (a check-only replay into a buffer that keeps events bare: the recording's
+    events, annotations left out) lets its recorder keep each event the code records as the
+    recording has it as that recorded event (:class:`CheckRecorder`).
     """
     instance = scenario.instance(instance_id)
     scenario.model(model_version)  # a clear error for an unknown version, before writing
@@ -95,7 +101,10 @@ def launch(
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)  # recorded, so the run stays replayable
     steps = scenario.steps_for(instance)
-    recorder = RunRecorder(store, run_id or str(uuid7()))
+    run_id = run_id or str(uuid7())
+    # a check-only replay's buffer keeps the events bare: recorded in this one thread, unlocked
+    keeps = getattr(store, "keeps_events", False)
+    recorder = CheckRecorder(store, run_id, recording) if keeps else RunRecorder(store, run_id)
     started = RunStarted(
         scenario=scenario.name,
         task_instance_id=instance.id,

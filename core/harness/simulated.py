@@ -227,8 +227,19 @@ class SimulatedTools:
         return ToolReply({"records": records, "tool": tool}, None, self.spec.tool_latency_ms)
 
 
+_NUMBERS = frozenset({int, float})
+"""Exact types that are numbers to :func:`check_schema` (not bool; subclasses are looked at)."""
+
+
 def check_schema(output: Any, step: StepSpec) -> str | None:
     """First validation layer: every field present and a number. Returns the problem."""
+    if type(output) is dict:  # the usual case first: every field there, a plain int or float
+        get = output.get
+        for name in step.fields:
+            if type(get(name)) not in _NUMBERS:
+                break
+        else:
+            return None
     if not isinstance(output, dict):
         return f"output is {type(output).__name__}, not an object"
     missing = [f for f in step.fields if f not in output]

@@ -23,6 +23,10 @@ class ToolVerdict:
     problem: str | None = None
 
 
+_USE = ToolVerdict("use")
+_UNGROUNDED = ToolVerdict("ungrounded")
+
+
 def read_tool_result(result: Any, step: StepSpec) -> ToolVerdict:
     """Check a (successful) tool answer's shape, then decide what an empty one means."""
     if not isinstance(result, dict):
@@ -37,6 +41,6 @@ def read_tool_result(result: Any, step: StepSpec) -> ToolVerdict:
         return ToolVerdict("invalid", f"tool response 'records' is {records!r}, not a count")
     if records == 0:
         if step.on_empty == "proceed":
-            return ToolVerdict("ungrounded")
+            return _UNGROUNDED
         return ToolVerdict("empty", "the tool returned no records")
-    return ToolVerdict("use")
+    return _USE

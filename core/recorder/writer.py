@@ -10,7 +10,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..canonical import jsonable
 from ..errors import InvalidEventError
-from ..events import Event, RandomDrawn
+from ..events import Event, RandomDrawn, unvalidated
 from ..store import EventStore, NewEvent
 from .ids import new_ids
 
@@ -79,6 +79,16 @@ class RunRecorder:
         """Buffer ``event``; it becomes durable at the next :meth:`flush`."""
         with self._lock:
             self._buffer.append(event)
+
+    def record_fields(self, kind: type[Event], fields: dict[str, Any]) -> Event | None:
+        """Buffer ``kind(**fields)`` built without validating again (see
+        :func:`~steplog.events.unvalidated`: ``fields`` must name every field, else it is
+        validated; the recorder takes the dict), and return it: for the harness's own step and
+        call events, whose values it produced itself, and the calls a check-only replay serves.
+        (A check-only replay's recorder may keep the recorded event instead: None.)"""
+        event = unvalidated(kind, fields)
+        self.record(event)
+        return event
 
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:
         """Buffer the call event ``build(call_index)``: the next index unless one is given."""
