@@ -13,8 +13,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, Dialect
+from sqlalchemy.exc import DBAPIError, StatementError
 
 
 @contextmanager
@@ -31,17 +31,25 @@ def driver_cursor(conn: Connection, statement: str, params: Sequence[Any] = ()) 
         gone = dialect.is_disconnect(exc, dbapi_connection.dbapi_connection, cursor)
         if gone:
             conn.invalidate(exc)
-        raise DBAPIError.instance(
-            statement,
-            tuple(params),
-            exc,
-            dialect.loaded_dbapi.Error,
-            connection_invalidated=gone,
-            dialect=dialect,
-        ) from exc
+        raise wrapped(dialect, statement, params, exc, gone=gone) from exc
     finally:
         if not conn.invalidated:
             cursor.close()
+
+
+def wrapped(
+    dialect: Dialect, statement: str, params: Sequence[Any], exc: Exception, *, gone: bool
+) -> StatementError:
+    """The driver error ``exc`` of ``statement`` as SQLAlchemy would have raised it (``gone``:
+    the connection is dead, so a retry gets a fresh one)."""
+    return DBAPIError.instance(
+        statement,
+        tuple(params),
+        exc,
+        dialect.loaded_dbapi.Error,
+        connection_invalidated=gone,
+        dialect=dialect,
+    )
 
 
 def fetch_rows(conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
@@ -71,4 +79,4 @@ def _json_as_is(payload: Any) -> Any:
     return payload
 
 
-__all__ = ["copy_rows", "driver_cursor", "fetch_rows"]
+__all__ = ["copy_rows", "driver_cursor", "fetch_rows", "wrapped"]

@@ -35,9 +35,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sqlalchemy import Connection, Engine, select
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import Pool
 
+from .driver import wrapped
 from .errors import ConcurrencyError, IdempotencyError
 from .models import events_table
 from .store_park import ConnectionPark
@@ -232,14 +233,7 @@ class BatchWriter:
                 pooled = None
             if gone:
                 self._replace_pg_pool()
-            raise DBAPIError.instance(
-                "append",
-                (),
-                exc,
-                dialect.loaded_dbapi.Error,
-                connection_invalidated=gone,
-                dialect=dialect,
-            ) from exc
+            raise wrapped(dialect, "append", (), exc, gone=gone) from exc
         finally:
             if pooled is not None:
                 pooled.close()
