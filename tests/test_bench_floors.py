@@ -25,7 +25,7 @@ from steplog.bench.append_baselines import (
     steplog_sqlite,
 )
 from steplog.bench.rebuild import PassResult, RebuildBench
-from steplog.bench.record import RecordBench
+from steplog.bench.record import RecordBench, _measure, _StubStore
 from steplog.bench.ui import PageTiming
 
 
@@ -89,6 +89,32 @@ def test_append_verdicts_follow_the_targets(
     engine: str, batch: int, rates: dict[str, float], verdicts: dict[str, str]
 ) -> None:
     assert BenchCase(engine, batch, 1000, rates).verdicts() == verdicts
+
+
+def test_record_passes_store_every_event_once_and_the_stub_none(tmp_path: Path) -> None:
+    sample = _measure(tmp_path, "invoice-extraction", "sim-v2", 2)
+    counts = {}
+    for name in ("harness", "append", "stub"):
+        with sqlite3.connect(tmp_path / f"{name}.db") as conn:
+            counts[name] = conn.execute("SELECT count(*), count(DISTINCT run_id) FROM events")
+            counts[name] = counts[name].fetchone()
+    assert counts["harness"] == counts["append"] == (sample.events, 2)
+    assert counts["stub"] == (0, 0)
+    assert sample.events > sample.batches > 2 * 20  # two runs of 20+ steps, a commit per step
+    assert min(sample.harness_cpu, sample.append_cpu, sample.stub_cpu) > 0
+
+
+def test_record_stops_when_the_stub_pass_records_other_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = _StubStore.append_batch
+
+    def drop_the_first_event(self, run_id, events, expected_version=None):  # type: ignore[no-untyped-def]
+        return real(self, run_id, list(events)[1:] or events, expected_version)
+
+    monkeypatch.setattr(_StubStore, "append_batch", drop_the_first_event)
+    with pytest.raises(RuntimeError, match="stub pass recorded other batches"):
+        _measure(tmp_path, "invoice-extraction", "sim-v2", 1)
 
 
 def test_record_rebuild_and_ui_verdicts() -> None:

@@ -140,6 +140,8 @@ def test_bench_record_compares_the_harness_with_the_store_on_identical_batches()
     assert result["events"] > result["batches"] > 3 * 20  # one durable commit per step at least
     met = result["harness_events_per_second"] >= 0.8 * result["append_events_per_second"]
     assert result["verdict"] == ">= 0.8x " + ("ok" if met else "MISSED")
+    assert result["code_alone_cpu_ms_per_run"] > 0
+    assert result["harness_cpu_ms_per_run"] > result["append_cpu_ms_per_run"] > 0
 
 
 def _free_port() -> int:

@@ -11,6 +11,12 @@ storing its events. Target: >= 0.8x (issue 20).
 Both sides start on fresh database files in a warm process (the scenario is loaded and the
 harness's modules imported by an untimed run first); both stores are counted afterwards and
 must hold every captured event, or the benchmark stops.
+
+Each side's CPU time is kept too, and one more pass runs the same runs into a stub store that
+keeps the batches and writes nothing (no commit to wait for): the harness's own work measured
+alone. Its CPU against the harness's CPU beyond its appends in the real pass shows what the
+same code costs when it runs between durable commits (a process that blocks on every commit
+comes back to cold caches), which the ratio charges to the harness.
 """
 
 from __future__ import annotations
@@ -48,9 +54,25 @@ class _CapturingStore(EventStore):
         return super().append_batch(run_id, captured, expected_version)
 
 
+class _StubStore(_CapturingStore):
+    """Keeps every batch like :class:`_CapturingStore` and writes nothing: the harness with no
+    commit to wait for (the store's own work on the batches is the baseline's, measured apart)."""
+
+    stored = 0
+
+    def append_batch(
+        self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None = None
+    ) -> AppendResult:
+        captured = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
+        self.batches.append((run_id, captured, expected_version))
+        first = self.stored + 1
+        self.stored += len(captured)
+        return AppendResult(list(range(first, first + len(captured))))
+
+
 @dataclass(frozen=True, slots=True)
 class RecordBench:
-    """Harness and baseline rates for one scenario."""
+    """Harness and baseline rates for one scenario, with each side's CPU per run."""
 
     scenario: str
     model_version: str
@@ -59,6 +81,10 @@ class RecordBench:
     batches: int
     harness_events_per_second: float
     append_events_per_second: float
+    harness_cpu_ms_per_run: float | None = None
+    append_cpu_ms_per_run: float | None = None
+    code_alone_cpu_ms_per_run: float | None = None
+    """The harness into a stub store that writes nothing (no commit to wait for)."""
 
     @property
     def ratio(self) -> float:
@@ -70,29 +96,58 @@ class RecordBench:
         """``>= 0.8x ok`` or ``MISSED``."""
         return f">= {TARGET}x {'ok' if self.ratio >= TARGET else 'MISSED'}"
 
+    @property
+    def own_cpu_ms_per_run(self) -> float | None:
+        """The harness's CPU beyond its appends in the real pass (its appends cost what the
+        baseline's do: the same batches through the same store)."""
+        if self.harness_cpu_ms_per_run is None or self.append_cpu_ms_per_run is None:
+            return None
+        return self.harness_cpu_ms_per_run - self.append_cpu_ms_per_run
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
-        return {**asdict(self), "ratio": self.ratio, "verdict": self.verdict}
+        return {
+            **asdict(self),
+            "ratio": self.ratio,
+            "verdict": self.verdict,
+            "own_cpu_ms_per_run": self.own_cpu_ms_per_run,
+        }
 
 
-def _measure(folder: Path, scenario: str, version: str, runs: int) -> tuple[float, float, int, int]:
-    """Seconds for the harness, seconds for the baseline, events and batches."""
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    """One round: wall and CPU seconds of each side, and the stub pass's CPU seconds."""
+
+    harness_seconds: float
+    append_seconds: float
+    harness_cpu: float
+    append_cpu: float
+    stub_cpu: float
+    events: int
+    batches: int
+
+
+def _measure(folder: Path, scenario: str, version: str, runs: int) -> _Sample:
+    """The interleaved pass (harness, then the baseline on that run's batches), then the stub
+    pass over the same runs."""
     spec = get_scenario(scenario)
     plans = plan_runs(spec, model_version=version, runs=runs, seed=1)
     harness = _CapturingStore(EventStore.open(str(folder / "harness.db")).engine)
     harness.batches = []
     baseline = EventStore.open(str(folder / "append.db"))
-    harness_seconds = append_seconds = 0.0
+    harness_seconds = append_seconds = harness_cpu = append_cpu = 0.0
     for plan in plans:  # run by run, each run's batches replayed at once: load hits both alike
         first = len(harness.batches)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         launch(harness, spec, instance_id=plan.instance_id, model_version=version,
                seed=plan.seed, run_id=plan.run_id)  # fmt: skip
         harness_seconds += time.perf_counter() - started
-        started = time.perf_counter()
+        harness_cpu += time.process_time() - cpu
+        started, cpu = time.perf_counter(), time.process_time()
         for run_id, events, expected in harness.batches[first:]:
             baseline.append(run_id, events, expected)
         append_seconds += time.perf_counter() - started
+        append_cpu += time.process_time() - cpu
     harness.close()
     baseline.close()
     count = sum(len(events) for _, events, _ in harness.batches)
@@ -100,7 +155,20 @@ def _measure(folder: Path, scenario: str, version: str, runs: int) -> tuple[floa
         stored = _stored(folder / name)
         if stored != count:
             raise RuntimeError(f"{name} holds {stored:,} events; {count:,} were appended")
-    return harness_seconds, append_seconds, count, len(harness.batches)
+    stub = _StubStore(EventStore.open(str(folder / "stub.db")).engine)
+    stub.batches = []
+    cpu = time.process_time()
+    for plan in plans:
+        launch(stub, spec, instance_id=plan.instance_id, model_version=version,
+               seed=plan.seed, run_id=plan.run_id)  # fmt: skip
+    stub_cpu = time.process_time() - cpu
+    stub.close()
+    if [len(b) for _, b, _ in stub.batches] != [len(b) for _, b, _ in harness.batches]:
+        raise RuntimeError("the stub pass recorded other batches than the real one")
+    if _stored(folder / "stub.db") != 0:
+        raise RuntimeError("the stub store wrote events")
+    return _Sample(harness_seconds, append_seconds, harness_cpu, append_cpu, stub_cpu, count,
+                   len(harness.batches))  # fmt: skip
 
 
 def _stored(path: Path) -> int:
@@ -135,8 +203,22 @@ def run_record_benchmark(
             if attempt == 0:
                 _warm_up(Path(tmp), scenario, model_version)
             samples.append(_measure(Path(tmp), scenario, model_version, runs))
-    harness = statistics.median(s[0] for s in samples)
-    append = statistics.median(s[1] for s in samples)
-    events, batches = samples[0][2], samples[0][3]
-    return RecordBench(scenario, model_version, runs, events, batches, events / harness,
-                       events / append)  # fmt: skip
+    harness = statistics.median(s.harness_seconds for s in samples)
+    append = statistics.median(s.append_seconds for s in samples)
+    events, batches = samples[0].events, samples[0].batches
+
+    def per_run(seconds: float) -> float:
+        return 1000 * seconds / runs
+
+    return RecordBench(
+        scenario,
+        model_version,
+        runs,
+        events,
+        batches,
+        events / harness,
+        events / append,
+        harness_cpu_ms_per_run=per_run(statistics.median(s.harness_cpu for s in samples)),
+        append_cpu_ms_per_run=per_run(statistics.median(s.append_cpu for s in samples)),
+        code_alone_cpu_ms_per_run=per_run(statistics.median(s.stub_cpu for s in samples)),
+    )

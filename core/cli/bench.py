@@ -116,6 +116,15 @@ def bench_record(
         f"  ratio                {result.ratio:>10.2f}x   (target {result.verdict})",
         highlight=False,
     )
+    own = result.own_cpu_ms_per_run
+    if own is not None:
+        console.print(
+            f"  CPU per run: harness {result.harness_cpu_ms_per_run:.2f} ms, store alone "
+            f"{result.append_cpu_ms_per_run:.2f} ms, so the harness's own work between its "
+            f"durable commits {own:.2f} ms;\n  the same runs into a stub store that writes "
+            f"nothing: {result.code_alone_cpu_ms_per_run:.2f} ms",
+            highlight=False,
+        )
 
 
 @bench_app.command("rebuild")
