@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .errors import SteplogError
 from .events import FailureLabeled, SampleAddedToRegressionSet
-from .projections.library import SIGNATURE_STREAM
 from .projections.queries import get_failure, refresh, run_summary
+from .projections.signature_fold import SIGNATURE_STREAM
 from .store import EventStore
 
 MAX_LABEL = 100

@@ -41,8 +41,8 @@ from steplog.events import (
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import registered_scenarios
 from steplog.models import run_summaries_table
-from steplog.projections.library import failure_of
 from steplog.projections.run_state import RunState, fold
+from steplog.projections.signature_fold import failure_of
 from steplog.projections.tally import _HANDLERS, PAYLOAD_VERSIONS, SUMMARY_COLUMNS, tally_rows
 from steplog.store import EventStore, RawRow
 

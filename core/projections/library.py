@@ -1,8 +1,7 @@
 """The ``library`` projection: run summaries, the failure-sample library and regression sets.
 
-Pure parts: :class:`~.tally.RunTally` (a run's summary, folded from its events),
-:func:`failure_of` (run state -> signature) and the signature folds (:func:`with_failure`,
-:func:`with_label`, :func:`with_regression_set`). The :class:`LibraryProjection` runner is the
+Pure parts live apart: :class:`~.tally.RunTally` (a run's summary, folded from its events) and
+the signature folds of :mod:`.signature_fold`. The :class:`LibraryProjection` runner here is the
 edge: it reads pages of events, folds them, and writes the rows and its checkpoint in one
 transaction, so a crash never leaves rows and checkpoint apart. ``rebuild`` folds the whole log
 into shadow tables and swaps them in; a property test checks that it equals incremental catch-up
@@ -16,11 +15,11 @@ import gc
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Column, Connection, MetaData, Table, delete, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -36,12 +35,17 @@ from ..models import (
 from ..store import EventStore, RawRow, StoredEvent
 from ..store_append import sqlite_datetime
 from .lease import UNSUPPORTED, HolderLock, take_holder_lock
-from .signature import Signature, signature_of
+from .signature_fold import (
+    SIGNATURE_STREAM,
+    SignatureState,
+    failure_of,
+    with_failure,
+    with_label,
+    with_regression_set,
+    without_failure,
+)
 from .swap import reclaim, swap_in
 from .tally import FAILED, SUMMARY_COLUMNS, RunTally, tally_rows
-
-if TYPE_CHECKING:  # a rebuild or a catch-up never builds a full run state: not imported
-    from .run_state import RunState
 
 NAME = "library"  # queries.LIBRARY reads this row without importing this module
 LEASE = f"{NAME}:rebuild"
@@ -49,140 +53,8 @@ LEASE_SECONDS = 120
 """A rebuild renews its lease every page; one silent for this long is taken to have died even
 when its holder lock (see :mod:`.lease`) cannot tell, or says it is alive but it is hung."""
 ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
-FIXED_LABEL = "fixed"
-MAX_EXEMPLARS = 5
 ProgressCallback = Callable[[int, int], None]
 """Called with (events folded so far, events to fold in all)."""
-
-
-# --- pure: rows from states ------------------------------------------------------------------
-
-
-def failure_of(state: RunState | RunTally) -> Signature | None:
-    """The signature of a failed or aborted run (``None`` for any other)."""
-    if isinstance(state, RunTally):
-        return state.failure()  # the same, remembered while the failure stays the same
-    if state.status not in FAILED:
-        return None
-    return signature_of(
-        state.scenario,
-        state.failure_step,
-        state.failure_type or state.status,
-        state.failure_message,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class SignatureState:
-    """One failure signature: counts, exemplars, labels, regression sets and status."""
-
-    signature: str
-    scenario: str
-    step: str
-    error_type: str
-    message: str
-    count: int
-    counts_by_version: dict[str, int]
-    first_seen_at: datetime
-    last_seen_at: datetime
-    first_position: int
-    last_position: int
-    exemplars: list[str]
-    labels: list[dict[str, Any]]
-    regression_sets: list[str]
-    status: str
-    fixed_at_position: int | None = None
-
-    def row(self) -> dict[str, Any]:
-        """The failure_signatures row (sharing this state's lists and dicts: never changed)."""
-        return {name: getattr(self, name) for name in _SIGNATURE_FIELDS}
-
-
-_SIGNATURE_FIELDS = tuple(f.name for f in fields(SignatureState))
-
-
-def with_failure(
-    current: SignatureState | None, signature: Signature, run: RunTally, position: int
-) -> SignatureState:
-    """``current`` after one more failed run (a signature marked fixed becomes regressed)."""
-    at = run.ended_at or run.started_at
-    if current is None:
-        return SignatureState(
-            signature=signature.id,
-            scenario=signature.scenario,
-            step=signature.step,
-            error_type=signature.error_type,
-            message=signature.message,
-            count=1,
-            counts_by_version={run.model_version: 1},
-            first_seen_at=at,
-            last_seen_at=at,
-            first_position=position,
-            last_position=position,
-            exemplars=[run.run_id],
-            labels=[],
-            regression_sets=[],
-            status="new",
-        )
-    counts = dict(current.counts_by_version)
-    counts[run.model_version] = counts.get(run.model_version, 0) + 1
-    exemplars = current.exemplars
-    if run.run_id not in exemplars:  # the first three, then the two most recent
-        exemplars = exemplars[:3] + [*exemplars[3:], run.run_id][-2:]
-    regressed = current.status == "fixed" and position > (current.fixed_at_position or 0)
-    return replace(
-        current,
-        count=current.count + 1,
-        counts_by_version=counts,
-        last_seen_at=max(current.last_seen_at, at),
-        last_position=position,
-        exemplars=exemplars,
-        status="regressed" if regressed else current.status,
-    )
-
-
-def without_failure(current: SignatureState, run: RunTally) -> SignatureState:
-    """``current`` without one failed run: the run was revised and fails differently now, or
-    not at all (a signature left with no run is dropped when written)."""
-    counts = dict(current.counts_by_version)
-    left = counts.get(run.model_version, 0) - 1
-    if left > 0:
-        counts[run.model_version] = left
-    else:
-        counts.pop(run.model_version, None)
-    exemplars = [run_id for run_id in current.exemplars if run_id != run.run_id]
-    return replace(current, count=current.count - 1, counts_by_version=counts, exemplars=exemplars)
-
-
-def with_label(current: SignatureState, event: StoredEvent) -> SignatureState:
-    """``current`` after a FailureLabeled event (``fixed`` marks it fixed; others triage)."""
-    p = event.payload
-    label = {
-        "label": p["label"],
-        "note": p.get("note"),
-        "by": p.get("labeled_by"),
-        "at": event.recorded_at.isoformat(),
-        "run_id": None if event.run_id.startswith(SIGNATURE_STREAM) else event.run_id,
-    }
-    status, fixed_at = current.status, current.fixed_at_position
-    if p["label"].strip().lower() == FIXED_LABEL:
-        status, fixed_at = "fixed", event.position
-    elif status == "new":
-        status = "triaged"
-    return replace(
-        current, labels=[*current.labels, label], status=status, fixed_at_position=fixed_at
-    )
-
-
-def with_regression_set(current: SignatureState, set_name: str) -> SignatureState:
-    """``current`` with one of its samples in regression set ``set_name``."""
-    if set_name in current.regression_sets:
-        return current
-    return replace(current, regression_sets=[*current.regression_sets, set_name])
-
-
-SIGNATURE_STREAM = "signature:"
-"""Labels given to a signature itself are appended to the stream ``signature:<id>``."""
 
 
 # --- the runner (edge) -----------------------------------------------------------------------
