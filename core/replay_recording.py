@@ -1,0 +1,52 @@
+"""A run's recording as a check-only replay reads it: what the check looks at, nothing more.
+
+A check-only replay of a scenario run (:func:`steplog.replay.replay` with ``check=True``) uses
+of each recorded event its place in the run (seq), type and payload: the header is folded from
+them, the calls served from them, the replay's events compared with them (by the canonical
+stream, which leaves ids and times out). :func:`read_recording` reads only those columns --
+payloads decoded and upcast exactly as :meth:`~steplog.store.EventStore.read_run` does -- and
+marks the rest as not read: position -1 (as a buffered event's), the nil UUID as id, and
+:data:`NOT_READ` as time. Whatever needs an event's id or time (an SDK run's replay, a writing
+replay, a fork) reads the run with :meth:`~steplog.store.EventStore.read_run`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from pydantic_core import from_json
+
+from .store import EventStore, StoredEvent
+
+__all__ = ["NOT_READ", "read_recording"]
+
+NO_ID = uuid.UUID(int=0)
+"""The id of an event read by :func:`read_recording` (its id was not read)."""
+NOT_READ = datetime(1970, 1, 1, tzinfo=UTC)
+"""The time of an event read by :func:`read_recording` (its time was not read)."""
+
+
+def read_recording(store: EventStore, run_id: str) -> list[StoredEvent]:
+    """``run_id``'s events in order, with their seq, type, schema version and payload (upcast
+    to the current version) as :meth:`~steplog.store.EventStore.read_run` gives them; no
+    position, id or time (see the module's docstring). A store that reads runs its own way
+    (a buffer of replays) is read with its :meth:`~steplog.store.EventStore.read_run`."""
+    if type(store).read_run is not EventStore.read_run:
+        return store.read_run(run_id)
+    mark = store._mark
+    sql = (
+        f"SELECT seq, type, schema_version, payload FROM events WHERE run_id = {mark} ORDER BY seq"
+    )
+    rows = store._reading(lambda conn: store._fetch(conn, sql, (run_id,)))
+    current = store.current_versions()
+    upcast = store.catalogue.upcast
+    events = []
+    append = events.append
+    for seq, type_name, version, payload in rows:
+        if type(payload) is str:  # SQLite's JSON text (PostgreSQL's JSONB comes decoded)
+            payload = from_json(payload)
+        if version < current.get(type_name, 0):
+            version, payload = upcast(type_name, version, payload)
+        append(StoredEvent(-1, NO_ID, run_id, seq, type_name, version, NOT_READ, payload))
+    return events
