@@ -195,7 +195,11 @@ def replay(
         raise SteplogError("an injected fault changes the run's future: only forks take one")
     # an exact check-only replay of a scenario run reads what it looks at: no ids or times
     lean = check and fork_at_step is None and agent is None
-    events = read_recording(store, run_id) if lean else store.read_run(run_id)
+    batch = buffer if buffer is not None and buffer.check_only and buffer.backing is store else None
+    if not lean:
+        events = store.read_run(run_id)
+    else:  # a batch's buffer reads the recordings on one connection
+        events = read_recording(store, run_id) if batch is None else batch.recording(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
     original = header(events) if lean else None
@@ -271,8 +275,8 @@ def replay(
     playback = Playback.of(events, live_from_step=fork_at_step, names_from_step=names_from)
     if fork:
         target: EventStore = store
-    elif check and buffer is not None and buffer.check_only and buffer.backing is store:
-        target = buffer  # kept across a batch of checks: each run's events dropped after it
+    elif check and batch is not None:
+        target = batch  # kept across a batch of checks: each run's events dropped after it
     else:
         target = BufferedStore(store, check_only=check)
     replay_id = new_run_id or str(uuid7())

@@ -23,10 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic_core import from_json
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
 
 from .diff import ANNOTATIONS, REPLAY_LINKS, canonical
 from .errors import ConcurrencyError, SteplogError
 from .harness.playback import CALL_TYPES
+from .replay_recording import read_recording
 from .store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id
 from .store_append import not_in_catalogue
 
@@ -82,6 +85,8 @@ class BufferedStore(EventStore):
         """Check-only: the JSON form of each run config seen, by id (the object kept)."""
         self._opened = datetime.now(UTC)
         """Check-only: the time every buffered event is said to be appended at."""
+        self._reader: Connection | None = None
+        """Check-only, SQLite: the connection :meth:`recording` reads on (kept for a batch)."""
 
     @property
     def url(self) -> str:
@@ -89,7 +94,30 @@ class BufferedStore(EventStore):
         return self.backing.url
 
     def close(self) -> None:
-        """Nothing to release: the engine belongs to the backing store."""
+        """Release the connection :meth:`recording` kept (the engine belongs to the backing
+        store)."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
+
+    def recording(self, run_id: str) -> list[StoredEvent]:
+        """Check-only: the backing store's recording of ``run_id`` as a check-only replay reads
+        it (:func:`~steplog.replay_recording.read_recording`). On SQLite it is read on one
+        connection kept until :meth:`close` (nothing is held open between its statements: each
+        read is its own), sparing a batch of checks a connection per run; a failed read there
+        drops that connection and reads again as the store reads (a fresh one, retried)."""
+        backing = self.backing
+        if run_id in self._runs:  # a run this buffer holds (not a recording: never checked)
+            return self.read_run(run_id)
+        if not backing._sqlite:
+            return read_recording(backing, run_id)
+        if self._reader is None:
+            self._reader = backing.engine.connect()
+        try:
+            return read_recording(backing, run_id, self._reader)
+        except DBAPIError:
+            self.close()
+            return read_recording(backing, run_id)
 
     def append(
         self,

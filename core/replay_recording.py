@@ -16,6 +16,7 @@ import uuid
 from datetime import UTC, datetime
 
 from pydantic_core import from_json
+from sqlalchemy import Connection
 
 from .store import EventStore, StoredEvent
 
@@ -27,21 +28,28 @@ NOT_READ = datetime(1970, 1, 1, tzinfo=UTC)
 """The time of an event read by :func:`read_recording` (its time was not read)."""
 
 
-def read_recording(store: EventStore, run_id: str) -> list[StoredEvent]:
+def read_recording(
+    store: EventStore, run_id: str, conn: Connection | None = None
+) -> list[StoredEvent]:
     """``run_id``'s events in order, with their seq, type, schema version and payload (upcast
     to the current version) as :meth:`~steplog.store.EventStore.read_run` gives them; no
-    position, id or time (see the module's docstring). A store that reads runs its own way
-    (a buffer of replays) is read with its :meth:`~steplog.store.EventStore.read_run`."""
+    position, id or time (see the module's docstring). Read on ``conn`` when given (a batch of
+    checks keeps one: the caller handles its errors), else on a fresh connection, retried as
+    the store retries reads. A store that reads runs its own way (a buffer of replays) is read
+    with its :meth:`~steplog.store.EventStore.read_run`."""
     if type(store).read_run is not EventStore.read_run:
         return store.read_run(run_id)
     mark = store._mark
     sql = (
         f"SELECT seq, type, schema_version, payload FROM events WHERE run_id = {mark} ORDER BY seq"
     )
-    rows = store._reading(lambda conn: store._fetch(conn, sql, (run_id,)))
+    if conn is None:
+        rows = store._reading(lambda fresh: store._fetch(fresh, sql, (run_id,)))
+    else:
+        rows = store._fetch(conn, sql, (run_id,))
     current = store.current_versions()
     upcast = store.catalogue.upcast
-    events = []
+    events: list[StoredEvent] = []
     append = events.append
     for seq, type_name, version, payload in rows:
         if type(payload) is str:  # SQLite's JSON text (PostgreSQL's JSONB comes decoded)
