@@ -15,6 +15,7 @@ limits, gates, outputs), at the step where the change acts.
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from pydantic_core import from_json
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import SQLAlchemyError
 
 from .diff import ANNOTATIONS, REPLAY_LINKS, canonical
 from .errors import ConcurrencyError, SteplogError
@@ -115,7 +116,7 @@ class BufferedStore(EventStore):
             self._reader = backing.engine.connect()
         try:
             return read_recording(backing, run_id, self._reader)
-        except DBAPIError:
+        except (SQLAlchemyError, sqlite3.Error):  # e.g. the kept connection went bad
             self.close()
             return read_recording(backing, run_id)
 
