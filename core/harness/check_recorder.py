@@ -55,6 +55,22 @@ class CheckRecorder(RunRecorder):
         """Buffer ``kind(**fields)``: the recording's event at this place when it is that
         event (type known to the buffer's catalogue, every field named, equal values; then
         None), else the event built as :meth:`RunRecorder.record_fields` builds it (returned)."""
+        if self._kept(kind, fields):
+            return None
+        event = unvalidated(kind, fields)
+        self._buffer.append(event)
+        return event
+
+    def record_validated(self, kind: type[Event], **fields: Any) -> None:
+        """Buffer ``kind(**fields)``: the recording's event at this place when it is that event
+        (as :meth:`record_fields` decides: the recorded payload was validated when it was
+        stored, and validating equal values gives equal ones), else the event validated."""
+        if not self._kept(kind, fields):
+            self._buffer.append(kind(**fields))
+
+    def _kept(self, kind: type[Event], fields: dict[str, Any]) -> bool:
+        """Whether the recording's event at the next place is ``kind(**fields)`` (type known
+        to the buffer's catalogue, every field named, equal values): then it is buffered."""
         seq = self.version + len(self._buffer)
         recording = self._recording
         if seq < len(recording):
@@ -68,10 +84,8 @@ class CheckRecorder(RunRecorder):
                 and fields.keys() == form[1]
             ):
                 self._buffer.append(recorded)  # type: ignore[arg-type]  # kept as recorded
-                return None
-        event = unvalidated(kind, fields)
-        self._buffer.append(event)
-        return event
+                return True
+        return False
 
     def _form(self, kind: type[Event]) -> tuple[str, frozenset[str]] | None:
         """``kind``'s name and unvalidated fields, once the buffer knows it (else None)."""
