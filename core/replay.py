@@ -279,7 +279,7 @@ def replay(
         target = batch  # kept across a batch of checks: each run's events dropped after it
     else:
         target = BufferedStore(store, check_only=check)
-    replay_id = new_run_id or str(uuid7())
+    replay_id = new_run_id or (str(uuid7()) if batch is None else batch.replay_id())
     try:
         ending = launch(
             target,

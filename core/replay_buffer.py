@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from pydantic_core import from_json
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
+from uuid6 import uuid7
 
 from .diff import ANNOTATIONS, REPLAY_LINKS, canonical
 from .errors import ConcurrencyError, SteplogError
@@ -87,12 +88,22 @@ class BufferedStore(EventStore):
         self._opened = datetime.now(UTC)
         """Check-only: the time every buffered event is said to be appended at."""
         self._reader: Connection | None = None
+        self._first_replay: uuid.UUID | None = None
+        self._replays = 0
         """Check-only, SQLite: the connection :meth:`recording` reads on (kept for a batch)."""
 
     @property
     def url(self) -> str:
         """The backing store's URL (nothing is written there until :meth:`commit`)."""
         return self.backing.url
+
+    def replay_id(self) -> str:
+        """Check-only: a run id for the next replay of a batch: the batch's UUIDv7 counted on
+        (nothing keeps a check-only replay's run; one UUIDv7 per replay cost ~1% of a check)."""
+        if self._first_replay is None:
+            self._first_replay = uuid7()
+        self._replays += 1
+        return str(uuid.UUID(int=self._first_replay.int + self._replays))
 
     def close(self) -> None:
         """Release the connection :meth:`recording` kept (the engine belongs to the backing

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic_core import from_json
 from sqlalchemy import Connection
@@ -48,13 +49,29 @@ def read_recording(
     else:
         rows = store._fetch(conn, sql, (run_id,))
     current = store.current_versions()
-    upcast = store.catalogue.upcast
-    events: list[StoredEvent] = []
-    append = events.append
-    for seq, type_name, version, payload in rows:
-        if type(payload) is str:  # SQLite's JSON text (PostgreSQL's JSONB comes decoded)
-            payload = from_json(payload)
-        if version < current.get(type_name, 0):
-            version, payload = upcast(type_name, version, payload)
-        append(StoredEvent(-1, NO_ID, run_id, seq, type_name, version, NOT_READ, payload))
-    return events
+    new = tuple.__new__  # a StoredEvent without its class's Python-level __new__ (per event)
+    # the payload: SQLite's JSON text decoded (PostgreSQL's JSONB comes decoded)
+    return [
+        new(
+            StoredEvent,
+            (-1, NO_ID, run_id, seq, type_name, version, NOT_READ, from_json(payload))
+            if type(payload) is str
+            else (-1, NO_ID, run_id, seq, type_name, version, NOT_READ, payload),
+        )
+        if version >= current.get(type_name, 0)
+        else _upcast(store, run_id, seq, type_name, version, payload)
+        for seq, type_name, version, payload in rows
+    ]
+
+
+def _upcast(
+    store: EventStore, run_id: str, seq: int, type_name: str, version: int, payload: Any
+) -> StoredEvent:
+    """An event of an older schema version, its payload upcast to the current one."""
+    version, payload = store.catalogue.upcast(type_name, version, _decoded(payload))
+    return StoredEvent(-1, NO_ID, run_id, seq, type_name, version, NOT_READ, payload)
+
+
+def _decoded(payload: Any) -> Any:
+    """A driver's payload as JSON values: SQLite's text decoded, PostgreSQL's JSONB as it is."""
+    return from_json(payload) if type(payload) is str else payload

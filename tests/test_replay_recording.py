@@ -95,3 +95,17 @@ def test_a_batch_reads_on_one_connection_and_recovers_from_a_bad_one(
         assert all(s.passed for s in batch)
     finally:
         store.close()
+
+
+def test_a_batch_counts_its_replays_run_ids_on_from_one_uuid7(tmp_path: Any) -> None:
+    import uuid
+
+    store = EventStore.open(f"sqlite:///{tmp_path}/ids.db")
+    try:
+        buffer = BufferedStore(store, check_only=True)
+        ids = [buffer.replay_id() for _ in range(3)]
+        assert len(set(ids)) == 3
+        assert [uuid.UUID(i).int - uuid.UUID(ids[0]).int for i in ids] == [0, 1, 2]
+        assert uuid.UUID(ids[0]).version == 7
+    finally:
+        store.close()
