@@ -101,7 +101,8 @@ class BufferedStore(EventStore):
         if self._first_replay is None:
             self._first_replay = uuid7()
         self._replays += 1
-        return str(uuid.UUID(int=self._first_replay.int + self._replays))
+        digits = f"{self._first_replay.int + self._replays:032x}"  # str(UUID(int=...)), bare
+        return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
     def close(self) -> None:
         """Release the connection :meth:`recording` kept (the engine belongs to the backing

@@ -107,5 +107,6 @@ def test_a_batch_counts_its_replays_run_ids_on_from_one_uuid7(tmp_path: Any) -> 
         assert len(set(ids)) == 3
         assert [uuid.UUID(i).int - uuid.UUID(ids[0]).int for i in ids] == [0, 1, 2]
         assert uuid.UUID(ids[0]).version == 7
+        assert all(str(uuid.UUID(i)) == i for i in ids)
     finally:
         store.close()
