@@ -36,6 +36,7 @@ from .replay_buffer import (
     describe_departure,
     same_stream,
 )
+from .replay_recording import read_recording
 from .store import EventStore, StoredEvent
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class ReplayResult:
     """False for a check-only replay: its events were compared in memory, never stored."""
     departure: dict[str, Any] | None = None
     """Exact replays: where the replay first departed from the recording (step, call,
-    expected, got; see :func:`steplog.replay_buffer.departure`), None when it behaved alike."""
+    expected, got; see :func:`steplog.replay_departure.departure`), None when it behaved alike."""
     declared: tuple[str, ...] | list[str] = ()
     """Run-header fields (config, planned steps, versions) the current code declares
     differently from the recording."""
@@ -192,11 +193,19 @@ def replay(
         raise SteplogError("--seed changes the run's future: use it with --fork-at-step K")
     if faults is not None and fork_at_step is None:
         raise SteplogError("an injected fault changes the run's future: only forks take one")
-    events = store.read_run(run_id)
+    # an exact check-only replay of a scenario run reads what it looks at: no ids or times
+    lean = check and fork_at_step is None and agent is None
+    batch = buffer if buffer is not None and buffer.check_only and buffer.backing is store else None
+    if not lean:
+        events = store.read_run(run_id)
+    else:  # a batch's buffer reads the recordings on one connection
+        events = read_recording(store, run_id) if batch is None else batch.recording(run_id)
     if not events:
         raise RunStateError(f"no run {run_id!r} in {store.url}")
-    original = header(events) if check and fork_at_step is None and agent is None else None
+    original = header(events) if lean else None
     if original is None or original.source != "harness":
+        if lean:  # not a scenario run (an SDK or imported run): read with ids and times
+            events = store.read_run(run_id)
         original = fold(events)
     if not original.is_terminal:  # a replay would have to go live where the run stopped
         raise RunStateError(f"run {run_id!r} is still {original.status}; replay a finished run")
@@ -266,11 +275,11 @@ def replay(
     playback = Playback.of(events, live_from_step=fork_at_step, names_from_step=names_from)
     if fork:
         target: EventStore = store
-    elif check and buffer is not None and buffer.check_only and buffer.backing is store:
-        target = buffer  # kept across a batch of checks: each run's events dropped after it
+    elif check and batch is not None:
+        target = batch  # kept across a batch of checks: each run's events dropped after it
     else:
         target = BufferedStore(store, check_only=check)
-    replay_id = new_run_id or str(uuid7())
+    replay_id = new_run_id or (str(uuid7()) if batch is None else batch.replay_id())
     try:
         ending = launch(
             target,

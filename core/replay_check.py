@@ -148,19 +148,25 @@ def check_set(
     samples = []
     scenarios: dict[str, Any] = {}  # the scenario folders are read once per name, not per run
     buffer = BufferedStore(store, check_only=True)  # one for the set, emptied after each run
-    for done, (run_id, scenario) in enumerate(members, start=1):
-        samples.append(
-            check_run(store, run_id, scenario=scenario, scenarios=scenarios, buffer=buffer)
-        )
-        if progress is not None:
-            progress(done, len(members))
+    try:
+        for done, (run_id, scenario) in enumerate(members, start=1):
+            samples.append(
+                check_run(store, run_id, scenario=scenario, scenarios=scenarios, buffer=buffer)
+            )
+            if progress is not None:
+                progress(done, len(members))
+    finally:
+        buffer.close()  # the connection it read the recordings on
     return SetCheck(set_name, samples)
 
 
 def check_runs(store: EventStore, run_ids: list[str]) -> list[SampleCheck]:
     """Replay each of ``run_ids`` check-only with the current code, in order (the scenario
     folders are read once per scenario name for the whole batch, and one buffer holds each
-    replay's events while they are compared)."""
+    replay's events while they are compared, reading the recordings on one connection)."""
     scenarios: dict[str, Any] = {}
     buffer = BufferedStore(store, check_only=True)
-    return [check_run(store, run_id, scenarios=scenarios, buffer=buffer) for run_id in run_ids]
+    try:
+        return [check_run(store, run_id, scenarios=scenarios, buffer=buffer) for run_id in run_ids]
+    finally:
+        buffer.close()

@@ -44,8 +44,9 @@ class CheckRecorder(RunRecorder):
         """The buffer's catalogue names of the event types it has kept (and so checked)."""
         self._keep: Callable[[str, list[Any], int], int] = store.keep  # type: ignore[attr-defined]
         """The check buffer's :meth:`~steplog.replay_buffer.BufferedStore.keep`: its append."""
-        self._forms: dict[type, tuple[str, frozenset[str]]] = {}
-        """Of each type the buffer knows: its name and the fields of its unvalidated form."""
+        self._forms: dict[type, tuple[str, frozenset[str], bool]] = {}
+        """Of each type the buffer knows: its name, the fields of its unvalidated form, and
+        whether those are the model's own strings (else: a recorded payload's, equal)."""
 
     def record(self, event: Event) -> None:
         """Buffer ``event`` (appended to the buffer at the next :meth:`flush`)."""
@@ -55,6 +56,22 @@ class CheckRecorder(RunRecorder):
         """Buffer ``kind(**fields)``: the recording's event at this place when it is that
         event (type known to the buffer's catalogue, every field named, equal values; then
         None), else the event built as :meth:`RunRecorder.record_fields` builds it (returned)."""
+        if self._kept(kind, fields):
+            return None
+        event = unvalidated(kind, fields)
+        self._buffer.append(event)
+        return event
+
+    def record_validated(self, kind: type[Event], **fields: Any) -> None:
+        """Buffer ``kind(**fields)``: the recording's event at this place when it is that event
+        (as :meth:`record_fields` decides: the recorded payload was validated when it was
+        stored, and validating equal values gives equal ones), else the event validated."""
+        if not self._kept(kind, fields):
+            self._buffer.append(kind(**fields))
+
+    def _kept(self, kind: type[Event], fields: dict[str, Any]) -> bool:
+        """Whether the recording's event at the next place is ``kind(**fields)`` (type known
+        to the buffer's catalogue, every field named, equal values): then it is buffered."""
         seq = self.version + len(self._buffer)
         recording = self._recording
         if seq < len(recording):
@@ -67,18 +84,20 @@ class CheckRecorder(RunRecorder):
                 and recorded.type == form[0]
                 and fields.keys() == form[1]
             ):
+                if payload is fields and form[2]:
+                    # the same names, as the decoded payloads' own (cached) strings: the next
+                    # served call's are then found in the set by identity, not compared
+                    self._forms[kind] = (form[0], frozenset(fields), False)
                 self._buffer.append(recorded)  # type: ignore[arg-type]  # kept as recorded
-                return None
-        event = unvalidated(kind, fields)
-        self._buffer.append(event)
-        return event
+                return True
+        return False
 
-    def _form(self, kind: type[Event]) -> tuple[str, frozenset[str]] | None:
+    def _form(self, kind: type[Event]) -> tuple[str, frozenset[str], bool] | None:
         """``kind``'s name and unvalidated fields, once the buffer knows it (else None)."""
         name = self._known.get(kind)
         if name is None:
             return None
-        form = self._forms[kind] = (name, unvalidated_names(kind))
+        form = self._forms[kind] = (name, unvalidated_names(kind), True)
         return form
 
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:

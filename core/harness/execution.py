@@ -15,7 +15,6 @@ from ..events import (
     ApprovalDecided,
     ApprovalRequested,
     BudgetExceeded,
-    Event,
     ReplayDiverged,
     RunAborted,
     RunCompleted,
@@ -241,13 +240,13 @@ def _execute(
     problem = _completion_problem(scenario, ctx.instance, steps, values)
     if problem is not None:
         last = steps[-1]
-        recorder.record(
-            RunFailed(
-                step=last.name,
-                step_index=last.index,
-                error_type="completion_criterion",
-                message=problem,
-            )
+        recorder.record_validated(
+            RunFailed,
+            step=last.name,
+            step_index=last.index,
+            error_type="completion_criterion",
+            message=problem,
+            detail=None,
         )
         recorder.flush()
         return "failed", "completion_criterion"
@@ -317,9 +316,10 @@ def _attempt(
 def _record_attempt_failure(
     recorder: RunRecorder, step: ConcreteStep, attempt: int, error: AttemptError
 ) -> None:
-    event: Event
+    # every field named: a check-only replay keeps the recorded event when it is this one
     if error.layer is not None:
-        event = ValidationFailed(
+        recorder.record_validated(
+            ValidationFailed,
             step=step.name,
             step_index=step.index,
             attempt=attempt,
@@ -328,15 +328,16 @@ def _record_attempt_failure(
             message=error.message,
         )
     else:
-        event = StepAttemptFailed(
+        recorder.record_validated(
+            StepAttemptFailed,
             step=step.name,
             step_index=step.index,
             attempt=attempt,
             error_type=error.error_type,
             message=error.message,
             retryable=error.retryable,
+            detail=None,
         )
-    recorder.record(event)
 
 
 def _pass_gate(
@@ -349,43 +350,41 @@ def _pass_gate(
     decided = existing.approval if existing is not None else None
     if decided is None and recorded is not None and policy == "manual":
         # a replay: the person's recorded decision is served, like any other input
-        recorder.record(
-            ApprovalRequested(
-                step=step.name,
-                step_index=step.index,
-                policy=policy,
-                summary=f"approve {step.name} before it runs",
-            )
+        recorder.record_validated(
+            ApprovalRequested,
+            step=step.name,
+            step_index=step.index,
+            policy=policy,
+            summary=f"approve {step.name} before it runs",
         )
-        recorder.record(ApprovalDecided.model_validate(recorded))
+        recorder.record_validated(ApprovalDecided, **recorded)
         decided = bool(recorded["approved"])
     if decided is None:
-        recorder.record(
-            ApprovalRequested(
-                step=step.name,
-                step_index=step.index,
-                policy=policy,
-                summary=f"approve {step.name} before it runs",
-            )
+        recorder.record_validated(
+            ApprovalRequested,
+            step=step.name,
+            step_index=step.index,
+            policy=policy,
+            summary=f"approve {step.name} before it runs",
         )
         if policy == "manual":
             recorder.flush()
             raise _Stop("awaiting_approval")
         decided = policy == "auto-approve"
-        recorder.record(
-            ApprovalDecided(
-                step=step.name,
-                step_index=step.index,
-                approved=decided,
-                decided_by="policy",
-                reason=None if decided else "auto-reject policy",
-            )
+        recorder.record_validated(
+            ApprovalDecided,
+            step=step.name,
+            step_index=step.index,
+            approved=decided,
+            decided_by="policy",
+            reason=None if decided else "auto-reject policy",
         )
     if not decided:
-        recorder.record(
-            RunAborted(
-                reason=f"approval of {step.name} rejected", step=step.name, step_index=step.index
-            )
+        recorder.record_validated(
+            RunAborted,
+            reason=f"approval of {step.name} rejected",
+            step=step.name,
+            step_index=step.index,
         )
         recorder.flush()
         raise _Stop("aborted", "aborted")
@@ -397,19 +396,22 @@ def _fail(recorder: RunRecorder, step: ConcreteStep, attempts: int, error: Attem
         if error.retryable is False
         else (f"gave up after {attempts} attempt(s): {error.message}")
     )
-    recorder.record(
-        StepFailed(
-            step=step.name,
-            step_index=step.index,
-            attempts=attempts,
-            error_type=error.error_type,
-            message=message,
-        )
+    recorder.record_validated(
+        StepFailed,
+        step=step.name,
+        step_index=step.index,
+        attempts=attempts,
+        error_type=error.error_type,
+        message=message,
+        detail=None,
     )
-    recorder.record(
-        RunFailed(
-            step=step.name, step_index=step.index, error_type=error.error_type, message=message
-        )
+    recorder.record_validated(
+        RunFailed,
+        step=step.name,
+        step_index=step.index,
+        error_type=error.error_type,
+        message=message,
+        detail=None,
     )
     recorder.flush()
     raise _Stop("failed", error.error_type)
@@ -418,10 +420,10 @@ def _fail(recorder: RunRecorder, step: ConcreteStep, attempts: int, error: Attem
 def _abort(
     recorder: RunRecorder, budget: str, limit: float, used: float, step: ConcreteStep, why: str
 ) -> None:
-    recorder.record(
-        BudgetExceeded(budget=budget, limit=limit, used=used, step=step.name, step_index=step.index)
+    recorder.record_validated(
+        BudgetExceeded, budget=budget, limit=limit, used=used, step=step.name, step_index=step.index
     )
-    recorder.record(RunAborted(reason=why, step=step.name, step_index=step.index))
+    recorder.record_validated(RunAborted, reason=why, step=step.name, step_index=step.index)
     recorder.flush()
     raise _Stop("aborted", budget)
 

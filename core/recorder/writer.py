@@ -90,6 +90,12 @@ class RunRecorder:
         self.record(event)
         return event
 
+    def record_validated(self, kind: type[Event], **fields: Any) -> None:
+        """Buffer ``kind(**fields)``, validated: for the harness's events whose values it does
+        not vouch for as it does for its step and call events (failures, gates, limits). (A
+        check-only replay's recorder keeps the recorded event instead when it is this one.)"""
+        self.record(kind(**fields))
+
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:
         """Buffer the call event ``build(call_index)``: the next index unless one is given."""
         with self._lock:
