@@ -54,9 +54,16 @@ def read_recording(
     return [
         new(
             StoredEvent,
-            (-1, NO_ID, run_id, seq, type_name, version, NOT_READ, from_json(payload))
-            if type(payload) is str
-            else (-1, NO_ID, run_id, seq, type_name, version, NOT_READ, payload),
+            (
+                -1,
+                NO_ID,
+                run_id,
+                seq,
+                type_name,
+                version,
+                NOT_READ,
+                from_json(payload) if type(payload) is str else payload,
+            ),
         )
         if version >= current.get(type_name, 0)
         else _upcast(store, run_id, seq, type_name, version, payload)

@@ -350,23 +350,11 @@ def _pass_gate(
     decided = existing.approval if existing is not None else None
     if decided is None and recorded is not None and policy == "manual":
         # a replay: the person's recorded decision is served, like any other input
-        recorder.record_validated(
-            ApprovalRequested,
-            step=step.name,
-            step_index=step.index,
-            policy=policy,
-            summary=f"approve {step.name} before it runs",
-        )
+        _request_approval(recorder, step, policy)
         recorder.record_validated(ApprovalDecided, **recorded)
         decided = bool(recorded["approved"])
     if decided is None:
-        recorder.record_validated(
-            ApprovalRequested,
-            step=step.name,
-            step_index=step.index,
-            policy=policy,
-            summary=f"approve {step.name} before it runs",
-        )
+        _request_approval(recorder, step, policy)
         if policy == "manual":
             recorder.flush()
             raise _Stop("awaiting_approval")
@@ -388,6 +376,16 @@ def _pass_gate(
         )
         recorder.flush()
         raise _Stop("aborted", "aborted")
+
+
+def _request_approval(recorder: RunRecorder, step: ConcreteStep, policy: GatePolicy) -> None:
+    recorder.record_validated(
+        ApprovalRequested,
+        step=step.name,
+        step_index=step.index,
+        policy=policy,
+        summary=f"approve {step.name} before it runs",
+    )
 
 
 def _fail(recorder: RunRecorder, step: ConcreteStep, attempts: int, error: AttemptError) -> None:
