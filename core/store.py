@@ -19,22 +19,16 @@ Contract (the same on both engines, checked by one contract test suite):
 
 from __future__ import annotations
 
-import functools
-import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from pydantic_core import from_json
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.exc import IntegrityError
 
+from . import store_quarantine, store_read
 from .database import (
-    classify,
     create_engine_for,
     ensure_schema,
-    explain,
     is_sqlite,
     redact,
     resolve_url,
@@ -44,14 +38,8 @@ from .database import (
     write_transaction,
 )
 from .driver import fetch_rows
-from .errors import (
-    ConcurrencyError,
-    ConfigurationError,
-    IdempotencyError,
-    InvalidEventError,
-    SteplogError,
-)
-from .models import events_table, quarantine_table
+from .errors import ConcurrencyError, ConfigurationError, IdempotencyError, InvalidEventError
+from .models import events_table
 from .store_append import (
     GC_PAUSE_MIN_EVENTS,
     POSITION_LOCK_SQL,
@@ -66,117 +54,28 @@ from .store_append import (
     prepare,
     prepare_batch,
     sqlite_datetime,
-    utc,
 )
+from .store_event import RawRow as RawRow
+from .store_event import RowDecoder, StoredEvent
+from .store_event import recorded_at_of as recorded_at_of
+from .store_prepare import MAX_RUN_ID_LENGTH, check_run_id
+from .store_quarantine import QuarantinedInput, storable
 
 if TYPE_CHECKING:  # the event models (pydantic) load on first use: reading needs none of them
-    from .events import Catalogue, Event, JsonDict
+    from .events import Catalogue, Event
 
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
-MAX_RUN_ID_LENGTH: Final = 255
-_COLUMNS = (
-    events_table.c.position,
-    events_table.c.event_id,
-    events_table.c.run_id,
-    events_table.c.seq,
-    events_table.c.type,
-    events_table.c.schema_version,
-    events_table.c.recorded_at,
-    events_table.c.payload,
-)
 T = TypeVar("T")
-_SELECT: Final = (
-    "SELECT position, event_id, run_id, seq, type, schema_version, recorded_at, payload FROM events"
-)
 
 
-def _default_catalogue() -> Catalogue:
-    from .events import catalogue
+class EventStore(RowDecoder):
+    """Append-only event log; see the module docstring for the contract.
 
-    return catalogue
-
-
-RawRow = Sequence[Any]
-"""A row as the driver returns it, in the columns of :class:`StoredEvent` (``recorded_at`` and
-``payload`` undecoded on SQLite)."""
-
-
-def recorded_at_of(value: Any) -> datetime:
-    """A driver row's ``recorded_at`` as an aware UTC datetime (as in :class:`StoredEvent`)."""
-    if type(value) is str:
-        return datetime.fromisoformat(value + "+00:00")
-    return value if value.tzinfo is UTC else utc(value)
-
-
-class StoredEvent(NamedTuple):
-    """An event as read back: its place in the log, its payload upcast to the current version.
-
-    A named tuple: immutable, and cheap to build for every event a reader streams. The id is
-    kept as the driver returned it (``event_key``) and parsed only when ``event_id`` is read.
+    The facade: it holds the engine and the retry policy, and its methods delegate, once per
+    call, to the write path (:mod:`.store_append`), the queries (:mod:`.store_read`) and
+    quarantine (:mod:`.store_quarantine`). Decoding rows, once per event, is inherited
+    (:class:`~steplog.store_event.RowDecoder`, which also holds the catalogue).
     """
-
-    position: int
-    event_key: uuid.UUID | str
-    run_id: str
-    seq: int
-    type: str
-    schema_version: int
-    recorded_at: datetime
-    payload: JsonDict
-
-    @property
-    def event_id(self) -> uuid.UUID:
-        """The client-generated UUIDv7 of the event."""
-        key = self.event_key
-        return key if isinstance(key, uuid.UUID) else _uuid_from_hex(key)
-
-    def to_event(self, using: Catalogue | None = None) -> Event:
-        """The payload as its typed event model (``using`` the default catalogue)."""
-        return (using or _default_catalogue()).parse(self.type, self.payload, self.schema_version)
-
-    def to_json(self) -> JsonDict:
-        """The portable form: one JSON object per event (the JSONL line format)."""
-        return {
-            "position": self.position,
-            "event_id": str(self.event_id),
-            "run_id": self.run_id,
-            "seq": self.seq,
-            "type": self.type,
-            "schema_version": self.schema_version,
-            "recorded_at": self.recorded_at.isoformat(),
-            "payload": self.payload,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class QuarantinedInput:
-    """Input that could not be stored, kept verbatim with the reason."""
-
-    id: int
-    received_at: datetime
-    source: str
-    location: str
-    reason: str
-    raw: str
-    resolved_at: datetime | None = None
-    resolution: str | None = None
-
-    def to_json(self) -> JsonDict:
-        """JSON-friendly form."""
-        return {
-            "id": self.id,
-            "received_at": self.received_at.isoformat(),
-            "source": self.source,
-            "location": self.location,
-            "reason": self.reason,
-            "raw": self.raw,
-            "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
-            "resolution": self.resolution,
-        }
-
-
-class EventStore:
-    """Append-only event log; see the module docstring for the contract."""
 
     def __init__(
         self,
@@ -197,25 +96,6 @@ class EventStore:
         self._writer = BatchWriter(engine, lambda: self.catalogue)
         if self._sqlite:
             sqlite_busy_timeout(engine.url)  # a bad ?timeout= is a clear error now, not later
-
-    @property
-    def catalogue(self) -> Catalogue:
-        """The event types this store accepts (the default catalogue unless given one)."""
-        if self._catalogue is None:
-            self._catalogue = _default_catalogue()
-        return self._catalogue
-
-    @catalogue.setter
-    def catalogue(self, value: Catalogue) -> None:
-        self._catalogue = value
-        self._versions = None
-
-    @property
-    def _current_versions(self) -> dict[str, int]:
-        if self._versions is None:
-            found = self.catalogue
-            self._versions = {name: found.model(name).schema_version for name in found.names()}
-        return self._versions
 
     @classmethod
     def open(
@@ -349,35 +229,9 @@ class EventStore:
         The same record (source, location and raw content) still waiting in quarantine is kept
         once: re-running an import does not pile up copies; the reason is brought up to date.
         """
-        row = {
-            "received_at": datetime.now(UTC),
-            "source": _storable(source)[:500],
-            "location": _storable(location)[:200],
-            "reason": _storable(reason),
-            "raw": _storable(raw),
-        }
-        q = quarantine_table.c
-        same = select(q.id).where(
-            q.source == row["source"],
-            q.location == row["location"],
-            q.raw == row["raw"],
-            q.resolved_at.is_(None),
+        return store_quarantine.quarantine(
+            self.engine, source=source, location=location, reason=reason, raw=raw
         )
-        try:  # not retried: a re-sent record would be kept twice after an ambiguous commit
-            with write_transaction(self.engine) as conn:
-                existing = conn.execute(same.limit(1)).scalar()
-                if existing is not None:
-                    conn.execute(
-                        update(quarantine_table)
-                        .where(q.id == existing)
-                        .values(reason=row["reason"], received_at=row["received_at"])
-                    )
-                    return int(existing)
-                result = conn.execute(insert(quarantine_table).values(row))
-                key = result.inserted_primary_key
-                return int(key[0]) if key else 0
-        except DBAPIError as exc:
-            raise explain(self.engine, exc) from (None if classify(exc) != "other" else exc)
 
     def _prepare(self, events: Sequence[Event | NewEvent]) -> list[Prepared]:
         """Validate, serialize and size-check a batch (see :func:`~.store_append.prepare`)."""
@@ -411,15 +265,7 @@ class EventStore:
 
     def read_run(self, run_id: str, *, from_seq: int = 0) -> list[StoredEvent]:
         """The run's events from ``from_seq`` on, in order."""
-        mark = self._mark
-        rows = self._reading(
-            lambda conn: self._fetch(
-                conn,
-                f"{_SELECT} WHERE run_id = {mark} AND seq >= {mark} ORDER BY seq",
-                (run_id, from_seq),
-            )
-        )
-        return [self._to_stored(row) for row in rows]
+        return store_read.read_run(self, run_id, from_seq)
 
     def read_all(
         self, after_position: int = 0, limit: int | None = None, *, page_size: int = 1000
@@ -429,83 +275,29 @@ class EventStore:
         Memory stays constant however long the log: each page is read in its own short
         transaction, and the next page starts after the last position seen.
         """
-        if page_size < 1:
-            raise SteplogError(f"page_size must be at least 1, not {page_size}")
-        remaining = limit
-        cursor = after_position
-        while remaining is None or remaining > 0:
-            size = page_size if remaining is None else min(page_size, remaining)
-            sql = f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {size:d}"
-            rows = self._reading(functools.partial(self._fetch, sql=sql, params=(cursor,)))
-            to_stored = self._to_stored
-            for row in rows:
-                yield to_stored(row)
-            if len(rows) < size:
-                return
-            cursor = rows[-1][0]
-            if remaining is not None:
-                remaining -= len(rows)
+        return store_read.read_all(self, after_position, limit, page_size)
 
     def page(self, conn: Connection, after_position: int, limit: int) -> list[StoredEvent]:
         """Up to ``limit`` events after ``after_position``, read on ``conn`` (the caller's
         transaction): how projections read and write atomically."""
-        rows = self._fetch(
-            conn,
-            f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {limit:d}",
-            (after_position,),
-        )
-        to_stored = self._to_stored
-        return [to_stored(row) for row in rows]
+        return store_read.page(self, conn, after_position, limit)
 
     def events_before(
         self, conn: Connection, run_ids: Sequence[str], before_position: int
     ) -> list[StoredEvent]:
         """Events of ``run_ids`` older than ``before_position``, by run and seq, on ``conn``."""
-        to_stored = self._to_stored
-        return [to_stored(row) for row in self.rows_before(conn, run_ids, before_position)]
+        return store_read.events_before(self, conn, run_ids, before_position)
 
     def page_rows(self, conn: Connection, after_position: int, limit: int) -> list[RawRow]:
         """:meth:`page` as driver rows: nothing decoded (see :meth:`payload_of`), for folds that
         need the payloads of few events only."""
-        return self._fetch(
-            conn,
-            f"{_SELECT} WHERE position > {self._mark} ORDER BY position LIMIT {limit:d}",
-            (after_position,),
-        )
+        return store_read.page_rows(self, conn, after_position, limit)
 
     def rows_before(
         self, conn: Connection, run_ids: Sequence[str], before_position: int
     ) -> list[RawRow]:
         """:meth:`events_before` as driver rows."""
-        found: list[RawRow] = []
-        for chunk in chunks(list(run_ids), 500):
-            marks = ", ".join([self._mark] * len(chunk))
-            found.extend(
-                self._fetch(
-                    conn,
-                    f"{_SELECT} WHERE run_id IN ({marks}) AND position < {self._mark} "
-                    "ORDER BY run_id, seq",
-                    (*chunk, before_position),
-                )
-            )
-        return found
-
-    def payload_of(self, type_name: str, version: int, payload: Any) -> JsonDict:
-        """A driver row's payload, decoded and upcast to the current version (as in
-        :class:`StoredEvent`)."""
-        if type(payload) is str:
-            payload = from_json(payload)
-        if version < self._current_versions.get(type_name, 0):
-            version, payload = self.catalogue.upcast(type_name, version, payload)
-        return payload  # type: ignore[no-any-return]
-
-    def current_versions(self) -> dict[str, int]:
-        """The current schema version of each event type (older payloads are upcast)."""
-        return self._current_versions
-
-    def to_stored(self, row: RawRow) -> StoredEvent:
-        """A driver row (from :meth:`page_rows`) as a :class:`StoredEvent`."""
-        return self._to_stored(row)
+        return store_read.rows_before(self, conn, run_ids, before_position)
 
     def last_position(self) -> int:
         """The position of the newest event (0 for an empty store)."""
@@ -513,8 +305,9 @@ class EventStore:
 
     def count_runs(self) -> int:
         """How many distinct runs the log holds."""
-        query = select(func.count(func.distinct(events_table.c.run_id)))
-        return self._reading(lambda conn: int(conn.execute(query).scalar_one()))
+        return store_read.count_runs(self)
+
+    # --- quarantine --------------------------------------------------------------------------
 
     def quarantined(
         self,
@@ -529,31 +322,9 @@ class EventStore:
         ``resolved``: False (default) lists records still waiting, True those a retry stored,
         None both.
         """
-        query = (
-            select(quarantine_table)
-            .where(quarantine_table.c.id > after_id)
-            .order_by(quarantine_table.c.id)
-            .limit(limit)
+        return store_quarantine.quarantined(
+            self, after_id=after_id, limit=limit, source=source, resolved=resolved
         )
-        if source is not None:
-            query = query.where(quarantine_table.c.source == source)
-        if resolved is not None:
-            column = quarantine_table.c.resolved_at
-            query = query.where(column.is_not(None) if resolved else column.is_(None))
-        rows = self._reading(lambda conn: conn.execute(query).all())
-        return [
-            QuarantinedInput(
-                id=row.id,
-                received_at=utc(row.received_at),
-                source=row.source,
-                location=row.location,
-                reason=row.reason,
-                raw=row.raw,
-                resolved_at=utc(row.resolved_at) if row.resolved_at else None,
-                resolution=row.resolution,
-            )
-            for row in rows
-        ]
 
     def quarantined_input(self, record_id: int) -> QuarantinedInput | None:
         """One quarantined record by id."""
@@ -562,12 +333,7 @@ class EventStore:
 
     def count_quarantined(self) -> int:
         """How many records sit in quarantine, not yet resolved by a retry."""
-        query = (
-            select(func.count())
-            .select_from(quarantine_table)
-            .where(quarantine_table.c.resolved_at.is_(None))
-        )
-        return self._reading(lambda conn: int(conn.execute(query).scalar_one()))
+        return store_quarantine.count_quarantined(self)
 
     def purge_quarantined(
         self,
@@ -578,52 +344,18 @@ class EventStore:
     ) -> int:
         """Delete quarantine records (never events): the given ids, or every record from
         ``source``, or every one; ``resolved_only`` keeps those still waiting. Returns how many."""
-        q = quarantine_table.c
-        query = delete(quarantine_table)
-        if record_ids:
-            query = query.where(q.id.in_(list(record_ids)))
-        if source is not None:
-            query = query.where(q.source == source)
-        if resolved_only:
-            query = query.where(q.resolved_at.is_not(None))
-        try:
-            with write_transaction(self.engine) as conn:
-                return int(conn.execute(query).rowcount or 0)
-        except DBAPIError as exc:
-            raise explain(self.engine, exc) from (None if classify(exc) != "other" else exc)
+        return store_quarantine.purge_quarantined(
+            self.engine, record_ids=record_ids, source=source, resolved_only=resolved_only
+        )
 
-    @staticmethod
-    def _version(conn: Connection, run_id: str) -> int:
-        query = select(func.max(events_table.c.seq)).where(events_table.c.run_id == run_id)
-        last = conn.execute(query).scalar()
-        return 0 if last is None else int(last) + 1
+    # --- the readers' building blocks (other modules stage and read with these) --------------
 
-    @staticmethod
-    def _last_position(conn: Connection) -> int:
-        return int(conn.execute(select(func.max(events_table.c.position))).scalar() or 0)
+    _version = staticmethod(store_read.run_version)
+    _last_position = staticmethod(store_read.last_position)
 
     @property
     def _mark(self) -> str:
         return "?" if self._sqlite else "%s"
-
-    def _to_stored(self, row: Sequence[Any]) -> StoredEvent:
-        """A driver row (``_SELECT``'s columns) as a StoredEvent: the hot path of every reader.
-
-        SQLite hands back text (hex ids, ``YYYY-MM-DD HH:MM:SS.ffffff`` UTC times, JSON);
-        PostgreSQL hands back UUIDs, aware datetimes and decoded JSONB.
-        """
-        position, event_id, run_id, seq, type_name, version, recorded_at, payload = row
-        if type(payload) is str:
-            payload = from_json(payload)
-        if type(recorded_at) is str:
-            recorded_at = datetime.fromisoformat(recorded_at + "+00:00")
-        elif recorded_at.tzinfo is not UTC:
-            recorded_at = utc(recorded_at)
-        if version < self._current_versions.get(type_name, 0):
-            version, payload = self.catalogue.upcast(type_name, version, payload)
-        return StoredEvent(
-            position, event_id, run_id, seq, type_name, version, recorded_at, payload
-        )
 
     def _fetch(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
         """Rows straight from the driver's cursor (no per-row SQLAlchemy processing); driver
@@ -631,47 +363,8 @@ class EventStore:
         return fetch_rows(conn, sql, params)
 
 
-def check_run_id(run_id: object) -> None:
-    """A run id is a non-empty string of at most 255 characters without control characters."""
-    if not isinstance(run_id, str) or not run_id.strip():
-        raise InvalidEventError(f"run id must be a non-empty string, not {run_id!r}")
-    if len(run_id) > MAX_RUN_ID_LENGTH:
-        raise InvalidEventError(
-            f"run id {run_id[:40]!r}... is {len(run_id)} characters; the limit is "
-            f"{MAX_RUN_ID_LENGTH}"
-        )
-    if run_id.isprintable():  # no control characters, no lone surrogates: every append's case
-        return
-    if any(ord(ch) < 32 for ch in run_id):
-        raise InvalidEventError(f"run id {run_id!r} contains control characters")
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidEventError(f"run id {run_id!r} is not valid Unicode text") from None
-
-
-def _uuid_from_hex(hex_id: str) -> uuid.UUID:
-    """``uuid.UUID(hex_id)`` without its string clean-up: readers build one per event.
-
-    The stored form is always 32 lowercase hex digits (written by steplog), so the general
-    parser's stripping of braces, dashes and prefixes is pure overhead.
-    """
-    value = _new_uuid(uuid.UUID)
-    object.__setattr__(value, "int", int(hex_id, 16))
-    object.__setattr__(value, "is_safe", uuid.SafeUUID.unknown)
-    return value
-
-
-_new_uuid = object.__new__
-
-
-def _storable(text_value: str) -> str:
-    """Text any engine accepts: NULs and lone surrogates escaped, never dropped silently."""
-    escaped = text_value.replace("\x00", "\\x00")
-    return escaped.encode("utf-8", errors="backslashreplace").decode("utf-8")
-
-
-_sqlite_datetime = sqlite_datetime  # the name the OTLP pipeline imports
+_storable = storable  # the names the OTLP pipeline imports
+_sqlite_datetime = sqlite_datetime
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "MAX_RUN_ID_LENGTH",

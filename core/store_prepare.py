@@ -1,5 +1,6 @@
-"""The batch as the event store writes it: events validated and serialized (column by column,
-:class:`PreparedBatch`), and the SQLite driver rows zipped from it.
+"""The batch as the event store writes it: its run id checked (:func:`check_run_id`), its events
+validated and serialized (column by column, :class:`PreparedBatch`), and the SQLite driver rows
+zipped from it.
 
 Every appended event passes through :func:`prepare_batch`, so it is written for per-event cost:
 C-level ``map``/``zip`` over the batch's columns, one comprehension for the serializer calls,
@@ -31,6 +32,7 @@ _at_of = operator.attrgetter("recorded_at")
 _name_of = operator.itemgetter(0)
 _version_of = operator.itemgetter(2)
 
+MAX_RUN_ID_LENGTH: Final = 255
 _NUL_ESCAPE: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 """A JSON escape of NUL (not a literal backslash followed by ``u0000``)."""
 
@@ -216,6 +218,25 @@ def not_in_catalogue(catalogue: Catalogue, index: int, event: object) -> Invalid
     return InvalidEventError(
         f"event #{index}: unknown event type {name!r}; register it in the catalogue"
     )
+
+
+def check_run_id(run_id: object) -> None:
+    """A run id is a non-empty string of at most 255 characters without control characters."""
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise InvalidEventError(f"run id must be a non-empty string, not {run_id!r}")
+    if len(run_id) > MAX_RUN_ID_LENGTH:
+        raise InvalidEventError(
+            f"run id {run_id[:40]!r}... is {len(run_id)} characters; the limit is "
+            f"{MAX_RUN_ID_LENGTH}"
+        )
+    if run_id.isprintable():  # no control characters, no lone surrogates: every append's case
+        return
+    if any(ord(ch) < 32 for ch in run_id):
+        raise InvalidEventError(f"run id {run_id!r} contains control characters")
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidEventError(f"run id {run_id!r} is not valid Unicode text") from None
 
 
 def utc(moment: datetime) -> datetime:
