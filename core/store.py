@@ -53,13 +53,12 @@ from .store_append import (
     lock_positions,
     prepare,
     prepare_batch,
-    sqlite_datetime,
 )
 from .store_event import RawRow as RawRow
 from .store_event import RowDecoder, StoredEvent
 from .store_event import recorded_at_of as recorded_at_of
 from .store_prepare import MAX_RUN_ID_LENGTH, check_run_id
-from .store_quarantine import QuarantinedInput, storable
+from .store_quarantine import QuarantinedInput
 
 if TYPE_CHECKING:  # the event models (pydantic) load on first use: reading needs none of them
     from .events import Catalogue, Event
@@ -363,8 +362,6 @@ class EventStore(RowDecoder):
         return fetch_rows(conn, sql, params)
 
 
-_storable = storable  # the names the OTLP pipeline imports
-_sqlite_datetime = sqlite_datetime
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "MAX_RUN_ID_LENGTH",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from .database import classify, explain, write_transaction
@@ -50,7 +50,17 @@ class QuarantinedInput:
 
 
 def quarantine(engine: Engine, *, source: str, location: str, reason: str, raw: str) -> int:
-    """Keep input that could not be stored, verbatim, with the reason; return its id.
+    """Keep input that could not be stored, verbatim, with the reason; return its id (see
+    :func:`quarantine_in`), in a transaction of its own."""
+    try:  # not retried: a re-sent record would be kept twice after an ambiguous commit
+        with write_transaction(engine) as conn:
+            return quarantine_in(conn, source=source, location=location, reason=reason, raw=raw)
+    except DBAPIError as exc:
+        raise explain(engine, exc) from (None if classify(exc) != "other" else exc)
+
+
+def quarantine_in(conn: Connection, *, source: str, location: str, reason: str, raw: str) -> int:
+    """:func:`quarantine` on ``conn``, inside its transaction; return the record's id.
 
     The same record (source, location and raw content) still waiting in quarantine is kept
     once: re-running an import does not pile up copies; the reason is brought up to date.
@@ -69,21 +79,17 @@ def quarantine(engine: Engine, *, source: str, location: str, reason: str, raw: 
         q.raw == row["raw"],
         q.resolved_at.is_(None),
     )
-    try:  # not retried: a re-sent record would be kept twice after an ambiguous commit
-        with write_transaction(engine) as conn:
-            existing = conn.execute(same.limit(1)).scalar()
-            if existing is not None:
-                conn.execute(
-                    update(quarantine_table)
-                    .where(q.id == existing)
-                    .values(reason=row["reason"], received_at=row["received_at"])
-                )
-                return int(existing)
-            result = conn.execute(insert(quarantine_table).values(row))
-            key = result.inserted_primary_key
-            return int(key[0]) if key else 0
-    except DBAPIError as exc:
-        raise explain(engine, exc) from (None if classify(exc) != "other" else exc)
+    existing = conn.execute(same.limit(1)).scalar()
+    if existing is not None:
+        conn.execute(
+            update(quarantine_table)
+            .where(q.id == existing)
+            .values(reason=row["reason"], received_at=row["received_at"])
+        )
+        return int(existing)
+    result = conn.execute(insert(quarantine_table).values(row))
+    key = result.inserted_primary_key
+    return int(key[0]) if key else 0
 
 
 def quarantined(

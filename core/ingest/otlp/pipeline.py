@@ -41,7 +41,8 @@ from ...database import (
 from ...driver import copy_rows
 from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
 from ...models import staged_spans_table
-from ...store import EventStore, _sqlite_datetime
+from ...store import EventStore
+from ...store_append import sqlite_datetime
 from ..redaction import Redactor
 from ..report import ImportReport, Rejected
 from . import archive
@@ -147,7 +148,7 @@ class OtlpIngest:
         """Redact and durably stage the usable spans; quarantine the rejected ones."""
         received = Received(rejected=list(decoded.rejected))
         now = self.clock()
-        when: Any = _sqlite_datetime(now) if self._sqlite else now
+        when: Any = sqlite_datetime(now) if self._sqlite else now
         rows = []
         resources: dict[int, Any] = {}  # spans of one request share their resource dict
         for span in decoded.spans:

@@ -31,14 +31,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic_core import from_json
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, select
 
 from ...database import prefer_index_scans, with_retries, write_transaction
 from ...driver import copy_rows
 from ...errors import InvalidEventError
-from ...models import events_table, quarantine_table
-from ...store import EventStore, NewEvent, StoredEvent, _storable
+from ...models import events_table
+from ...store import EventStore, NewEvent, StoredEvent
 from ...store_append import SQLITE_INSERT, Prepared, sqlite_datetime, sqlite_rows, utc
+from ...store_quarantine import quarantine_in
 from ..ids import stable_event_id
 from ..report import ImportReport, Rejected, Rejection
 from . import archive
@@ -321,31 +322,14 @@ class _Writer:
         self._reject(Rejected(where, reason, json.dumps(request)))
 
     def _reject(self, bad: Rejection) -> None:
-        """Quarantine ``bad`` in this transaction (like :meth:`EventStore.quarantine`: a record
-        still waiting with the same content is kept once, its reason brought up to date)."""
-        row = {
-            "received_at": datetime.now(UTC),
-            "source": _storable(self.ctx.source)[:500],
-            "location": _storable(bad.location)[:200],
-            "reason": _storable(bad.reason),
-            "raw": _storable(bad.raw),
-        }
-        q = quarantine_table.c
-        same = select(q.id).where(
-            q.source == row["source"],
-            q.location == row["location"],
-            q.raw == row["raw"],
-            q.resolved_at.is_(None),
+        """Quarantine ``bad`` in this transaction (as :meth:`EventStore.quarantine` does)."""
+        quarantine_in(
+            self.conn,
+            source=self.ctx.source,
+            location=bad.location,
+            reason=bad.reason,
+            raw=bad.raw,
         )
-        existing = self.conn.execute(same.limit(1)).scalar()
-        if existing is not None:
-            self.conn.execute(
-                update(quarantine_table)
-                .where(q.id == existing)
-                .values(reason=row["reason"], received_at=row["received_at"])
-            )
-        else:
-            self.conn.execute(insert(quarantine_table).values(row))
         self.report.quarantined.append(bad)
 
 
