@@ -1,4 +1,8 @@
-"""The README's command blocks run here, so the front door never rots.
+"""The README's and the guides' command blocks run here, so the docs never rot.
+
+The documents are read in one order (the README, then the guides in reading order, then any
+other guide): every ``console`` command runs in one store, as a reader going through them would
+type it.
 
 - ``console`` blocks: each ``$ steplog ...`` line runs in order (in one store, as a reader would
   type them), and the lines written under a command must appear in its output (whitespace
@@ -6,7 +10,8 @@
 - ``sh`` blocks: ``make`` targets must exist (``make -n``); ``steplog ui`` and ``steplog serve``
   are started on a free port, must listen, and stop cleanly on Ctrl-C.
 - ``python`` blocks run, and their output is checked.
-- The CLI reference is what the commands say (``python -m steplog.cli.reference``).
+- The CLI reference (``core/guide/cli.md``) is what the commands say
+  (``python -m steplog.cli.reference``).
 """
 
 from __future__ import annotations
@@ -30,7 +35,34 @@ from steplog.cli import app
 from steplog.cli.reference import BEGIN, END, render, splice
 
 ROOT = Path(__file__).resolve().parent.parent
+GUIDES = ROOT / "core" / "guide"
+READING_ORDER = (
+    "database",
+    "scenarios",
+    "sdk",
+    "importing",
+    "failures",
+    "compare",
+    "replay",
+    "attribution",
+    "ui",
+    "store",
+    "development",
+    "cli",
+    "performance",
+)
+"""The guides in the order a reader goes through them (and their commands run); any other
+guide follows, by name."""
+
+
+def _documents() -> list[Path]:
+    others = sorted(p.stem for p in GUIDES.glob("*.md") if p.stem not in READING_ORDER)
+    return [ROOT / "README.md", *(GUIDES / f"{name}.md" for name in (*READING_ORDER, *others))]
+
+
+DOCUMENTS = _documents()
 README = (ROOT / "README.md").read_text()
+CLI_GUIDE = GUIDES / "cli.md"
 README_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BIN = Path(sys.executable).parent
 STEPLOG = str(BIN / "steplog")
@@ -39,21 +71,28 @@ STEPLOG = str(BIN / "steplog")
 @dataclass
 class Command:
     line: str
+    document: str
     expected: list[str] = field(default_factory=list)
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.DOTALL | re.MULTILINE)
+def _blocks(language: str, documents: list[Path] = DOCUMENTS) -> list[str]:
+    pattern = rf"^```{language}\n(.*?)^```"
+    return [
+        block
+        for document in documents
+        for block in re.findall(pattern, document.read_text(), flags=re.DOTALL | re.MULTILINE)
+    ]
 
 
 def _console_commands() -> list[Command]:
     commands: list[Command] = []
-    for block in _blocks("console"):
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                commands.append(Command(line[2:].strip()))
-            elif line.strip() and commands:
-                commands[-1].expected.append(line.strip())
+    for document in DOCUMENTS:
+        for block in _blocks("console", [document]):
+            for line in block.splitlines():
+                if line.startswith("$ "):
+                    commands.append(Command(line[2:].strip(), document.name))
+                elif line.strip() and commands:
+                    commands[-1].expected.append(line.strip())
     return commands
 
 
@@ -76,7 +115,7 @@ def _run_console(commands: list[Command], home: Path, pg_url: str | None = None)
         while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):  # VAR=value steplog ...
             name, _, value = words.pop(0).partition("=")
             extra[name] = value
-        assert words[0] == "steplog", f"README console commands run steplog: {command.line}"
+        assert words[0] == "steplog", f"{command.document}: console commands run steplog"
         result = subprocess.run(
             [STEPLOG, *words[1:]],
             cwd=ROOT,
@@ -88,11 +127,13 @@ def _run_console(commands: list[Command], home: Path, pg_url: str | None = None)
         output = _squash(result.stdout + result.stderr)
         behaves_differently = words[1] == "diff" and result.returncode == 1
         assert result.returncode == 0 or behaves_differently, (
-            f"{command.line}\nexit {result.returncode}\n{result.stdout}\n{result.stderr}"
+            f"{command.document}: {command.line}\nexit {result.returncode}\n"
+            f"{result.stdout}\n{result.stderr}"
         )
         for expected in command.expected:
             assert _squash(expected) in output, (
-                f"README says `{command.line}` prints {expected!r}; it printed:\n{result.stdout}"
+                f"{command.document} says `{command.line}` prints {expected!r}; it printed:\n"
+                f"{result.stdout}"
                 f"\n{result.stderr}"
             )
 
@@ -183,15 +224,16 @@ def test_readme_sh_blocks_run(tmp_path: Path) -> None:
         elif words[:2] in (["steplog", "ui"], ["steplog", "serve"]):
             _serve_briefly(words, home)
         else:
-            pytest.fail(f"the README's sh blocks hold a line this test cannot run: {line}")
+            pytest.fail(f"the docs' sh blocks hold a line this test cannot run: {line}")
 
 
 def test_readme_python_examples_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the examples write their SQLite files to the working folder
-    for block in _blocks("python"):
-        exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    for document in DOCUMENTS:
+        for block in _blocks("python", [document]):
+            exec(compile(block, document.name, "exec"), {"__name__": "readme"})
     output = capsys.readouterr().out
     assert "run 'invoice-run-1' is at version 3, but the append expected version 1" in output
     assert "StepCompleted(step='extract'" in output
@@ -203,11 +245,53 @@ def test_readme_python_examples_run(
     )
 
 
-def test_every_command_and_option_is_in_the_readme() -> None:
+def test_every_command_and_option_is_in_the_cli_guide() -> None:
     """The sqlite-utils habit: the reference is generated from the commands, and checked."""
-    current = splice(README, render(app))
-    assert BEGIN in README and END in README
-    assert current == README, (
-        "the README's CLI reference is out of date: run "
-        "`.venv/bin/python -m steplog.cli.reference --write README.md`"
+    guide = CLI_GUIDE.read_text()
+    assert BEGIN in guide and END in guide
+    assert splice(guide, render(app)) == guide, (
+        "core/guide/cli.md is out of date: run "
+        "`.venv/bin/python -m steplog.cli.reference --write core/guide/cli.md`"
     )
+
+
+def test_readme_is_a_front_door() -> None:
+    """At most 300 lines, and every guide is reachable from it."""
+    assert len(README.splitlines()) <= 300
+    for guide in GUIDES.glob("*.md"):
+        assert f"core/guide/{guide.name}" in README, f"the README does not link {guide.name}"
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's heading anchors of a Markdown text (outside code blocks)."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.DOTALL | re.MULTILINE)
+    headings = re.findall(r"^#+ (.*)$", prose, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_link_between_the_docs_resolves() -> None:
+    for document in DOCUMENTS:
+        text = document.read_text()
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (document.parent / path).resolve() if path else document
+            assert linked.exists(), f"{document.name} links {target}: no such file"
+            if anchor and linked.suffix == ".md":
+                assert anchor in _anchors(linked.read_text()), (
+                    f"{document.name} links {target}: no such heading"
+                )
+
+
+def test_guide_command_prints_every_guide() -> None:
+    from typer.testing import CliRunner
+
+    listing = CliRunner().invoke(app, ["guide"])
+    assert listing.exit_code == 0
+    for guide in GUIDES.glob("*.md"):
+        assert guide.stem in listing.stdout
+    shown = CliRunner().invoke(app, ["guide", "replay"])
+    assert shown.exit_code == 0 and "fork" in shown.stdout
+    missing = CliRunner().invoke(app, ["guide", "nonsense"])
+    assert missing.exit_code == 1 and "the guides are:" in missing.output
