@@ -10,8 +10,7 @@ import pytest
 
 from steplog.errors import InvalidEventError, PayloadTooLargeError
 from steplog.events import StepCompleted, StepStarted, catalogue
-from steplog.store import NewEvent
-from steplog.store_prepare import Prepared, batch_rows, prepare, prepare_batch, sqlite_rows
+from steplog.store import NewEvent, Prepared, batch_rows, prepare, prepare_batch, sqlite_rows
 
 LIMIT = 2_000
 

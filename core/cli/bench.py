@@ -40,7 +40,7 @@ def bench_append(
 ) -> None:
     """Append throughput for batches of 1, 100 and 1,000 against raw baselines."""
     from ..bench.append import BenchCase, run_append_benchmark
-    from ..database import resolve_url
+    from ..store import resolve_url
 
     cases = run_append_benchmark(
         postgres_url=resolve_url(db) if db else None,
@@ -441,7 +441,7 @@ def bench_scale(
         if save is not None:
             save.write_text(json.dumps(_finite(report.as_dict()), default=str, indent=2) + "\n")
 
-    from ..database import resolve_url
+    from ..store import resolve_url
 
     report = run_scale_benchmark(
         sizes=size_list,

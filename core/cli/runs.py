@@ -189,8 +189,7 @@ def run_cmd(
         gate_policy=_gate(gate_policy),
         run_id=run_id,
     )
-    from ..database import resolve_url
-    from ..store import EventStore
+    from ..store import EventStore, resolve_url
 
     url = resolve_url(db)
     EventStore.open(url).close()  # create / migrate once, before any worker starts
@@ -253,9 +252,8 @@ def _run_compare(
     as_json: bool,
 ) -> None:
     """``run --compare BASE,CAND --until-decided``: paired runs until the sequence decides."""
-    from ..compare_sequential import run_until_decided
-    from ..database import resolve_url
-    from ..store import EventStore
+    from ..compare import run_until_decided
+    from ..store import EventStore, resolve_url
 
     versions = [v.strip() for v in (compare or "").split(",")]
     if not until_decided or len(versions) != 2 or not all(versions):

@@ -26,7 +26,7 @@ from typing import IO, Protocol
 
 from sqlalchemy import Connection, Engine, text
 
-from ..database import sqlite_path
+from ..store import sqlite_path
 
 if sys.platform != "win32":
     import fcntl

@@ -24,7 +24,6 @@ from typing import Any
 from sqlalchemy import Column, Connection, MetaData, Table, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from ..database import is_sqlite, write_transaction
 from ..errors import SteplogError
 from ..models import (
     checkpoints_table,
@@ -32,8 +31,7 @@ from ..models import (
     regression_members_table,
     run_summaries_table,
 )
-from ..store import EventStore, RawRow, StoredEvent
-from ..store_append import sqlite_datetime
+from ..store import EventStore, RawRow, StoredEvent, is_sqlite, sqlite_datetime, write_transaction
 from .lease import UNSUPPORTED, HolderLock, take_holder_lock
 from .signature_fold import (
     SIGNATURE_STREAM,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .diff import REPLAY_LINKS, canonical
-from .harness.playback import CALL_TYPES
-from .store import StoredEvent
+from ..harness.playback import CALL_TYPES
+from ..store import StoredEvent
+from ._diff import REPLAY_LINKS, canonical
 
 __all__ = ["declared_changes", "departure", "describe_departure", "same_stream"]
 

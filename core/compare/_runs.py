@@ -15,10 +15,10 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import case, or_, select
 
-from .models import run_summaries_table as runs_t
-from .stats.clustered import Clusters
-from .stats.paired import PairedTable
-from .store import EventStore
+from ..models import run_summaries_table as runs_t
+from ..stats.clustered import Clusters
+from ..stats.paired import PairedTable
+from ..store import EventStore
 
 FINISHED = ("completed", "failed", "aborted")
 NO_TASK_TYPE = "(none)"

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic_core import from_json
 
-from .store_prepare import utc
+from ._prepare import utc
 
 if TYPE_CHECKING:  # the event models (pydantic) load on first use: reading needs none of them
-    from .events import Catalogue, Event, JsonDict
+    from ..events import Catalogue, Event, JsonDict
 
 
 def default_catalogue() -> Catalogue:
     """The catalogue of steplog's own event types (imported on first use)."""
-    from .events import catalogue
+    from ..events import catalogue
 
     return catalogue
 

@@ -26,15 +26,14 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from uuid6 import uuid7
 
-from .diff import ANNOTATIONS, REPLAY_LINKS
-from .errors import ConcurrencyError, SteplogError
-from .replay_departure import declared_changes, departure, describe_departure, same_stream
-from .replay_recording import read_recording
-from .store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id
-from .store_append import not_in_catalogue
+from ..errors import ConcurrencyError, SteplogError
+from ..store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id, not_in_catalogue
+from ._departure import declared_changes, departure, describe_departure, same_stream
+from ._diff import ANNOTATIONS, REPLAY_LINKS
+from ._recording import read_recording
 
 if TYPE_CHECKING:
-    from .events import Event
+    from ..events import Event
 
 __all__ = ["BufferedStore", "declared_changes", "departure", "describe_departure", "same_stream"]
 

@@ -38,11 +38,11 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import Pool
 
-from .driver import wrapped
-from .errors import ConcurrencyError, IdempotencyError
-from .models import events_table
-from .store_park import ConnectionPark
-from .store_prepare import (
+from ..errors import ConcurrencyError, IdempotencyError
+from ..models import events_table
+from ._driver import wrapped
+from ._park import ConnectionPark
+from ._prepare import (
     NewEvent,
     Prepared,
     PreparedBatch,
@@ -56,7 +56,7 @@ from .store_prepare import (
 )
 
 if TYPE_CHECKING:
-    from .events import Catalogue
+    from ..events import Catalogue
 
 T = TypeVar("T")
 

@@ -25,7 +25,21 @@ from typing import Any
 
 import numpy as np
 
-from .compare_decide import (
+from ..errors import SteplogError
+from ..projections.queries import refresh
+from ..stats import cluster_robust, clustered, paired, power, proportions
+from ..stats.decision import (
+    BORDERLINE,
+    NO_DIFFERENCE,
+    alpha_of,
+    decide_independent,
+)
+from ..stats.decision import decide_paired as decide_paired_table
+from ..stats.paired import PairedTable
+from ..stats.proportions import DifferenceMethod, SingleMethod
+from ..stats.sequential import ConfidenceSequence, confidence_sequence
+from ..store import EventStore
+from ._decide import (
     PairedMode,
     beside_the_verdict,
     by_scenario,
@@ -33,28 +47,14 @@ from .compare_decide import (
     shared_codes,
     uses_pairs,
 )
-from .compare_metrics import (
+from ._metrics import (
     CLUSTER_METHOD,
     by_task_type,
     pass_k_report,
     process_metrics,
     survival_report,
 )
-from .compare_runs import RunTable, comparable, counts, load_runs, pair_up, paired_table
-from .errors import SteplogError
-from .projections.queries import refresh
-from .stats import cluster_robust, clustered, paired, power, proportions
-from .stats.decision import (
-    BORDERLINE,
-    NO_DIFFERENCE,
-    alpha_of,
-    decide_independent,
-)
-from .stats.decision import decide_paired as decide_paired_table
-from .stats.paired import PairedTable
-from .stats.proportions import DifferenceMethod, SingleMethod
-from .stats.sequential import ConfidenceSequence, confidence_sequence
-from .store import EventStore
+from ._runs import RunTable, comparable, counts, load_runs, pair_up, paired_table
 
 __all__ = ["comparable", "compare", "compare_counts", "load_runs", "verdict"]
 

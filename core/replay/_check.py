@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SteplogError
-from .replay import replay
-from .replay_buffer import BufferedStore
-from .store import EventStore
+from ..errors import SteplogError
+from ..store import EventStore
+from ._buffer import BufferedStore
+from ._replay import replay
 
 __all__ = ["SampleCheck", "SetCheck", "check_run", "check_runs", "check_set", "set_members"]
 
@@ -93,7 +93,7 @@ class SetCheck:
 def set_members(store: EventStore, set_name: str) -> list[tuple[str, str | None]]:
     """(run id, scenario) of each sample of a regression set, in set order; a clear error for
     an unknown or empty set."""
-    from .projections.queries import refresh, regression_set, regression_sets
+    from ..projections.queries import refresh, regression_set, regression_sets
 
     refresh(store)
     members = regression_set(store, set_name)
