@@ -71,13 +71,10 @@ def replay(
     A replay, or a fork that changes neither, keeps the run's recorded map.
     """
     fork = fork_at_step is not None
-    if (seed is not None or session_id is not None) and not fork:
-        raise SteplogError("--seed changes the run's future: use it with --fork-at-step K")
-    if faults is not None and not fork:
-        raise SteplogError("an injected fault changes the run's future: only forks take one")
+    _check_fork_options(fork, seed=seed, session_id=session_id, faults=faults)
+    batch = buffer if buffer is not None and buffer.check_only and buffer.backing is store else None
     # an exact check-only replay of a scenario run reads what it looks at: no ids or times
     lean = check and not fork and agent is None
-    batch = buffer if buffer is not None and buffer.check_only and buffer.backing is store else None
     events, original = read_original(store, run_id, lean=lean, batch=batch)
     _check_replayable(original, run_id, check=check, fork=fork, role_versions=role_versions)
     if original.source == "sdk" or agent is not None:
@@ -95,11 +92,6 @@ def replay(
             session_id=session_id,
             role_versions=role_versions,
         )
-    if original.source != "harness":
-        raise SteplogError(
-            f"run {run_id!r} was imported ({original.source}): replay it against your "
-            "registered agent with --agent NAME"
-        )
     asked = ScenarioReplay(
         fork_at_step=fork_at_step,
         model_version=model_version,
@@ -115,6 +107,16 @@ def replay(
         batch=batch,
     )
     return replay_scenario(store, events, original, run_id, asked)
+
+
+def _check_fork_options(
+    fork: bool, *, seed: int | None, session_id: str | None, faults: FaultPlan | None
+) -> None:
+    """Options that change the run's future are for forks only."""
+    if (seed is not None or session_id is not None) and not fork:
+        raise SteplogError("--seed changes the run's future: use it with --fork-at-step K")
+    if faults is not None and not fork:
+        raise SteplogError("an injected fault changes the run's future: only forks take one")
 
 
 def _check_replayable(

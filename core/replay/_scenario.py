@@ -55,6 +55,11 @@ def replay_scenario(
     asked: ScenarioReplay,
 ) -> ReplayResult:
     """Replay (or fork) the scenario run ``run_id`` whose recording is ``events``."""
+    if original.source != "harness":
+        raise SteplogError(
+            f"run {run_id!r} was imported ({original.source}): replay it against your "
+            "registered agent with --agent NAME"
+        )
     notes: list[str] = []
     scenario = asked.scenario or (
         current_scenario(original, notes, asked.scenarios)
