@@ -1,4 +1,4 @@
-"""The batch preparation every append runs (steplog.store_prepare): column by column, with a
+"""The batch preparation every append runs (steplog.store._prepare): column by column, with a
 second walk only to name the first event that fails a check, in batch order."""
 
 from __future__ import annotations

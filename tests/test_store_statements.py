@@ -3,7 +3,7 @@
 Counted, not timed: SQLite's trace callback sees every statement the driver runs; libpq's
 protocol trace shows every message PostgreSQL receives (a ``Sync`` ends a round trip, a simple
 ``Query`` is one too -- a pool's pre-ping is one). The expectations are the write path's design
-(module docstring of ``steplog.store_append``): on SQLite four statements for any batch, on
+(module docstring of ``steplog.store._append``): on SQLite four statements for any batch, on
 PostgreSQL one round trip, and the idempotency look-up only for a re-send.
 """
 

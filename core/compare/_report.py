@@ -1,7 +1,7 @@
 """Is the candidate model version really better than the baseline? The comparison report.
 
 Built from the run summaries (finished runs only). One decision rule per report
-(:mod:`.stats.decision`, chosen in :mod:`.compare_decide`): the verdict's interval and test
+(:mod:`.stats.decision`, chosen in :mod:`._decide`): the verdict's interval and test
 come from one family, with the task instance as the unit when tasks repeat --
 
 * paired runs, each task once: Tango's score interval and score test (mid-p as exact check);

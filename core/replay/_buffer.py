@@ -8,7 +8,7 @@ replay (``steplog replay RUN --check``) throws the buffer away after comparing; 
 replay appends the buffered run in one transaction at the end (:meth:`BufferedStore.commit`).
 
 Where a replay departs from its recording (:func:`departure`, :func:`same_stream`) is told by
-:mod:`steplog.replay_departure` (re-exported here).
+:mod:`steplog.replay._departure` (re-exported here).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class BufferedStore(EventStore):
 
     def recording(self, run_id: str) -> list[StoredEvent]:
         """Check-only: the backing store's recording of ``run_id`` as a check-only replay reads
-        it (:func:`~steplog.replay_recording.read_recording`). On SQLite it is read on one
+        it (:func:`~steplog.replay._recording.read_recording`). On SQLite it is read on one
         connection kept until :meth:`close` (nothing is held open between its statements: each
         read is its own), sparing a batch of checks a connection per run; a failed read there
         drops that connection and reads again as the store reads (a fresh one, retried)."""

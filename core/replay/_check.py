@@ -115,7 +115,7 @@ def check_run(
     """Replay ``run_id`` check-only with the current code; never raises for the run's own
     problems (unknown scenario, unfinished run, ...): they make the sample fail. ``scenarios``
     (kept by the caller across a batch) remembers which scenario each name resolved to, and
-    ``buffer`` (likewise: a check-only :class:`~steplog.replay_buffer.BufferedStore` of
+    ``buffer`` (likewise: a check-only :class:`~steplog.replay._buffer.BufferedStore` of
     ``store``) holds each replay's events while they are compared."""
     try:
         result = replay(store, run_id, check=True, agent=agent, scenarios=scenarios, buffer=buffer)

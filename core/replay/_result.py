@@ -30,7 +30,7 @@ class ReplayResult:
     """False for a check-only replay: its events were compared in memory, never stored."""
     departure: dict[str, Any] | None = None
     """Exact replays: where the replay first departed from the recording (step, call,
-    expected, got; see :func:`steplog.replay_departure.departure`), None when it behaved alike."""
+    expected, got; see :func:`steplog.replay._departure.departure`), None when it behaved alike."""
     declared: tuple[str, ...] | list[str] = ()
     """Run-header fields (config, planned steps, versions) the current code declares
     differently from the recording."""

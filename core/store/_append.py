@@ -4,7 +4,7 @@ The statements run on a pooled driver connection, below SQLAlchemy's execution l
 per-statement work costs more than SQLite's insert itself); the engine's dialect commits, its
 pool connects (with the engine's ``connect`` hooks), and driver errors are wrapped as
 SQLAlchemy's, so retries, messages and fault drills treat them like any other. A connection that
-ends an append cleanly is parked for the next one (:mod:`.store_park`), skipping the pool:
+ends an append cleanly is parked for the next one (:mod:`._park`), skipping the pool:
 
 * SQLite: ``BEGIN IMMEDIATE`` (the write lock); one ``SELECT`` of the run's last seq and the
   log's last position (two indexed look-ups); the version checked; one ``executemany`` of the

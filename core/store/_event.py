@@ -129,7 +129,7 @@ class RowDecoder:
         return self._to_stored(row)
 
     def _to_stored(self, row: Sequence[Any]) -> StoredEvent:
-        """A driver row (:data:`~steplog.store_read.SELECT`'s columns) as a StoredEvent: the hot
+        """A driver row (:data:`~steplog.store._read.SELECT`'s columns) as a StoredEvent: the hot
         path of every reader.
 
         SQLite hands back text (hex ids, ``YYYY-MM-DD HH:MM:SS.ffffff`` UTC times, JSON);

@@ -71,9 +71,9 @@ class EventStore(RowDecoder):
     """Append-only event log; see the module docstring for the contract.
 
     The facade: it holds the engine and the retry policy, and its methods delegate, once per
-    call, to the write path (:mod:`.store_append`), the queries (:mod:`.store_read`) and
-    quarantine (:mod:`.store_quarantine`). Decoding rows, once per event, is inherited
-    (:class:`~steplog.store_event.RowDecoder`, which also holds the catalogue).
+    call, to the write path (:mod:`._append`), the queries (:mod:`._read`) and
+    quarantine (:mod:`._quarantine`). Decoding rows, once per event, is inherited
+    (:class:`~steplog.store._event.RowDecoder`, which also holds the catalogue).
     """
 
     def __init__(
@@ -233,7 +233,7 @@ class EventStore(RowDecoder):
         )
 
     def _prepare(self, events: Sequence[Event | NewEvent]) -> list[Prepared]:
-        """Validate, serialize and size-check a batch (see :func:`~.store_append.prepare`)."""
+        """Validate, serialize and size-check a batch (see :func:`~._append.prepare`)."""
         return prepare(events, self.catalogue, self.max_payload_bytes)
 
     @staticmethod
@@ -358,7 +358,7 @@ class EventStore(RowDecoder):
 
     def _fetch(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
         """Rows straight from the driver's cursor (no per-row SQLAlchemy processing); driver
-        errors wrapped as SQLAlchemy would (:func:`~steplog.driver.fetch_rows`)."""
+        errors wrapped as SQLAlchemy would (:func:`~steplog.store._driver.fetch_rows`)."""
         return fetch_rows(conn, sql, params)
 
 

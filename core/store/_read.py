@@ -44,7 +44,7 @@ class Reader(Protocol):
 SELECT: Final = (
     "SELECT position, event_id, run_id, seq, type, schema_version, recorded_at, payload FROM events"
 )
-"""The columns of a :class:`~steplog.store_event.RawRow`, from the event log."""
+"""The columns of a :class:`~steplog.store._event.RawRow`, from the event log."""
 
 
 def read_run(store: Reader, run_id: str, from_seq: int) -> list[StoredEvent]:
