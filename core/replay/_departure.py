@@ -205,6 +205,5 @@ def describe_departure(found: dict[str, Any]) -> str:
 
 def same_stream(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> bool:
     """Whether two runs have the same canonical event stream (what
-    :func:`steplog.replay._diff.digest`
-    hashes, compared as values without serializing it)."""
+    :func:`steplog.replay._diff.digest` hashes, compared as values without serializing it)."""
     return canonical(recorded) == canonical(replayed)  # annotations added later drop out
