@@ -28,6 +28,7 @@ test: lint typecheck pytest
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy core

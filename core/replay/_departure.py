@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .diff import REPLAY_LINKS, canonical
-from .harness.playback import CALL_TYPES
-from .store import StoredEvent
+from ..harness.playback import CALL_TYPES
+from ..store import StoredEvent
+from ._diff import REPLAY_LINKS, canonical
 
 __all__ = ["declared_changes", "departure", "describe_departure", "same_stream"]
 
@@ -46,13 +46,7 @@ def departure(
     before the step's first call).
     """
     left, right = canonical(recorded), canonical(replayed)
-    at = None
-    for index in range(1, max(len(left), len(right))):
-        a = left[index][1:] if index < len(left) else None
-        b = right[index][1:] if index < len(right) else None
-        if a != b:
-            at = index
-            break
+    at = _first_unequal(left, right)
     if divergence is None and at is None:
         return None
     names = _step_names(recorded, replayed)
@@ -89,6 +83,26 @@ def departure(
                 "fields": fields,
             }
     assert divergence is not None
+    return _divergence_report(recorded, divergence, names)
+
+
+def _first_unequal(
+    left: list[tuple[int, str, Any]], right: list[tuple[int, str, Any]]
+) -> int | None:
+    """The first position after the run header where the canonical streams differ."""
+    for index in range(1, max(len(left), len(right))):
+        a = left[index][1:] if index < len(left) else None
+        b = right[index][1:] if index < len(right) else None
+        if a != b:
+            return index
+    return None
+
+
+def _divergence_report(
+    recorded: list[StoredEvent], divergence: dict[str, Any], names: dict[int, str]
+) -> dict[str, Any]:
+    """The departure as the divergence: the call the recording could not answer (a call beyond
+    the recording gets the index it would have had)."""
     step, call = divergence.get("step_index"), divergence.get("call_index")
     if call is None and "gate" not in str(divergence.get("expected")):
         # a call beyond the recording: the index it would have had
@@ -190,6 +204,6 @@ def describe_departure(found: dict[str, Any]) -> str:
 
 
 def same_stream(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> bool:
-    """Whether two runs have the same canonical event stream (what :func:`steplog.diff.digest`
-    hashes, compared as values without serializing it)."""
+    """Whether two runs have the same canonical event stream (what
+    :func:`steplog.replay._diff.digest` hashes, compared as values without serializing it)."""
     return canonical(recorded) == canonical(replayed)  # annotations added later drop out

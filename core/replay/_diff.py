@@ -15,9 +15,9 @@ import hashlib
 import json
 from typing import Any
 
-from .errors import SteplogError
-from .projections.run_state import RunState, StepState, fold
-from .store import EventStore, StoredEvent
+from ..errors import SteplogError
+from ..projections.run_state import RunState, StepState, fold
+from ..store import EventStore, StoredEvent
 
 REPLAY_LINKS = ("replay_of", "forked_from", "fork_step", "rerun_of")
 

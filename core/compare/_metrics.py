@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .compare_decide import decide, shared_codes
-from .compare_runs import Pairs, RunTable, pair_up
-from .stats import clustered, competing, hazard, multiplicity, proportions, survival
-from .stats.clustered import Clusters
-from .stats.results import Interval
+from ..stats import clustered, competing, hazard, multiplicity, proportions, survival
+from ..stats.clustered import Clusters
+from ..stats.results import Interval
+from ._decide import decide, shared_codes
+from ._runs import Pairs, RunTable, pair_up
 
 CLUSTER_METHOD = "cluster bootstrap (BCa) by task instance"
 

@@ -13,12 +13,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import case, or_, select
+from sqlalchemy import Select, case, or_, select
 
-from .models import run_summaries_table as runs_t
-from .stats.clustered import Clusters
-from .stats.paired import PairedTable
-from .store import EventStore
+from ..models import run_summaries_table as runs_t
+from ..stats.clustered import Clusters
+from ..stats.paired import PairedTable
+from ..store import EventStore
 
 FINISHED = ("completed", "failed", "aborted")
 NO_TASK_TYPE = "(none)"
@@ -129,51 +129,7 @@ def load_runs(
     store: EventStore, baseline: str, candidate: str, scenario: str | None = None
 ) -> tuple[RunTable, RunTable]:
     """Finished runs of both versions (in ``scenario``), oldest first, in one pass."""
-    instance = runs_t.c.task_instance_id
-    first = runs_t.c.first_step_correct
-    is_candidate = case((runs_t.c.model_version == candidate, 1), else_=0)
-    completed = case((runs_t.c.status == "completed", 1), else_=0)
-    aborted = case((runs_t.c.status == "aborted", 1), else_=0)
-    first_known = case((first.is_(None), 0), (first, 2), else_=1)
-    query = select(
-        # the driver's cost is per value, so four small flags travel as one number:
-        # 16 * aborted + 8 * candidate + 4 * completed + first step (0 unknown, 1 wrong,
-        # 2 correct)
-        16 * aborted + 8 * is_candidate + 4 * completed + first_known,
-        runs_t.c.scenario,
-        instance,
-        # the run is its own cluster when its task instance is unknown
-        case((or_(instance.is_(None), instance == ""), runs_t.c.run_id)),
-        runs_t.c.seed,
-        runs_t.c.task_type,
-        _steps_entered(),
-        runs_t.c.steps_planned,
-        runs_t.c.mid_run_errors,
-        runs_t.c.mid_run_recovered,
-        runs_t.c.retries,
-        runs_t.c.tokens,
-        runs_t.c.cost_usd,
-    ).where(
-        runs_t.c.model_version.in_((baseline, candidate)),
-        runs_t.c.status.in_(FINISHED),
-        runs_t.c.replay_of.is_(None),  # replays and forks re-use recorded answers:
-        runs_t.c.forked_from.is_(None),  # counting them would count those answers twice
-        runs_t.c.rerun_of.is_(None),  # regression reruns too
-    )
-    if scenario:
-        query = query.where(runs_t.c.scenario == scenario)
-    query = query.order_by(runs_t.c.started_at, runs_t.c.run_id)  # oldest first
-    with store.engine.connect() as conn:
-        # 100k rows: the driver's tuples, without per-row result processing
-        compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-        cursor = conn.connection.cursor()
-        try:
-            params = compiled.params
-            positional = [params[name] for name in compiled.positiontup or []]
-            cursor.execute(str(compiled), positional if compiled.positional else params)
-            rows = cursor.fetchall()
-        finally:
-            cursor.close()
+    rows = _fetch(store, _runs_query(baseline, candidate, scenario))
     # column by column straight off the rows (itemgetter beats transposing with zip)
     n = len(rows)
 
@@ -213,6 +169,59 @@ def load_runs(
             )
         )
     return tables[0], tables[1]
+
+
+def _runs_query(baseline: str, candidate: str, scenario: str | None) -> Select[Any]:
+    """The finished runs of both versions (in ``scenario``), oldest first: replays, forks and
+    reruns left out."""
+    instance = runs_t.c.task_instance_id
+    first = runs_t.c.first_step_correct
+    is_candidate = case((runs_t.c.model_version == candidate, 1), else_=0)
+    completed = case((runs_t.c.status == "completed", 1), else_=0)
+    aborted = case((runs_t.c.status == "aborted", 1), else_=0)
+    first_known = case((first.is_(None), 0), (first, 2), else_=1)
+    query = select(
+        # the driver's cost is per value, so four small flags travel as one number:
+        # 16 * aborted + 8 * candidate + 4 * completed + first step (0 unknown, 1 wrong,
+        # 2 correct)
+        16 * aborted + 8 * is_candidate + 4 * completed + first_known,
+        runs_t.c.scenario,
+        instance,
+        # the run is its own cluster when its task instance is unknown
+        case((or_(instance.is_(None), instance == ""), runs_t.c.run_id)),
+        runs_t.c.seed,
+        runs_t.c.task_type,
+        _steps_entered(),
+        runs_t.c.steps_planned,
+        runs_t.c.mid_run_errors,
+        runs_t.c.mid_run_recovered,
+        runs_t.c.retries,
+        runs_t.c.tokens,
+        runs_t.c.cost_usd,
+    ).where(
+        runs_t.c.model_version.in_((baseline, candidate)),
+        runs_t.c.status.in_(FINISHED),
+        runs_t.c.replay_of.is_(None),  # replays and forks re-use recorded answers:
+        runs_t.c.forked_from.is_(None),  # counting them would count those answers twice
+        runs_t.c.rerun_of.is_(None),  # regression reruns too
+    )
+    if scenario:
+        query = query.where(runs_t.c.scenario == scenario)
+    return query.order_by(runs_t.c.started_at, runs_t.c.run_id)  # oldest first
+
+
+def _fetch(store: EventStore, query: Select[Any]) -> list[Any]:
+    """The query's rows as the driver's tuples, without per-row result processing (100k rows)."""
+    with store.engine.connect() as conn:
+        compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+        cursor = conn.connection.cursor()
+        try:
+            params = compiled.params
+            positional = [params[name] for name in compiled.positiontup or []]
+            cursor.execute(str(compiled), positional if compiled.positional else params)
+            return list(cursor.fetchall())
+        finally:
+            cursor.close()
 
 
 def _ids(values: Sequence[V], name: Callable[[V], K]) -> tuple[IdArray, tuple[K, ...]]:

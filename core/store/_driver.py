@@ -3,7 +3,7 @@
 Hot paths skip SQLAlchemy's execution layer (its per-row parameter and result processing cost
 more than the statements), and PostgreSQL's ``COPY`` has no SQLAlchemy form at all. A driver
 error raised there is wrapped as SQLAlchemy would have wrapped it, and a dead connection is
-invalidated, so :func:`~steplog.database.with_retries` and the error messages treat it like any
+invalidated, so :func:`~steplog.store.with_retries` and the error messages treat it like any
 other.
 """
 

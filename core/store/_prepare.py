@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 from uuid6 import uuid7
 
-from .errors import InvalidEventError, PayloadTooLargeError
+from ..errors import InvalidEventError, PayloadTooLargeError
 
 if TYPE_CHECKING:
-    from .events import Catalogue, Event
+    from ..events import Catalogue, Event
 
 _tuple_new = tuple.__new__
 _event_of = operator.attrgetter("event")
@@ -208,7 +208,7 @@ def _new_event(item: Event | NewEvent) -> NewEvent:
 
 
 def not_in_catalogue(catalogue: Catalogue, index: int, event: object) -> InvalidEventError:
-    from .events import Event
+    from ..events import Event
 
     if not isinstance(event, Event):
         return InvalidEventError(f"event #{index} is a {type(event).__name__}, not a steplog Event")

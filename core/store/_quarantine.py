@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
-from .database import classify, explain, write_transaction
-from .models import quarantine_table
-from .store_prepare import utc
+from ..models import quarantine_table
+from ._engine import write_transaction
+from ._faults import classify, explain
+from ._prepare import utc
 
 if TYPE_CHECKING:
-    from .events import JsonDict
-    from .store import EventStore
+    from ..events import JsonDict
+    from ._read import Reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,7 @@ def quarantine_in(conn: Connection, *, source: str, location: str, reason: str, 
 
 
 def quarantined(
-    store: EventStore, *, after_id: int, limit: int, source: str | None, resolved: bool | None
+    store: Reader, *, after_id: int, limit: int, source: str | None, resolved: bool | None
 ) -> list[QuarantinedInput]:
     """Quarantined input, oldest first, optionally from one ``source`` only; ``resolved``:
     False lists records still waiting, True those a retry stored, None both."""
@@ -124,7 +125,7 @@ def quarantined(
     ]
 
 
-def count_quarantined(store: EventStore) -> int:
+def count_quarantined(store: Reader) -> int:
     """How many records sit in quarantine, not yet resolved by a retry."""
     query = (
         select(func.count())

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic_core import from_json
 
-from .store_prepare import utc
+from ._prepare import utc
 
 if TYPE_CHECKING:  # the event models (pydantic) load on first use: reading needs none of them
-    from .events import Catalogue, Event, JsonDict
+    from ..events import Catalogue, Event, JsonDict
 
 
 def default_catalogue() -> Catalogue:
     """The catalogue of steplog's own event types (imported on first use)."""
-    from .events import catalogue
+    from ..events import catalogue
 
     return catalogue
 
@@ -129,7 +129,7 @@ class RowDecoder:
         return self._to_stored(row)
 
     def _to_stored(self, row: Sequence[Any]) -> StoredEvent:
-        """A driver row (:data:`~steplog.store_read.SELECT`'s columns) as a StoredEvent: the hot
+        """A driver row (:data:`~steplog.store._read.SELECT`'s columns) as a StoredEvent: the hot
         path of every reader.
 
         SQLite hands back text (hex ids, ``YYYY-MM-DD HH:MM:SS.ffffff`` UTC times, JSON);

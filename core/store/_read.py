@@ -1,6 +1,7 @@
 """The event store's queries: a run's events, the log page by page, versions and counts.
 
-Each takes the :class:`~steplog.store.EventStore` it reads for, and reads through it: rows come
+Each takes the :class:`Reader` it reads for (the :class:`~steplog.store.EventStore`), and
+reads through it: rows come
 from its ``_fetch`` (straight from the driver's cursor), become events through its
 ``_to_stored``, and a read of its own runs on a fresh connection, retried (``_reading``). The
 store's methods of the same names delegate here, once per call.
@@ -9,26 +10,44 @@ store's methods of the same names delegate here, once per call.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Final, Protocol, TypeVar
 
 from sqlalchemy import Connection, func, select
 
-from .errors import SteplogError
-from .models import events_table
-from .store_append import chunks
-from .store_event import RawRow, StoredEvent
+from ..errors import SteplogError
+from ..models import events_table
+from ._append import chunks
+from ._event import RawRow, StoredEvent
 
-if TYPE_CHECKING:
-    from .store import EventStore
+T = TypeVar("T")
+
+
+class Reader(Protocol):
+    """What the queries need of the store they read for (an EventStore, which delegates here):
+    its parameter mark, a retried read on a fresh connection, driver rows and their decoding."""
+
+    @property
+    def _mark(self) -> str: ...
+
+    def _reading(self, read: Callable[[Connection], T]) -> T: ...
+
+    def _fetch(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]: ...
+
+    def _to_stored(self, row: Sequence[Any]) -> StoredEvent: ...
+
+    def rows_before(
+        self, conn: Connection, run_ids: Sequence[str], before_position: int
+    ) -> list[RawRow]: ...
+
 
 SELECT: Final = (
     "SELECT position, event_id, run_id, seq, type, schema_version, recorded_at, payload FROM events"
 )
-"""The columns of a :class:`~steplog.store_event.RawRow`, from the event log."""
+"""The columns of a :class:`~steplog.store._event.RawRow`, from the event log."""
 
 
-def read_run(store: EventStore, run_id: str, from_seq: int) -> list[StoredEvent]:
+def read_run(store: Reader, run_id: str, from_seq: int) -> list[StoredEvent]:
     """The run's events from ``from_seq`` on, in order."""
     mark = store._mark
     rows = store._reading(
@@ -42,7 +61,7 @@ def read_run(store: EventStore, run_id: str, from_seq: int) -> list[StoredEvent]
 
 
 def read_all(
-    store: EventStore, after_position: int, limit: int | None, page_size: int
+    store: Reader, after_position: int, limit: int | None, page_size: int
 ) -> Iterator[StoredEvent]:
     """Every event after ``after_position`` in position order, a page per short read."""
     if page_size < 1:
@@ -63,7 +82,7 @@ def read_all(
             remaining -= len(rows)
 
 
-def page(store: EventStore, conn: Connection, after_position: int, limit: int) -> list[StoredEvent]:
+def page(store: Reader, conn: Connection, after_position: int, limit: int) -> list[StoredEvent]:
     """Up to ``limit`` events after ``after_position``, read on ``conn``."""
     rows = store._fetch(
         conn,
@@ -74,7 +93,7 @@ def page(store: EventStore, conn: Connection, after_position: int, limit: int) -
     return [to_stored(row) for row in rows]
 
 
-def page_rows(store: EventStore, conn: Connection, after_position: int, limit: int) -> list[RawRow]:
+def page_rows(store: Reader, conn: Connection, after_position: int, limit: int) -> list[RawRow]:
     """:func:`page` as driver rows: nothing decoded."""
     return store._fetch(
         conn,
@@ -84,7 +103,7 @@ def page_rows(store: EventStore, conn: Connection, after_position: int, limit: i
 
 
 def events_before(
-    store: EventStore, conn: Connection, run_ids: Sequence[str], before_position: int
+    store: Reader, conn: Connection, run_ids: Sequence[str], before_position: int
 ) -> list[StoredEvent]:
     """Events of ``run_ids`` older than ``before_position``, by run and seq, on ``conn``."""
     to_stored = store._to_stored
@@ -92,7 +111,7 @@ def events_before(
 
 
 def rows_before(
-    store: EventStore, conn: Connection, run_ids: Sequence[str], before_position: int
+    store: Reader, conn: Connection, run_ids: Sequence[str], before_position: int
 ) -> list[RawRow]:
     """:func:`events_before` as driver rows."""
     found: list[RawRow] = []
@@ -109,7 +128,7 @@ def rows_before(
     return found
 
 
-def count_runs(store: EventStore) -> int:
+def count_runs(store: Reader) -> int:
     """How many distinct runs the log holds."""
     query = select(func.count(func.distinct(events_table.c.run_id)))
     return store._reading(lambda conn: int(conn.execute(query).scalar_one()))

@@ -15,12 +15,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .compare_runs import Pairs, RunTable, counts, pair_up, paired_table
-from .stats import bayes, cluster_robust, margins
-from .stats.decision import Decision, decide_clustered, decide_independent
-from .stats.decision import decide_paired as decide_paired_table
-from .stats.paired import PairedTable
-from .stats.strata import stratified
+from ..stats import bayes, cluster_robust, margins
+from ..stats.decision import Decision, decide_clustered, decide_independent
+from ..stats.decision import decide_paired as decide_paired_table
+from ..stats.paired import PairedTable
+from ..stats.strata import stratified
+from ._runs import Pairs, RunTable, counts, pair_up, paired_table
 
 PairedMode = Literal["auto", "on", "off"]
 MIN_PAIRS_AUTO = 10

@@ -25,22 +25,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import IntegrityError
 
-from . import store_quarantine, store_read
-from .database import (
-    create_engine_for,
-    ensure_schema,
-    is_sqlite,
-    redact,
-    resolve_url,
-    sqlite_busy_timeout,
-    sqlite_path,
-    with_retries,
-    write_transaction,
-)
-from .driver import fetch_rows
-from .errors import ConcurrencyError, ConfigurationError, IdempotencyError, InvalidEventError
-from .models import events_table
-from .store_append import (
+from ..errors import ConcurrencyError, ConfigurationError, IdempotencyError, InvalidEventError
+from ..models import events_table
+from . import _quarantine, _read
+from ._append import (
     GC_PAUSE_MIN_EVENTS,
     POSITION_LOCK_SQL,
     AppendResult,
@@ -54,14 +42,26 @@ from .store_append import (
     prepare,
     prepare_batch,
 )
-from .store_event import RawRow as RawRow
-from .store_event import RowDecoder, StoredEvent
-from .store_event import recorded_at_of as recorded_at_of
-from .store_prepare import MAX_RUN_ID_LENGTH, check_run_id
-from .store_quarantine import QuarantinedInput
+from ._driver import fetch_rows
+from ._engine import (
+    create_engine_for,
+    is_sqlite,
+    redact,
+    resolve_url,
+    sqlite_busy_timeout,
+    sqlite_path,
+    write_transaction,
+)
+from ._event import RawRow as RawRow
+from ._event import RowDecoder, StoredEvent
+from ._event import recorded_at_of as recorded_at_of
+from ._faults import with_retries
+from ._migrations import ensure_schema
+from ._prepare import MAX_RUN_ID_LENGTH, check_run_id
+from ._quarantine import QuarantinedInput
 
 if TYPE_CHECKING:  # the event models (pydantic) load on first use: reading needs none of them
-    from .events import Catalogue, Event
+    from ..events import Catalogue, Event
 
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 T = TypeVar("T")
@@ -71,9 +71,9 @@ class EventStore(RowDecoder):
     """Append-only event log; see the module docstring for the contract.
 
     The facade: it holds the engine and the retry policy, and its methods delegate, once per
-    call, to the write path (:mod:`.store_append`), the queries (:mod:`.store_read`) and
-    quarantine (:mod:`.store_quarantine`). Decoding rows, once per event, is inherited
-    (:class:`~steplog.store_event.RowDecoder`, which also holds the catalogue).
+    call, to the write path (:mod:`._append`), the queries (:mod:`._read`) and
+    quarantine (:mod:`._quarantine`). Decoding rows, once per event, is inherited
+    (:class:`~steplog.store._event.RowDecoder`, which also holds the catalogue).
     """
 
     def __init__(
@@ -228,12 +228,12 @@ class EventStore(RowDecoder):
         The same record (source, location and raw content) still waiting in quarantine is kept
         once: re-running an import does not pile up copies; the reason is brought up to date.
         """
-        return store_quarantine.quarantine(
+        return _quarantine.quarantine(
             self.engine, source=source, location=location, reason=reason, raw=raw
         )
 
     def _prepare(self, events: Sequence[Event | NewEvent]) -> list[Prepared]:
-        """Validate, serialize and size-check a batch (see :func:`~.store_append.prepare`)."""
+        """Validate, serialize and size-check a batch (see :func:`~._append.prepare`)."""
         return prepare(events, self.catalogue, self.max_payload_bytes)
 
     @staticmethod
@@ -248,7 +248,7 @@ class EventStore(RowDecoder):
         insert_rows(conn, run_id, seq, position, batch)
 
     def _with_retries(self, attempt: Callable[[], T]) -> T:
-        """``attempt()`` with :func:`~steplog.database.with_retries`' policy (``retries``)."""
+        """``attempt()`` with :func:`~steplog.store.with_retries`' policy (``retries``)."""
         return with_retries(self.engine, attempt, retries=self.retries)
 
     def _reading(self, read: Callable[[Connection], T]) -> T:
@@ -264,7 +264,7 @@ class EventStore(RowDecoder):
 
     def read_run(self, run_id: str, *, from_seq: int = 0) -> list[StoredEvent]:
         """The run's events from ``from_seq`` on, in order."""
-        return store_read.read_run(self, run_id, from_seq)
+        return _read.read_run(self, run_id, from_seq)
 
     def read_all(
         self, after_position: int = 0, limit: int | None = None, *, page_size: int = 1000
@@ -274,29 +274,29 @@ class EventStore(RowDecoder):
         Memory stays constant however long the log: each page is read in its own short
         transaction, and the next page starts after the last position seen.
         """
-        return store_read.read_all(self, after_position, limit, page_size)
+        return _read.read_all(self, after_position, limit, page_size)
 
     def page(self, conn: Connection, after_position: int, limit: int) -> list[StoredEvent]:
         """Up to ``limit`` events after ``after_position``, read on ``conn`` (the caller's
         transaction): how projections read and write atomically."""
-        return store_read.page(self, conn, after_position, limit)
+        return _read.page(self, conn, after_position, limit)
 
     def events_before(
         self, conn: Connection, run_ids: Sequence[str], before_position: int
     ) -> list[StoredEvent]:
         """Events of ``run_ids`` older than ``before_position``, by run and seq, on ``conn``."""
-        return store_read.events_before(self, conn, run_ids, before_position)
+        return _read.events_before(self, conn, run_ids, before_position)
 
     def page_rows(self, conn: Connection, after_position: int, limit: int) -> list[RawRow]:
         """:meth:`page` as driver rows: nothing decoded (see :meth:`payload_of`), for folds that
         need the payloads of few events only."""
-        return store_read.page_rows(self, conn, after_position, limit)
+        return _read.page_rows(self, conn, after_position, limit)
 
     def rows_before(
         self, conn: Connection, run_ids: Sequence[str], before_position: int
     ) -> list[RawRow]:
         """:meth:`events_before` as driver rows."""
-        return store_read.rows_before(self, conn, run_ids, before_position)
+        return _read.rows_before(self, conn, run_ids, before_position)
 
     def last_position(self) -> int:
         """The position of the newest event (0 for an empty store)."""
@@ -304,7 +304,7 @@ class EventStore(RowDecoder):
 
     def count_runs(self) -> int:
         """How many distinct runs the log holds."""
-        return store_read.count_runs(self)
+        return _read.count_runs(self)
 
     # --- quarantine --------------------------------------------------------------------------
 
@@ -321,7 +321,7 @@ class EventStore(RowDecoder):
         ``resolved``: False (default) lists records still waiting, True those a retry stored,
         None both.
         """
-        return store_quarantine.quarantined(
+        return _quarantine.quarantined(
             self, after_id=after_id, limit=limit, source=source, resolved=resolved
         )
 
@@ -332,7 +332,7 @@ class EventStore(RowDecoder):
 
     def count_quarantined(self) -> int:
         """How many records sit in quarantine, not yet resolved by a retry."""
-        return store_quarantine.count_quarantined(self)
+        return _quarantine.count_quarantined(self)
 
     def purge_quarantined(
         self,
@@ -343,14 +343,14 @@ class EventStore(RowDecoder):
     ) -> int:
         """Delete quarantine records (never events): the given ids, or every record from
         ``source``, or every one; ``resolved_only`` keeps those still waiting. Returns how many."""
-        return store_quarantine.purge_quarantined(
+        return _quarantine.purge_quarantined(
             self.engine, record_ids=record_ids, source=source, resolved_only=resolved_only
         )
 
     # --- the readers' building blocks (other modules stage and read with these) --------------
 
-    _version = staticmethod(store_read.run_version)
-    _last_position = staticmethod(store_read.last_position)
+    _version = staticmethod(_read.run_version)
+    _last_position = staticmethod(_read.last_position)
 
     @property
     def _mark(self) -> str:
@@ -358,7 +358,7 @@ class EventStore(RowDecoder):
 
     def _fetch(self, conn: Connection, sql: str, params: Sequence[Any]) -> list[Any]:
         """Rows straight from the driver's cursor (no per-row SQLAlchemy processing); driver
-        errors wrapped as SQLAlchemy would (:func:`~steplog.driver.fetch_rows`)."""
+        errors wrapped as SQLAlchemy would (:func:`~steplog.store._driver.fetch_rows`)."""
         return fetch_rows(conn, sql, params)
 
 

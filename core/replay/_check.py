@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SteplogError
-from .replay import replay
-from .replay_buffer import BufferedStore
-from .store import EventStore
+from ..errors import SteplogError
+from ..store import EventStore
+from ._buffer import BufferedStore
+from ._replay import replay
 
 __all__ = ["SampleCheck", "SetCheck", "check_run", "check_runs", "check_set", "set_members"]
 
@@ -93,7 +93,7 @@ class SetCheck:
 def set_members(store: EventStore, set_name: str) -> list[tuple[str, str | None]]:
     """(run id, scenario) of each sample of a regression set, in set order; a clear error for
     an unknown or empty set."""
-    from .projections.queries import refresh, regression_set, regression_sets
+    from ..projections.queries import refresh, regression_set, regression_sets
 
     refresh(store)
     members = regression_set(store, set_name)
@@ -115,7 +115,7 @@ def check_run(
     """Replay ``run_id`` check-only with the current code; never raises for the run's own
     problems (unknown scenario, unfinished run, ...): they make the sample fail. ``scenarios``
     (kept by the caller across a batch) remembers which scenario each name resolved to, and
-    ``buffer`` (likewise: a check-only :class:`~steplog.replay_buffer.BufferedStore` of
+    ``buffer`` (likewise: a check-only :class:`~steplog.replay._buffer.BufferedStore` of
     ``store``) holds each replay's events while they are compared."""
     try:
         result = replay(store, run_id, check=True, agent=agent, scenarios=scenarios, buffer=buffer)

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic_core import from_json
 from sqlalchemy import Connection
 
-from .store import EventStore, StoredEvent
+from ..store import EventStore, StoredEvent
 
 __all__ = ["NOT_READ", "read_recording"]
 

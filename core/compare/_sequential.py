@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SteplogError
-from .harness.batch import PlannedRun, execute
-from .harness.scenario import get_scenario
-from .stats.sequential import confidence_sequence, log_capital
+from ..errors import SteplogError
+from ..harness.batch import PlannedRun, execute
+from ..harness.scenario import get_scenario
+from ..stats.sequential import confidence_sequence, log_capital
 
 CHECK_EVERY = 10
 

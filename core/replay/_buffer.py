@@ -8,7 +8,7 @@ replay (``steplog replay RUN --check``) throws the buffer away after comparing; 
 replay appends the buffered run in one transaction at the end (:meth:`BufferedStore.commit`).
 
 Where a replay departs from its recording (:func:`departure`, :func:`same_stream`) is told by
-:mod:`steplog.replay_departure` (re-exported here).
+:mod:`steplog.replay._departure` (re-exported here).
 """
 
 from __future__ import annotations
@@ -26,15 +26,14 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from uuid6 import uuid7
 
-from .diff import ANNOTATIONS, REPLAY_LINKS
-from .errors import ConcurrencyError, SteplogError
-from .replay_departure import declared_changes, departure, describe_departure, same_stream
-from .replay_recording import read_recording
-from .store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id
-from .store_append import not_in_catalogue
+from ..errors import ConcurrencyError, SteplogError
+from ..store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id, not_in_catalogue
+from ._departure import declared_changes, departure, describe_departure, same_stream
+from ._diff import ANNOTATIONS, REPLAY_LINKS
+from ._recording import read_recording
 
 if TYPE_CHECKING:
-    from .events import Event
+    from ..events import Event
 
 __all__ = ["BufferedStore", "declared_changes", "departure", "describe_departure", "same_stream"]
 
@@ -113,7 +112,7 @@ class BufferedStore(EventStore):
 
     def recording(self, run_id: str) -> list[StoredEvent]:
         """Check-only: the backing store's recording of ``run_id`` as a check-only replay reads
-        it (:func:`~steplog.replay_recording.read_recording`). On SQLite it is read on one
+        it (:func:`~steplog.replay._recording.read_recording`). On SQLite it is read on one
         connection kept until :meth:`close` (nothing is held open between its statements: each
         read is its own), sparing a batch of checks a connection per run; a failed read there
         drops that connection and reads again as the store reads (a fresh one, retried)."""

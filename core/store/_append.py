@@ -4,7 +4,7 @@ The statements run on a pooled driver connection, below SQLAlchemy's execution l
 per-statement work costs more than SQLite's insert itself); the engine's dialect commits, its
 pool connects (with the engine's ``connect`` hooks), and driver errors are wrapped as
 SQLAlchemy's, so retries, messages and fault drills treat them like any other. A connection that
-ends an append cleanly is parked for the next one (:mod:`.store_park`), skipping the pool:
+ends an append cleanly is parked for the next one (:mod:`._park`), skipping the pool:
 
 * SQLite: ``BEGIN IMMEDIATE`` (the write lock); one ``SELECT`` of the run's last seq and the
   log's last position (two indexed look-ups); the version checked; one ``executemany`` of the
@@ -38,11 +38,11 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import Pool
 
-from .driver import wrapped
-from .errors import ConcurrencyError, IdempotencyError
-from .models import events_table
-from .store_park import ConnectionPark
-from .store_prepare import (
+from ..errors import ConcurrencyError, IdempotencyError
+from ..models import events_table
+from ._driver import wrapped
+from ._park import ConnectionPark
+from ._prepare import (
     NewEvent,
     Prepared,
     PreparedBatch,
@@ -56,7 +56,7 @@ from .store_prepare import (
 )
 
 if TYPE_CHECKING:
-    from .events import Catalogue
+    from ..events import Catalogue
 
 T = TypeVar("T")
 
