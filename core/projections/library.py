@@ -34,6 +34,7 @@ from ..models import (
 )
 from ..store import EventStore, RawRow, StoredEvent
 from ..store_append import sqlite_datetime
+from ._fit import row_fitter
 from .lease import UNSUPPORTED, HolderLock, take_holder_lock
 from .signature_fold import (
     SIGNATURE_STREAM,
@@ -527,10 +528,11 @@ def _insert_summaries(conn: Connection, table: Table, runs: Iterable[RunTally]) 
     """``INSERT`` the summaries of ``runs`` through the driver's ``executemany``: a page writes
     thousands of summaries and SQLAlchemy's per-row parameter processing cost more than folding
     them. Times are bound as SQLAlchemy binds them (text on SQLite); every other value as it is."""
+    fit = _fitter(table)
     if is_sqlite(conn):
-        rows, marks = [run.summary_values(sqlite_datetime) for run in runs], "?"
+        rows, marks = [fit(run.summary_values(sqlite_datetime)) for run in runs], "?"
     else:
-        rows, marks = [run.summary_values() for run in runs], "%s"
+        rows, marks = [fit(run.summary_values()) for run in runs], "%s"
     conn.exec_driver_sql(
         f"INSERT INTO {table.name} ({', '.join(SUMMARY_COLUMNS)}) "
         f"VALUES ({', '.join([marks] * len(SUMMARY_COLUMNS))})",
@@ -538,6 +540,15 @@ def _insert_summaries(conn: Connection, table: Table, runs: Iterable[RunTally]) 
     )
 
 
+def _fitter(table: Table) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """:func:`row_fitter` of a summaries table (the live one or its shadow), made once."""
+    found = _FITTERS.get(table.name)
+    if found is None:
+        found = _FITTERS[table.name] = row_fitter(table, SUMMARY_COLUMNS)
+    return found
+
+
+_FITTERS: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {}
 _TYPE = itemgetter(4)
 _RUN = itemgetter(2)
 _HOLDERS: dict[int, HolderLock] = {}

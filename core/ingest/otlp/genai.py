@@ -361,6 +361,7 @@ class _Builder:
             ),
             user_id=self.tree.first_attribute("steplog.user_id", "user.id", "enduser.id"),
             gaps=self.tree.gaps(),
+            synthetic_root=self.tree.synthetic,
         )
 
     def _first_input(self) -> object:
