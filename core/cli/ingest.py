@@ -294,8 +294,12 @@ def serve_cmd(
     ] = 1.0,
     trace_timeout: Annotated[
         float,
-        typer.Option(min=1, help="Assemble a trace whose root never came after this idle time."),
-    ] = 600.0,
+        typer.Option(
+            min=1,
+            help="Assemble a trace whose root has not come after this quiet time, under a "
+            "synthetic root (revised if the root comes later).",
+        ),
+    ] = 30.0,
     workers: Annotated[
         int,
         typer.Option(min=1, max=64, help="Receiver processes sharing the port (one core each)."),

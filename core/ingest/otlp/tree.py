@@ -40,6 +40,11 @@ def find_roots(spans: Iterable[Span]) -> list[Span]:
     return sorted(roots, key=lambda s: (s.parent_span_id is not None, s.start_ns, s.span_id))
 
 
+def has_one_root(spans: Iterable[Span]) -> bool:
+    """Whether exactly one of ``spans`` has no parent: else a tree of them has a synthetic root."""
+    return sum(1 for s in spans if not s.parent_span_id) == 1
+
+
 def _order(span: Span) -> tuple[int, str]:
     return (span.start_ns, span.span_id)
 
