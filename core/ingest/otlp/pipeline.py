@@ -10,9 +10,10 @@ requests, and an acknowledgement must mean *committed*:
    root span has been staged for ``settle_seconds`` (late siblings get a moment), or when nothing
    has arrived for it for ``idle_seconds`` (a root that has not come: assembled under a
    synthetic root, judged by what its spans say, revised if the root comes later), or at the
-   end of a file import. Each round claims its traces, stores their runs with deterministic event ids, keeps
-   their spans (compressed) and unstages them in one transaction (:mod:`.rounds`), so several
-   assemblers can share the staged traces and each trace is assembled once.
+   end of a file import. Each round claims its traces, stores their runs with deterministic
+   event ids, keeps their spans (compressed) and unstages them in one transaction
+   (:mod:`.rounds`), so several assemblers can share the staged traces and each trace is
+   assembled once; a trace whose assembly raises fails alone (:mod:`.isolate`).
 
 A crash mid-round rolls the round back: its spans stay staged. Spans that arrive after their
 trace became a run revise it within the late window and are quarantined after it, never silently
