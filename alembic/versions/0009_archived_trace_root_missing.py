@@ -1,6 +1,7 @@
 """Archived traces say whether their root span has come (``root_missing``): a run assembled
 without its root (under a synthetic root) waits for it, so late spans of such a trace are taken
-after a quiet period rather than at once, and its late window counts from its last revision.
+after a quiet period rather than at once (one revision per pause of a run still under way, not
+one per export).
 
 Existing rows get false: traces archived before were assembled as if their root had come.
 

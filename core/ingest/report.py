@@ -87,7 +87,9 @@ class ImportReport:
         self.appended += part.appended
         self.already_stored += part.already_stored
         self.run_ids |= part.run_ids
-        self.quarantined.extend(part.quarantined)
+        self.quarantined.extend(  # said per file: a record's location alone is not unique
+            Rejected(f"{file}: {bad.location}", bad.reason, bad.raw) for bad in part.quarantined
+        )
         self.files.append(
             FileOutcome(file, part.runs, part.appended, part.already_stored, len(part.quarantined))
         )

@@ -40,7 +40,6 @@ class ArchivedTrace:
     run_id: str
     spans: list[Span]
     assembled_at: datetime
-    updated_at: datetime | None = None
 
 
 def pack(spans: Iterable[Span]) -> bytes:
@@ -85,13 +84,9 @@ def load_in(conn: Connection, trace_ids: Sequence[str]) -> dict[str, ArchivedTra
     found: dict[str, ArchivedTrace] = {}
     for start in range(0, len(trace_ids), _CHUNK):
         chunk = list(trace_ids[start : start + _CHUNK])
-        query = select(t.trace_id, t.run_id, t.spans, t.assembled_at, t.updated_at).where(
-            t.trace_id.in_(chunk)
-        )
-        for trace_id, run_id, blob, assembled_at, updated_at in conn.execute(query):
-            found[trace_id] = ArchivedTrace(
-                trace_id, run_id, _unpack(blob), assembled_at, updated_at
-            )
+        query = select(t.trace_id, t.run_id, t.spans, t.assembled_at).where(t.trace_id.in_(chunk))
+        for trace_id, run_id, blob, assembled_at in conn.execute(query):
+            found[trace_id] = ArchivedTrace(trace_id, run_id, _unpack(blob), assembled_at)
     return found
 
 

@@ -76,8 +76,8 @@ REASSEMBLED = "mapped again from its stored spans"
 QUIET_SECONDS = 30.0
 """A trace whose root has not come is assembled after this long without a span: an exporter
 flushes every 5 s by default, so a process that crashed has sent all it will; a run still under
-way that pauses longer is revised when its next spans come (its late window counts from its last
-revision while its root is missing)."""
+way that pauses longer is revised when its next spans come (a run without its root has no late
+window: it waits for its root)."""
 
 
 @dataclass(slots=True)

@@ -30,11 +30,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_core import from_json
 from sqlalchemy import Connection, select
 
 from ...database import prefer_index_scans, with_retries, write_transaction
 from ...driver import copy_rows
+from ...events import describe_validation_error
 from ...models import events_table
 from ...store import EventStore, NewEvent, StoredEvent
 from ...store_append import SQLITE_INSERT, Prepared, sqlite_datetime, sqlite_rows, utc
@@ -275,7 +277,8 @@ class _Writer:
 
     def _late(self, trace: archive.ArchivedTrace, spans: list[Span]) -> None:
         """Spans of a trace that is already a run (new ones, or re-sent with other content):
-        revise the run within the late window, quarantine them after it."""
+        revise the run within the late window, quarantine them after it (a run assembled
+        without its root has no window: its spans revise it whenever they come)."""
         spans_now, changed = archive.merged(trace.spans, spans)
         run_id = trace.run_id
         if not changed:  # every span was an identical re-send: the run holds them already
@@ -283,9 +286,10 @@ class _Writer:
             return
         known = {s.span_id for s in trace.spans}
         resent = sum(1 for s in changed if s.span_id in known)
-        age = (self.now - _utc(_window_start(trace))).total_seconds()
+        age = (self.now - _utc(trace.assembled_at)).total_seconds()
         window = self.ctx.late_window.total_seconds()
-        if age > window:
+        if age > window and has_one_root(trace.spans):  # a run without its root has no
+            # window: it was assembled as it stood after a pause and waits for its root
             for span in changed:
                 what = "was re-sent with other content" if span.span_id in known else "arrived"
                 reason = (
@@ -372,14 +376,6 @@ def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> 
     return held
 
 
-def _window_start(trace: archive.ArchivedTrace) -> datetime:
-    """When the late window of an archived trace began: its first assembly; or its last
-    revision while its root has not come (a run assembled without its root waits for it)."""
-    if trace.updated_at is not None and not has_one_root(trace.spans):
-        return trace.updated_at
-    return trace.assembled_at
-
-
 def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
@@ -387,6 +383,8 @@ def _utc(moment: datetime) -> datetime:
 def _described(exc: Exception) -> str:
     """An exception as a quarantine reason: its message, named by its class unless it is a
     plain refusal (a ``ValueError`` or ``TypeError`` says what was wrong on its own)."""
+    if isinstance(exc, ValidationError):  # an event the catalogue refuses: which field, why
+        return describe_validation_error(exc.title, exc)
     if isinstance(exc, ValueError | TypeError) and str(exc):
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
