@@ -49,16 +49,12 @@ def _order(span: Span) -> tuple[int, str]:
     return (span.start_ns, span.span_id)
 
 
-def _first_of_each(spans: Iterable[Span]) -> tuple[dict[str, Span], dict[str, int]]:
-    """The first span of each span id, and how many times each repeated id appeared."""
-    by_id: dict[str, Span] = {}
-    repeats: dict[str, int] = {}
+def _repeats(spans: list[Span]) -> dict[str, int]:
+    """How many times each repeated span id appears in ``spans``."""
+    counts: dict[str, int] = {}
     for span in spans:
-        if span.span_id in by_id:
-            repeats[span.span_id] = repeats.get(span.span_id, 1) + 1
-        else:
-            by_id[span.span_id] = span
-    return by_id, repeats
+        counts[span.span_id] = counts.get(span.span_id, 0) + 1
+    return {span_id: n for span_id, n in counts.items() if n > 1}
 
 
 def _cut_cycles(parent: dict[str, str | None], by_id: dict[str, Span]) -> list[str]:
@@ -83,39 +79,64 @@ def _cut_cycles(parent: dict[str, str | None], by_id: dict[str, Span]) -> list[s
     return cut
 
 
+def _link(spans: list[Span], by_id: dict[str, Span]) -> tuple[dict[str, list[Span]], list[Span]]:
+    """Children by parent id and the top-level spans (no parent among ``by_id``), in the order
+    of ``spans``."""
+    children: dict[str, list[Span]] = defaultdict(list)
+    top = []
+    for span in spans:
+        up = span.parent_span_id
+        if up in by_id:
+            children[up].append(span)
+        else:
+            top.append(span)
+    return children, top
+
+
+def _reachable(top: list[Span], children: dict[str, list[Span]]) -> int:
+    """How many spans hang from ``top`` (each has one parent: none is counted twice)."""
+    count, stack = len(top), list(top)
+    while stack:
+        below = children.get(stack.pop().span_id)
+        if below:
+            count += len(below)
+            stack.extend(below)
+    return count
+
+
 class SpanTree:
     """The spans of one trace, linked (see the module docstring for the rules)."""
 
     def __init__(self, spans: Iterable[Span]) -> None:
-        self.by_id, self._repeats = _first_of_each(spans)
-        self.spans = sorted(self.by_id.values(), key=_order)
+        given = list(spans)
+        self.by_id = by_id = {s.span_id: s for s in reversed(given)}  # the first of each id
+        self._repeats = _repeats(given) if len(by_id) != len(given) else {}
+        self.spans = sorted(by_id.values(), key=_order)
         if not self.spans:
             raise ValueError("a trace without spans")
         self.trace_id = self.spans[0].trace_id
-        by_id = self.by_id
-        parent = {
-            s.span_id: s.parent_span_id if s.parent_span_id in by_id else None for s in self.spans
-        }
-        self._cycles = _cut_cycles(parent, by_id)
-        self._parent = parent
-        top = [s for s in self.spans if parent[s.span_id] is None]  # in start order
+        children, top = _link(self.spans, by_id)
+        self._cycles: list[str] = []
+        if _reachable(top, children) != len(self.spans):  # a cycle: cut it, link again
+            parent = {s.span_id: s.parent_span_id if s.parent_span_id in by_id else None
+                      for s in self.spans}  # fmt: skip
+            self._cycles = _cut_cycles(parent, by_id)
+            cut = set(self._cycles)
+            children, top = _link([s for s in self.spans if s.span_id not in cut], by_id)
+            top = sorted([*top, *(by_id[i] for i in cut)], key=_order)
         claimants = [s for s in top if not s.parent_span_id]
         self._claimants = len(claimants)
         self.synthetic = len(claimants) != 1
         self.root = _synthetic_root(top, self.spans) if self.synthetic else claimants[0]
         self.roots = [self.root, *(s for s in top if s is not self.root)]
-        self._children: dict[str, list[Span]] = defaultdict(list)
+        if self.synthetic:
+            children[self.root.span_id] = top
+        self._children = children
         self._subtrees: dict[str, list[Span]] = {}
         self._kinds = {s.span_id: call_kind(s) for s in self.spans}
         if self.synthetic:
             self._kinds[SYNTHETIC_ROOT_ID] = None
         self._names: set[str] | None = None  # every attribute name, once asked for
-        for span in self.spans:
-            up = parent[span.span_id]
-            if up is not None:
-                self._children[up].append(span)
-            elif self.synthetic:
-                self._children[self.root.span_id].append(span)
 
     def kind_of(self, span: Span) -> str | None:
         """:func:`~.attributes.call_kind` of a span of this tree (read once per span)."""
@@ -148,10 +169,11 @@ class SpanTree:
     def ancestors(self, span: Span) -> list[Span]:
         """``span`` and its parents up to its root, innermost first."""
         chain = [span]
-        up = self._parent.get(span.span_id)
-        while up is not None:  # cycles are cut: every chain ends
+        while True:  # cycles are cut: every chain ends
+            up = chain[-1].parent_span_id
+            if up not in self.by_id or chain[-1].span_id in self._cycles:
+                break
             chain.append(self.by_id[up])
-            up = self._parent[up]
         if self.synthetic and chain[-1] is not self.root:
             chain.append(self.root)
         return chain
