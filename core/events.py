@@ -11,8 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    model_validator,
+)
 
+from ._numbers import Amount, Index, Measure, Ordinal, Reading, Seed, Tokens, clamp_measures
 from .errors import InvalidEventError
 
 JsonDict = dict[str, Any]
@@ -204,12 +212,12 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    max_steps: int | None = Field(default=None, ge=1)
-    max_retry_per_step: int = Field(default=3, ge=0)
-    allowed_total_retries: int | None = Field(default=None, ge=0)
-    step_token_budget: int | None = Field(default=None, ge=1)
-    run_token_budget: int | None = Field(default=None, ge=1)
-    timeout_seconds: float | None = Field(default=None, gt=0)
+    max_steps: Ordinal | None = None
+    max_retry_per_step: Index = 3
+    allowed_total_retries: Index | None = None
+    step_token_budget: Tokens | None = Field(default=None, ge=1)
+    run_token_budget: Tokens | None = Field(default=None, ge=1)
+    timeout_seconds: Amount | None = Field(default=None, gt=0)
 
 
 @catalogue.register
@@ -223,14 +231,14 @@ class RunStarted(Event):
     agent: str = Field(min_length=1, description="registry name of the agent code")
     agent_version: str = "1"
     config: RunConfig = RunConfig()
-    seed: int | None = None
+    seed: Seed | None = None
     input: JsonDict = Field(default_factory=dict)
     planned_steps: list[str] = Field(default_factory=list)
     gate_policy: Literal["auto-approve", "auto-reject", "manual"] | None = None
     source: str = "harness"
     replay_of: str | None = None
     forked_from: str | None = None
-    fork_step: int | None = Field(default=None, ge=0)
+    fork_step: Index | None = None
     rerun_of: str | None = Field(
         default=None,
         description="the run this one re-runs from step 0 on the same task instance (a "
@@ -250,8 +258,13 @@ class RunStarted(Event):
         description="model version per agent (role) of a multi-agent scenario where it differs "
         "from model_version: a fork that upgraded one agent (v3)",
     )
+    synthetic_root: bool = Field(
+        default=False,
+        description="the source's root never arrived (or several spans claimed to be it): the "
+        "run was assembled under a root steplog made up, judged by what its steps say (v4)",
+    )
 
-    schema_version: ClassVar[int] = 3
+    schema_version: ClassVar[int] = 4
 
 
 @catalogue.register
@@ -267,7 +280,7 @@ class RunFailed(Event):
     """The run ended without reaching its goal, at ``step`` (if a step caused it)."""
 
     step: str | None = None
-    step_index: int | None = Field(default=None, ge=0)
+    step_index: Index | None = None
     error_type: str = Field(min_length=1)
     message: str = ""
     detail: str | None = Field(default=None, description="a stack trace or other long text (v2)")
@@ -284,7 +297,7 @@ class RunRevised(Event):
     events before stay in the log, unchanged.
     """
 
-    revision: int = Field(ge=1)
+    revision: Ordinal
     reason: str = Field(min_length=1)
     started: RunStarted
 
@@ -295,7 +308,7 @@ class RunAborted(Event):
 
     reason: str = Field(min_length=1)
     step: str | None = None
-    step_index: int | None = Field(default=None, ge=0)
+    step_index: Index | None = None
 
 
 @catalogue.register
@@ -310,10 +323,10 @@ class BudgetExceeded(Event):
         "run_token_budget",
         "timeout_seconds",
     ]
-    limit: float
-    used: float
+    limit: Amount
+    used: Amount
     step: str | None = None
-    step_index: int | None = Field(default=None, ge=0)
+    step_index: Index | None = None
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -324,8 +337,8 @@ class StepStarted(Event):
     """Attempt ``attempt`` (1-based) of step ``step`` (0-based ``step_index``) began."""
 
     step: str = Field(min_length=1)
-    step_index: int = Field(ge=0)
-    attempt: int = Field(default=1, ge=1)
+    step_index: Index
+    attempt: Ordinal = 1
     input: JsonDict = Field(default_factory=dict)
     role: str | None = Field(
         default=None, description="the agent (role) of a multi-agent scenario that acted (v2)"
@@ -339,8 +352,8 @@ class StepAttemptFailed(Event):
     """An attempt of a step raised an error; ``retryable`` says whether a retry may help."""
 
     step: str = Field(min_length=1)
-    step_index: int = Field(ge=0)
-    attempt: int = Field(ge=1)
+    step_index: Index
+    attempt: Ordinal
     error_type: str = Field(min_length=1)
     message: str = ""
     retryable: bool = True
@@ -354,8 +367,8 @@ class ValidationFailed(Event):
     """A step's output failed a validation layer (schema, business rule or custom check)."""
 
     step: str = Field(min_length=1)
-    step_index: int = Field(ge=0)
-    attempt: int = Field(ge=1)
+    step_index: Index
+    attempt: Ordinal
     layer: Literal["schema", "business_rule", "custom"]
     check: str = Field(min_length=1)
     message: str = ""
@@ -366,8 +379,8 @@ class StepCompleted(Event):
     """A step produced a validated output."""
 
     step: str = Field(min_length=1)
-    step_index: int = Field(ge=0)
-    attempt: int = Field(default=1, ge=1)
+    step_index: Index
+    attempt: Ordinal = 1
     output: JsonDict = Field(default_factory=dict)
     output_summary: str | None = None
 
@@ -377,8 +390,8 @@ class StepFailed(Event):
     """A step gave up: its retries or budget ran out, or its error was not retryable."""
 
     step: str = Field(min_length=1)
-    step_index: int = Field(ge=0)
-    attempts: int = Field(ge=1)
+    step_index: Index
+    attempts: Ordinal
     error_type: str = Field(min_length=1)
     message: str = ""
     detail: str | None = Field(default=None, description="a stack trace or other long text (v2)")
@@ -391,7 +404,7 @@ class ApprovalRequested(Event):
     """A stage gate before ``step`` asked for a decision."""
 
     step: str = Field(min_length=1)
-    step_index: int = Field(ge=0)
+    step_index: Index
     policy: Literal["auto-approve", "auto-reject", "manual"]
     summary: str | None = None
 
@@ -401,7 +414,7 @@ class ApprovalDecided(Event):
     """A stage gate was approved or rejected, by whom and why."""
 
     step: str = Field(min_length=1)
-    step_index: int = Field(ge=0)
+    step_index: Index
     approved: bool
     decided_by: str = "policy"
     reason: str | None = None
@@ -413,35 +426,57 @@ class ApprovalDecided(Event):
 class _RecordedCall(Event):
     """Fields shared by every recorded nondeterministic act."""
 
-    step_index: int | None = Field(default=None, ge=0)
-    call_index: int = Field(ge=0, description="order of this call within the run")
+    step_index: Index | None = None
+    call_index: Index = Field(description="order of this call within the run")
     fingerprint: str | None = Field(default=None, description="hash of the canonical request")
 
 
+class _MeasuredCall(_RecordedCall):
+    """A call with measured numbers (tokens, latency, cost) read off a foreign record: out of
+    range, they are brought into range and ``clamped`` says what they were (see
+    :mod:`steplog._numbers`); any other invalid field is refused as usual."""
+
+    clamped: dict[str, str] | None = Field(
+        default=None,
+        description="measured numbers that were out of range, with what each was (v3)",
+    )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _in_range(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        try:
+            return handler(data)
+        except ValidationError:
+            fixed = clamp_measures(cls, data)
+            if fixed is None:
+                raise
+            return handler(fixed)
+
+
 @catalogue.register
-class ModelCalled(_RecordedCall):
+class ModelCalled(_MeasuredCall):
     """A model was asked something and answered (or failed to)."""
 
     model: str = Field(min_length=1)
     request: Any = None
     response: Any = None
     error: str | None = None
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    latency_ms: float = Field(default=0.0, ge=0)
-    cost_usd: float = Field(default=0.0, ge=0)
-    cached_input_tokens: int = Field(
-        default=0, ge=0, description="input tokens served from a prompt cache (v2)"
+    input_tokens: Tokens = 0
+    output_tokens: Tokens = 0
+    latency_ms: Measure = 0.0
+    cost_usd: Measure = 0.0
+    cached_input_tokens: Tokens = Field(
+        default=0, description="input tokens served from a prompt cache (v2)"
     )
-    reasoning_tokens: int = Field(
-        default=0, ge=0, description="output tokens spent on hidden reasoning (v2)"
+    reasoning_tokens: Tokens = Field(
+        default=0, description="output tokens spent on hidden reasoning (v2)"
     )
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
 
 
 @catalogue.register
-class ToolCalled(_RecordedCall):
+class ToolCalled(_MeasuredCall):
     """A tool was called with ``args`` and returned ``result`` with ``status``."""
 
     tool: str = Field(min_length=1)
@@ -449,10 +484,10 @@ class ToolCalled(_RecordedCall):
     result: Any = None
     status: Literal["ok", "error"] = "ok"
     error_type: str | None = None
-    latency_ms: float = Field(default=0.0, ge=0)
+    latency_ms: Measure = 0.0
     error: str | None = Field(default=None, description="the error message of a failed call (v2)")
 
-    schema_version: ClassVar[int] = 2
+    schema_version: ClassVar[int] = 3
 
 
 @catalogue.register
@@ -467,15 +502,15 @@ class RandomDrawn(_RecordedCall):
 class ClockRead(_RecordedCall):
     """The wall clock was read (seconds since the epoch)."""
 
-    value: float
+    value: Reading
 
 
 @catalogue.register
 class ReplayDiverged(Event):
     """A replay asked for a call the recording does not have (or left recorded calls unused)."""
 
-    step_index: int | None = Field(default=None, ge=0)
-    call_index: int | None = Field(default=None, ge=0)
+    step_index: Index | None = None
+    call_index: Index | None = None
     expected: str
     got: str
 
@@ -529,3 +564,10 @@ def _with_none(field: str) -> Upcaster:
 
 catalogue.register_upcaster("RunStarted", 2, _with_none("role_versions"))
 catalogue.register_upcaster("StepStarted", 1, _with_none("role"))
+catalogue.register_upcaster("ModelCalled", 2, _with_none("clamped"))
+catalogue.register_upcaster("ToolCalled", 2, _with_none("clamped"))
+catalogue.register_upcaster(
+    "RunStarted",
+    3,
+    lambda payload: {**payload, "synthetic_root": payload.get("synthetic_root", False)},
+)

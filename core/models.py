@@ -125,6 +125,8 @@ archived_traces_table = Table(
     # When the trace first became a run: late spans are taken for a window after it.
     _when("assembled_at"),
     _when("updated_at"),
+    # Whether the run was assembled without its root (under a synthetic root): it waits for it.
+    Column("root_missing", Boolean(), nullable=False, server_default=false()),
 )
 
 

@@ -10,7 +10,9 @@ same jsonb).
 
 When an event type gains a version, the expectations are rewritten only after checking that the
 sole difference is that version and its new field (null for traces): RunStarted v3 added
-``role_versions`` and StepStarted v2 ``role`` (423 rows, checked so, on 2026-12-01).
+``role_versions`` and StepStarted v2 ``role`` (423 rows, checked so, on 2026-12-01); RunStarted
+v4 ``synthetic_root`` (false for every case) and ModelCalled/ToolCalled v3 ``clamped`` (null for
+every case), checked so over all 114 cases: nothing else changed.
 """
 
 from __future__ import annotations

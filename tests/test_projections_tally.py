@@ -245,6 +245,7 @@ def test_older_payloads_are_upcast_by_the_stores_catalogue(tmp_path: Path) -> No
             1,
             lambda p: {**p, "input_tokens": p["tokens"][0], "output_tokens": p["tokens"][1]},
         )
+        renamed.register_upcaster("ModelCalled", 2, lambda p: {**p, "clamped": None})
         store.catalogue = renamed
         rows = rows_by_run(store)["old"]
         assert tally_rows(store, None, rows).summary()["tokens"] == 12

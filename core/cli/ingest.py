@@ -88,13 +88,25 @@ def _store(db: str | None) -> Iterator["EventStore"]:
 
 
 def _finish(report: "ImportReport", origin: str, source: str, as_json: bool) -> None:
-    """Print the report; exit 1 when anything was quarantined."""
+    """Print the report (for a folder, a line per file first); exit 1 when anything was
+    quarantined or a file of a folder was refused (the rest is stored either way)."""
     if as_json:
         _print_json(report.as_dict())
     else:
+        for one in report.files:
+            console.print(
+                f"{one.file}: refused: {one.refused}"
+                if one.refused is not None
+                else f"{one.file}: {one.runs} run(s), appended {one.appended}, already stored "
+                f"{one.already_stored}, quarantined {one.quarantined}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+        refused = f", refused {len(report.refused)} file(s)" if report.files else ""
         console.print(
             f"{report.runs} run(s): appended {report.appended} event(s), already stored "
-            f"{report.already_stored}, quarantined {len(report.quarantined)}",
+            f"{report.already_stored}, quarantined {len(report.quarantined)}{refused}",
             highlight=False,
         )
     for bad in report.quarantined[:20]:
@@ -106,7 +118,7 @@ def _finish(report: "ImportReport", origin: str, source: str, as_json: bool) -> 
             highlight=False,
             markup=False,
         )
-    if report.quarantined:
+    if report.quarantined or report.refused:
         raise typer.Exit(1)
 
 
@@ -294,8 +306,12 @@ def serve_cmd(
     ] = 1.0,
     trace_timeout: Annotated[
         float,
-        typer.Option(min=1, help="Assemble a trace whose root never came after this idle time."),
-    ] = 600.0,
+        typer.Option(
+            min=1,
+            help="Assemble a trace whose root has not come after this quiet time, under a "
+            "synthetic root (revised if the root comes later).",
+        ),
+    ] = 30.0,
     workers: Annotated[
         int,
         typer.Option(min=1, max=64, help="Receiver processes sharing the port (one core each)."),

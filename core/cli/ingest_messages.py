@@ -75,21 +75,28 @@ def import_mini_swe_cmd(
 
     redactor = default_redactor(redact_patterns)
     report = ImportReport()
+    folder = path.is_dir()
     with _store(db) as store:
         for file in files:
-            require_kind(file, MINI_SWE)
-            convert = partial(conversation_of_trajectory, instance=instance_of(file))
-            one = import_messages(
-                store,
-                file,
-                redactor=redactor,
-                scenario=scenario,
-                model=model,
-                convert=convert,
-                source="mini-swe-agent",
-            )
-            report.appended += one.appended
-            report.already_stored += one.already_stored
-            report.run_ids |= one.run_ids
-            report.quarantined.extend(one.quarantined)
+            try:
+                require_kind(file, MINI_SWE)
+                convert = partial(conversation_of_trajectory, instance=instance_of(file))
+                one = import_messages(
+                    store,
+                    file,
+                    redactor=redactor,
+                    scenario=scenario,
+                    model=model,
+                    convert=convert,
+                    source="mini-swe-agent",
+                )
+            except SteplogError as exc:  # the whole file: refused, the folder's others go on
+                if not folder:
+                    raise
+                report.refuse(str(file), str(exc))
+                continue
+            if folder:
+                report.absorb(str(file), one)
+            else:
+                report = one
     _finish(report, str(path), f"mini-swe-agent:{path}", as_json)

@@ -230,6 +230,7 @@ class RunContext:
                     "cost_usd": round(reply.cost_usd, 8),
                     "cached_input_tokens": 0,
                     "reasoning_tokens": 0,
+                    "clamped": None,
                 },
             )
         )
@@ -271,6 +272,7 @@ class RunContext:
                     "error_type": reply.error_type,
                     "latency_ms": reply.latency_ms,
                     "error": None,
+                    "clamped": None,
                 },
             )
         )

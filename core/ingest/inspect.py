@@ -71,11 +71,13 @@ def import_inspect(
             if not in_directory:
                 raise
             _reject_file(store, report, file, str(exc))
+            report.refuse(str(file), str(exc))
     total = sum(log.planned for log in logs)
     done = 0
     for log in logs:
         source = f"{SOURCE}:{log.file}"
         seen = 0
+        mark = report.mark()
         batch = _Batch(store, report, source, redactor)
         try:
             for item in log.samples(redactor):
@@ -94,6 +96,8 @@ def import_inspect(
                 raise
             _reject_file(store, report, log.file, str(exc))
         batch.flush()
+        if in_directory:
+            report.file_done(str(log.file), mark)
         if seen != log.planned:  # a .json log holds more or fewer samples than its header said
             total += seen - log.planned
             if on_progress is not None:

@@ -3,7 +3,7 @@ and how a page of run summaries goes into them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +11,7 @@ from sqlalchemy import Column, Connection, MetaData, Table
 
 from ..models import failure_signatures_table, regression_members_table, run_summaries_table
 from ..store import is_sqlite, sqlite_datetime
+from ._fit import row_fitter
 from .tally import SUMMARY_COLUMNS, RunTally
 
 
@@ -50,13 +51,26 @@ LIVE = LibraryTables(run_summaries_table, failure_signatures_table, regression_m
 def insert_summaries(conn: Connection, table: Table, runs: Iterable[RunTally]) -> None:
     """``INSERT`` the summaries of ``runs`` through the driver's ``executemany``: a page writes
     thousands of summaries and SQLAlchemy's per-row parameter processing cost more than folding
-    them. Times are bound as SQLAlchemy binds them (text on SQLite); every other value as it is."""
+    them. Times are bound as SQLAlchemy binds them (text on SQLite); every other value as it is,
+    fitted to its column (:func:`row_fitter`), so no value a reader cannot hold is stored."""
+    fit = _fitter(table)
     if is_sqlite(conn):
-        rows, marks = [run.summary_values(sqlite_datetime) for run in runs], "?"
+        rows, marks = [fit(run.summary_values(sqlite_datetime)) for run in runs], "?"
     else:
-        rows, marks = [run.summary_values() for run in runs], "%s"
+        rows, marks = [fit(run.summary_values()) for run in runs], "%s"
     conn.exec_driver_sql(
         f"INSERT INTO {table.name} ({', '.join(SUMMARY_COLUMNS)}) "
         f"VALUES ({', '.join([marks] * len(SUMMARY_COLUMNS))})",
         rows,
     )
+
+
+def _fitter(table: Table) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
+    """:func:`row_fitter` of a summaries table (the live one or its shadow), made once."""
+    found = _FITTERS.get(table.name)
+    if found is None:
+        found = _FITTERS[table.name] = row_fitter(table, SUMMARY_COLUMNS)
+    return found
+
+
+_FITTERS: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {}

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqlalchemy import Select, String, case, cast, func, or_, select
+from sqlalchemy import Float, Select, String, case, cast, func, or_, select
 from sqlalchemy.exc import DBAPIError
 
 from ..errors import (
@@ -379,7 +379,8 @@ def metrics(
             func.sum(runs_t.c.mid_run_errors).label("mid_errors"),
             func.sum(runs_t.c.mid_run_recovered).label("mid_recovered"),
             func.sum(runs_t.c.retries).label("retries"),
-            func.sum(runs_t.c.tokens).label("tokens"),
+            func.sum(cast(runs_t.c.tokens, Float)).label("tokens"),  # SQLite's integer sum
+            # raises on overflow; every run's total is at most 2**53, but runs are many
             func.sum(runs_t.c.cost_usd).label("cost"),
         )
         .where(

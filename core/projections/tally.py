@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from .._numbers import saturate
 from ..store import EventStore, RawRow, recorded_at_of
 from .signature import Signature, signature_of
 
@@ -218,7 +219,7 @@ class RunTally:
             self.failure_message,
             self.signature(),
             retries,
-            self.input_tokens + self.output_tokens,
+            saturate(self.input_tokens + self.output_tokens),  # a bounded total: sums fit
             round(self.cost_usd, 8),
             (ended - self.started_at).total_seconds() if ended else None,
             first_correct,
@@ -423,14 +424,14 @@ _HANDLERS: dict[str, Callable[[RunTally, dict[str, Any], RawRow], None]] = {
 """Only the event types that change a summary: the others' payloads are never decoded."""
 
 PAYLOAD_VERSIONS: dict[str, int] = {
-    "RunStarted": 3,
+    "RunStarted": 4,
     "RunRevised": 1,
     "StepStarted": 2,
     "StepAttemptFailed": 2,
     "ValidationFailed": 1,
     "StepCompleted": 1,
     "StepFailed": 2,
-    "ModelCalled": 2,
+    "ModelCalled": 3,
     "ApprovalRequested": 1,
     "ApprovalDecided": 1,
     "BudgetExceeded": 1,

@@ -25,12 +25,15 @@ from ...store import (
     write_transaction,
 )
 from .spans import Span
+from .tree import has_one_root
 
 _CHUNK = 500
-_COLUMNS = "trace_id, run_id, span_count, spans, assembled_at, updated_at"
-_SQLITE_INSERT = f"INSERT INTO {archived_traces_table.name} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+_COLUMNS = "trace_id, run_id, span_count, spans, assembled_at, updated_at, root_missing"
+_SQLITE_INSERT = (
+    f"INSERT INTO {archived_traces_table.name} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
 _COPY = f"COPY {archived_traces_table.name} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)"
-_COPY_TYPES = ("varchar", "varchar", "int4", "bytea", "timestamptz", "timestamptz")
+_COPY_TYPES = ("varchar", "varchar", "int4", "bytea", "timestamptz", "timestamptz", "bool")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +55,24 @@ def _unpack(blob: bytes) -> list[Span]:
     return [Span.from_compact(row) for row in from_json(zlib.decompress(blob))]
 
 
-def merged(old: Sequence[Span], new: Iterable[Span]) -> list[Span]:
-    """``old`` with the spans of ``new`` it lacks (a re-sent span keeps its first copy)."""
-    known = {s.span_id for s in old}
+def merged(old: Sequence[Span], new: Iterable[Span]) -> tuple[list[Span], list[Span]]:
+    """``old`` updated by ``new``: spans it lacks appended, spans re-sent with other content
+    replacing their archived version (a correction: the run is revised to read it; an identical
+    re-send changes nothing); and the spans of ``new`` that changed something."""
+    index = {s.span_id: i for i, s in enumerate(old)}
     result = list(old)
+    changed: list[Span] = []
     for span in new:
-        if span.span_id not in known:
-            known.add(span.span_id)
+        at = index.get(span.span_id)
+        if at is None:
+            index[span.span_id] = len(result)
             result.append(span)
-    return result
+        elif result[at] == span:
+            continue
+        else:
+            result[at] = span
+        changed.append(span)
+    return result, changed
 
 
 def load(store: EventStore, trace_ids: Sequence[str]) -> dict[str, ArchivedTrace]:
@@ -131,14 +143,31 @@ def save_in(
     rows: list[tuple[Any, ...]] = []
     for trace_id, run_id, spans in traces:
         blob = (packed.get(trace_id) if packed else None) or pack(spans)
+        missing = not has_one_root(spans)
         if trace_id in existing:
             conn.execute(
                 update(archived_traces_table)
                 .where(t.trace_id == trace_id)
-                .values(run_id=run_id, span_count=len(spans), spans=blob, updated_at=now)
+                .values(
+                    run_id=run_id,
+                    span_count=len(spans),
+                    spans=blob,
+                    updated_at=now,
+                    root_missing=missing,
+                )
             )
         else:
-            rows.append((trace_id, run_id, len(spans), blob, stamp, stamp))
+            rows.append(
+                (
+                    trace_id,
+                    run_id,
+                    len(spans),
+                    blob,
+                    stamp,
+                    stamp,
+                    int(missing) if sqlite else missing,
+                )
+            )
     if not rows:
         return
     if sqlite:  # driver-level: SQLAlchemy's per-row parameter processing costs more

@@ -38,12 +38,15 @@ def assemble_until(
     assemble: Callable[[], int], stop: _Flag, on_error: Callable[[str | None], None]
 ) -> None:
     """Call ``assemble`` (which returns runs assembled) until ``stop`` is set; pause when idle,
-    and back off for a second while the database fails."""
+    and back off for a second after a failure. Nothing a round raises ends the loop: a trace's
+    data fails alone inside the round (:mod:`.isolate`), so what reaches here is the database
+    failing (or a defect outside any one trace), reported through ``on_error`` each time and
+    retried; ``on_error(None)`` after a round that worked."""
     while not stop.is_set():
         try:
             runs = assemble()
-        except (SteplogError, DBAPIError) as exc:
-            on_error(str(exc))
+        except Exception as exc:
+            on_error(_one_line(exc))
             stop.wait(1.0)
             continue
         on_error(None)
@@ -51,8 +54,28 @@ def assemble_until(
             stop.wait(POLL_SECONDS)
 
 
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, SteplogError | DBAPIError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class FailureCount:
+    """Consecutive failed rounds (0 after one that worked) and the last failure: what
+    ``/health`` reports as an assembler that keeps failing."""
+
+    def __init__(self) -> None:
+        self.consecutive = 0
+        self.last_error: str | None = None
+
+    def __call__(self, error: str | None) -> None:
+        self.consecutive = 0 if error is None else self.consecutive + 1
+        if error is not None:
+            self.last_error = error
+
+
 def _process_main(
-    url: str, settle: float, idle: float, assembled: Any, shard: tuple[int, int]
+    url: str, settle: float, idle: float, assembled: Any, failing: Any, shard: tuple[int, int]
 ) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
@@ -74,8 +97,11 @@ def _process_main(
         assembled[shard[0]] += runs  # this process is the only writer of its slot
         return runs
 
+    def record(error: str | None) -> None:
+        failing[shard[0]] = 0 if error is None else failing[shard[0]] + 1  # its own slot
+
     try:
-        assemble_until(once, stop, lambda error: None)
+        assemble_until(once, stop, record)
     finally:
         store.close()
 
@@ -96,7 +122,8 @@ class AssemblerProcess:
     ) -> None:
         self._context = multiprocessing.get_context("spawn")
         self._assembled: Any = self._context.RawArray("q", count)
-        self._args = (url, settle, idle, self._assembled)
+        self._failing: Any = self._context.RawArray("q", count)
+        self._args = (url, settle, idle, self._assembled, self._failing)
         self._count = count
         self._log = log
         self.restarts = 0
@@ -120,6 +147,12 @@ class AssemblerProcess:
     def runs(self) -> int:
         """Runs assembled so far."""
         return int(sum(self._assembled))
+
+    @property
+    def consecutive_failures(self) -> int:
+        """The most consecutive failed rounds of any assembler process right now (0: the last
+        round of each worked)."""
+        return int(max(self._failing, default=0))
 
     @property
     def pid(self) -> int | None:
@@ -175,6 +208,8 @@ class AssemblerThread:
         self._wake = threading.Event()
         self.runs = 0
         self.error: str | None = None
+        self.failures = FailureCount()
+        """Consecutive failed rounds (``failures.consecutive``) and the last error."""
         self._every = every
         self._assemble = assemble
         self._thread = threading.Thread(target=self._loop, name="steplog-assembler", daemon=True)
@@ -194,6 +229,7 @@ class AssemblerThread:
 
         def record(error: str | None) -> None:
             self.error = error
+            self.failures(error)
 
         assemble_until(once, self._stop, record)
 

@@ -3,8 +3,8 @@
 What a span means is read from the OpenTelemetry GenAI semantic conventions or from
 OpenInference (see :mod:`.attributes`). The mapping:
 
-* the trace is the run, ``otel-<trace id>``; its root span (no parent; or the earliest span whose
-  parent never arrived) starts it;
+* the trace is the run, ``otel-<trace id>``; its root span (the one span with no parent; a
+  synthetic root when none or several came, see :mod:`.tree`) starts it;
 * **the step level** is found by descending from the root through single-child wrapper spans
   (one's own root span, a framework's chain, an agent span) to the first span whose children
   branch; each of its children is a step, in start order (see :mod:`.tree`). A model-call step is
@@ -361,6 +361,7 @@ class _Builder:
             ),
             user_id=self.tree.first_attribute("steplog.user_id", "user.id", "enduser.id"),
             gaps=self.tree.gaps(),
+            synthetic_root=self.tree.synthetic,
         )
 
     def _first_input(self) -> object:

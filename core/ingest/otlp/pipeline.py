@@ -8,10 +8,12 @@ requests, and an acknowledgement must mean *committed*:
    quarantine. Only then does the receiver answer 200.
 2. :meth:`OtlpIngest.assemble` turns every *ready* trace into one run. A trace is ready once its
    root span has been staged for ``settle_seconds`` (late siblings get a moment), or when nothing
-   has arrived for it for ``idle_seconds`` (a root that never comes), or at the end of a file
-   import. Each round claims its traces, stores their runs with deterministic event ids, keeps
-   their spans (compressed) and unstages them in one transaction (:mod:`.rounds`), so several
-   assemblers can share the staged traces and each trace is assembled once.
+   has arrived for it for ``idle_seconds`` (a root that has not come: assembled under a
+   synthetic root, judged by what its spans say, revised if the root comes later), or at the
+   end of a file import. Each round claims its traces, stores their runs with deterministic
+   event ids, keeps their spans (compressed) and unstages them in one transaction
+   (:mod:`.rounds`), so several assemblers can share the staged traces and each trace is
+   assembled once; a trace whose assembly raises fails alone (:mod:`.isolate`).
 
 A crash mid-round rolls the round back: its spans stay staged. Spans that arrive after their
 trace became a run revise it within the late window and are quarantined after it, never silently
@@ -47,9 +49,10 @@ from ..redaction import Redactor
 from ..report import ImportReport, Rejected
 from . import archive
 from .genai import find_roots, map_trace, run_id_for
+from .isolate import is_infrastructure, release
 from .ready import ReadyTraces
 from .revise import revise
-from .rounds import RoundContext, assemble_round, merge
+from .rounds import Outcome, RoundContext, assemble_round, merge
 from .spans import (
     DecodedRequest,
     RejectedSpan,
@@ -70,6 +73,11 @@ LATE_WINDOW_SECONDS = 600.0
 """Spans arriving this long after their trace became a run still revise it (the OpenTelemetry
 SDK's batch processor waits 5 s by default; a second process may flush much later)."""
 REASSEMBLED = "mapped again from its stored spans"
+QUIET_SECONDS = 30.0
+"""A trace whose root has not come is assembled after this long without a span: an exporter
+flushes every 5 s by default, so a process that crashed has sent all it will; a run still under
+way that pauses longer is revised when its next spans come (a run without its root has no late
+window: it waits for its root)."""
 
 
 @dataclass(slots=True)
@@ -120,7 +128,7 @@ class OtlpIngest:
         *,
         source: str = "otlp:http",
         settle_seconds: float = 1.0,
-        idle_seconds: float = 600.0,
+        idle_seconds: float = QUIET_SECONDS,
         late_window_seconds: float | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -136,6 +144,8 @@ class OtlpIngest:
         self._sqlite = is_sqlite(store.engine)
         mark = "?" if self._sqlite else "%s"
         self._sweep = ""  # the last trace id the assembler looked up (see :meth:`assemble`)
+        self.failed_traces = 0
+        """Traces released into the quarantine because assembling them raised (a defect)."""
         self._ready = ReadyTraces(store, settle=self.settle, idle=self.idle, clock=clock)
         self._insert_sql = (
             "INSERT INTO otlp_spans (trace_id, span_id, received_at, is_root, body) "
@@ -161,10 +171,10 @@ class OtlpIngest:
                 (span.trace_id, span.span_id, when, int(root) if self._sqlite else root, body)
             )
         if rows:
-            conflicts = with_retries(self.store.engine, lambda: self._stage(rows))
-            if conflicts:  # (a retry after an ambiguous commit finds its own rows: identical)
-                rows = [row for row in rows if (row[0], row[1]) not in conflicts]
-                received.rejected.extend(conflicts.values())
+            refused = with_retries(self.store.engine, lambda: self._stage(rows))
+            if refused:  # (a retry after an ambiguous commit finds its own rows: identical)
+                received.rejected.extend(refused.values())
+                rows = [row for index, row in enumerate(rows) if index not in refused]
         received.accepted = len(rows)
         received.trace_ids = {row[0] for row in rows}
         received.roots = sum(1 for row in rows if row[3])
@@ -175,9 +185,10 @@ class OtlpIngest:
             )
         return received
 
-    def _stage(self, rows: list[tuple[Any, ...]]) -> dict[tuple[str, str], RejectedSpan]:
-        """Insert ``rows`` (idempotent: retried on a dropped connection); return those that
-        were already staged with other content (they were not inserted)."""
+    def _stage(self, rows: list[tuple[Any, ...]]) -> dict[int, RejectedSpan]:
+        """Insert ``rows`` (idempotent: retried on a dropped connection); return those (by
+        index) whose span was already staged, by an earlier request or an earlier row of this
+        one, with other content (they were not inserted: the first version received is kept)."""
         if not self._sqlite:
             try:  # PostgreSQL: one COPY (psycopg's executemany runs a statement per span)
                 with write_transaction(self.store.engine) as conn:
@@ -191,15 +202,12 @@ class OtlpIngest:
                 return {}  # the common case: none was staged before, nothing to compare
             return self._conflicting(conn, rows)
 
-    def _conflicting(
-        self, conn: Any, rows: list[tuple[Any, ...]]
-    ) -> dict[tuple[str, str], RejectedSpan]:
-        """Spans of ``rows`` already staged with other content: a re-send that differs is
+    def _conflicting(self, conn: Any, rows: list[tuple[Any, ...]]) -> dict[int, RejectedSpan]:
+        """Rows (by index) whose span is staged with other content: a re-send that differs is
         refused (and quarantined) instead of silently losing to the first version."""
         mark = "?" if self._sqlite else "%s"
-        wanted = {(row[0], row[1]): row[4] for row in rows}
-        conflicts: dict[tuple[str, str], RejectedSpan] = {}
-        keys = list(wanted)
+        staged: dict[tuple[str, str], str] = {}
+        keys = list({(row[0], row[1]): None for row in rows})
         for start in range(0, len(keys), 400):
             part = keys[start : start + 400]
             traces = sorted({k[0] for k in part})
@@ -210,16 +218,17 @@ class OtlpIngest:
                 f"AND span_id IN ({', '.join([mark] * len(spans))})",
                 tuple(traces + spans),
             ).all()
-            for trace_id, span_id, body in found:
-                new = wanted.get((trace_id, span_id))
-                if new is not None and new != body:
-                    conflicts[(trace_id, span_id)] = RejectedSpan(
-                        f"trace {trace_id} span {span_id}",
-                        "re-sent with the same ids and different content; the first version "
-                        "is kept (OTLP span ids must be unique)",
-                        new,
-                    )
-        return conflicts
+            staged.update(((trace_id, span_id), body) for trace_id, span_id, body in found)
+        return {
+            index: RejectedSpan(
+                f"trace {row[0]} span {row[1]}",
+                "re-sent with the same ids and different content; the first version is kept "
+                "(OTLP span ids must be unique)",
+                row[4],
+            )
+            for index, row in enumerate(rows)
+            if staged.get((row[0], row[1]), row[4]) != row[4]
+        }
 
     def redacted(self, bad: Rejected) -> Rejected:
         """``bad`` with secrets redacted from its reason and raw content (parsed when it is
@@ -306,8 +315,7 @@ class OtlpIngest:
                 continue
             self._sweep, found = last, found or bool(traces)
             for start in range(0, len(traces), TRACES_PER_ROUND):
-                chunk = traces[start : start + TRACES_PER_ROUND]
-                outcome = assemble_round(self._round_context(), self._load(chunk))
+                outcome, _ = self._round(traces[start : start + TRACES_PER_ROUND])
                 merge(report, outcome.report)
 
     def _round_context(self) -> RoundContext:
@@ -340,8 +348,7 @@ class OtlpIngest:
         """Turn the named staged traces into runs now, ready or not."""
         report = ImportReport()
         for chunk in range(0, len(traces), TRACES_PER_ROUND):
-            loaded = self._load(traces[chunk : chunk + TRACES_PER_ROUND])
-            outcome = assemble_round(self._round_context(), loaded)
+            outcome, loaded = self._round(traces[chunk : chunk + TRACES_PER_ROUND])
             merge(report, outcome.report)
             gone = [t for t, spans in loaded.items() if not spans]
             for trace_id in [*gone, *outcome.taken_elsewhere]:  # assembled by a receiver
@@ -349,6 +356,36 @@ class OtlpIngest:
                 if version:
                     report.stored(run_id_for(trace_id), version, duplicate=True)
         return report
+
+    def _round(self, traces: Sequence[str]) -> tuple[Outcome, dict[str, list[Span]]]:
+        """Assemble ``traces`` in one round; when it raises on data, one round per trace, and a
+        trace that still raises alone is released into the quarantine (:mod:`.isolate`). Also
+        the spans read per trace (empty for a trace no longer staged)."""
+        try:
+            loaded = self._load(traces)
+            return assemble_round(self._round_context(), loaded), loaded
+        except Exception as exc:
+            if is_infrastructure(exc):
+                raise
+        outcome, loaded = Outcome(), {}
+        for trace_id in traces:
+            try:
+                alone = self._load([trace_id])
+                part = assemble_round(self._round_context(), alone)
+            except Exception as exc:
+                if is_infrastructure(exc):
+                    raise
+                self.failed_traces += 1
+                reason = f"the trace could not be assembled: {type(exc).__name__}: {exc}"
+                bad = release(self.store, self.source, trace_id, self.redactor.text(reason))
+                if bad is not None:
+                    outcome.report.quarantined.append(bad)
+                loaded[trace_id] = []
+                continue
+            loaded.update(alone)
+            merge(outcome.report, part.report)
+            outcome.taken_elsewhere += part.taken_elsewhere
+        return outcome, loaded
 
     def _load(self, traces: Sequence[str]) -> dict[str, list[Span]]:
         t = staged_spans_table.c
@@ -396,8 +433,8 @@ def import_documents(
             RejectedSpan(f"{location} {bad.location}".strip(), bad.reason, bad.raw)
             for bad in decoded.rejected
         ]
-        report.quarantined.extend(decoded.rejected)
         received = ingest.receive(decoded)
+        report.quarantined.extend(received.rejected)  # undecodable spans, refused re-sends
         staged |= received.trace_ids
         if on_progress is not None:
             on_progress(received.accepted)

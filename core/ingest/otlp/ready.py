@@ -2,8 +2,11 @@
 table's key index at a time.
 
 A trace is ready once its root span has been staged for the settle time (late siblings get a
-moment), or once a trace that is already a run (late spans) has settled, or when nothing has
-arrived for it for the idle time (a root that never comes). A look-up reads the staged spans'
+moment), or once late spans of a run assembled with its root have settled, or when nothing has
+arrived for it for the quiet time (``idle``: a root that has not come -- the trace is then
+assembled under a synthetic root, and revised if the root comes later; late spans of such a run
+wait for the quiet time again, so a run still under way is revised once per pause, not once per
+export). A look-up reads the staged spans'
 keys in key order, a page at a time, grouped by trace in a subquery, and decides readiness
 here: so it reads about as many traces' spans as it looks at, however many are staged, and
 whatever plan the database would choose for a grouping query (grouping the whole table to find
@@ -128,14 +131,17 @@ class ReadyTraces:
         return bool(has_root), last_received
 
     def _note_runs(self, conn: Any, traces: dict[str, list[Any]]) -> None:
-        """Mark the traces staged without their root that are runs already (late spans: ready
-        once settled) by appending ``True`` to their state."""
+        """Mark the traces staged without their root that are runs assembled with their root
+        already (late spans: ready once settled) by appending ``True`` to their state."""
         rootless = [trace_id for trace_id, (has_root, _) in traces.items() if not has_root]
         mark = "?" if self._sqlite else "%s"
         for start in range(0, len(rootless), 400):
             part = rootless[start : start + 400]
             marks = ", ".join([mark] * len(part))
-            sql = f"SELECT trace_id FROM {archived_traces_table.name} WHERE trace_id IN ({marks})"
+            sql = (
+                f"SELECT trace_id FROM {archived_traces_table.name} "
+                f"WHERE trace_id IN ({marks}) AND NOT root_missing"
+            )
             found = self.store._fetch(conn, sql, part)
             for (trace_id,) in found:
                 traces[trace_id].append(True)

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_core import from_json
 from sqlalchemy import Connection, select
 
-from ...errors import InvalidEventError
+from ...events import describe_validation_error
 from ...models import events_table
 from ...store import (
     SQLITE_INSERT,
@@ -56,6 +57,7 @@ from . import archive
 from .genai import MappedRun, map_trace, run_id_for
 from .revise import revision_batch
 from .spans import Span
+from .tree import has_one_root
 
 _CHUNK = 400
 _COPY_EVENTS = (
@@ -109,8 +111,8 @@ def assemble_round(ctx: RoundContext, loaded: dict[str, list[Span]]) -> Outcome:
         try:
             run = map_trace(spans)
             batch = store._prepare(run.events)
-        except (ValueError, TypeError, InvalidEventError):
-            continue  # decided (and quarantined) inside the transaction
+        except Exception:  # decided (and quarantined) inside the transaction
+            continue
         tails = _row_tails(store._sqlite, run.run_id, 0, batch, now)
         premapped[trace_id] = _Premapped(run, batch, tails, archive.pack(spans))
 
@@ -241,15 +243,16 @@ class _Writer:
         failed, or its run exists): store it now; what to archive, if anything."""
         try:
             mapped = map_trace(spans)
-        except (ValueError, TypeError) as exc:  # a payload the catalogue refuses
-            self._quarantine_trace(trace_id, spans, f"cannot map the trace to a run: {exc}")
+        except Exception as exc:  # a payload the catalogue refuses, or a defect
+            reason = f"cannot map the trace to a run: {_described(exc)}"  # on this trace alone
+            self._quarantine_trace(trace_id, spans, reason)
             return None
         if exists:
             return self._reconcile(mapped, spans)
         try:
             batch = self.store._prepare(mapped.events)
-        except InvalidEventError as exc:  # the store refuses the run itself (e.g. too large)
-            reason = f"the store refused the run of this trace: {exc}"
+        except Exception as exc:  # the store refuses the run itself (e.g. too large)
+            reason = f"the store refused the run of this trace: {_described(exc)}"
             self._quarantine_trace(trace_id, spans, reason)
             return None
         self._append(mapped.run_id, 0, batch)
@@ -283,39 +286,42 @@ class _Writer:
         return None
 
     def _late(self, trace: archive.ArchivedTrace, spans: list[Span]) -> None:
-        """Spans of a trace that is already a run: revise the run within the late window,
-        quarantine them after it."""
-        spans_now = archive.merged(trace.spans, spans)
-        late = spans_now[len(trace.spans) :]
+        """Spans of a trace that is already a run (new ones, or re-sent with other content):
+        revise the run within the late window, quarantine them after it (a run assembled
+        without its root has no window: its spans revise it whenever they come)."""
+        spans_now, changed = archive.merged(trace.spans, spans)
         run_id = trace.run_id
-        if not late:  # every span was a re-send: the run holds them already
+        if not changed:  # every span was an identical re-send: the run holds them already
             self.report.stored(run_id, self.store._version(self.conn, run_id), duplicate=True)
             return
-        assembled_at = trace.assembled_at
-        if assembled_at.tzinfo is None:
-            assembled_at = assembled_at.replace(tzinfo=UTC)
-        age = (self.now - assembled_at).total_seconds()
+        known = {s.span_id for s in trace.spans}
+        resent = sum(1 for s in changed if s.span_id in known)
+        age = (self.now - _utc(trace.assembled_at)).total_seconds()
         window = self.ctx.late_window.total_seconds()
-        if age > window:
-            for span in late:
+        if age > window and has_one_root(trace.spans):  # a run without its root has no
+            # window: it was assembled as it stood after a pause and waits for its root
+            for span in changed:
+                what = "was re-sent with other content" if span.span_id in known else "arrived"
                 reason = (
-                    f"span {span.name!r} arrived {age:.0f} s after trace {span.trace_id} became "
+                    f"span {span.name!r} {what} {age:.0f} s after trace {span.trace_id} became "
                     f"run {run_id}: later than the {window:.0f} s in which late spans revise a run"
                 )
                 where = f"trace {span.trace_id} span {span.span_id}"
                 self._reject(Rejected(where, reason, json.dumps(span.to_json())))
             return
-        try:
-            mapped = map_trace(spans_now)
-        except (ValueError, TypeError) as exc:
-            reason = f"cannot map the trace with its late spans to a run: {exc}"
-            self._quarantine_trace(trace.trace_id, late, reason)
-            return
         stored = self._read_run(run_id)
-        reason = f"{len(late)} late span(s) arrived"
-        batch, _ = revision_batch(stored, run_id, mapped.events, reason)
-        if batch:
-            self._append(run_id, len(stored), self.store._prepare(batch))
+        parts = [f"{len(changed) - resent} late span(s) arrived"] if len(changed) > resent else []
+        parts += [f"{resent} span(s) re-sent with other content"] if resent else []
+        try:  # pure work on data: whatever it raises, these spans fail alone
+            mapped = map_trace(spans_now)
+            batch, _ = revision_batch(stored, run_id, mapped.events, "; ".join(parts))
+            prepared = self.store._prepare(batch) if batch else []
+        except Exception as exc:  # a defect on one trace must not stop the round
+            reason = f"cannot map the trace with its late spans to a run: {_described(exc)}"
+            self._quarantine_trace(trace.trace_id, changed, reason)
+            return
+        if prepared:
+            self._append(run_id, len(stored), prepared)
         archive.save_in(
             self.conn, [(trace.trace_id, run_id, spans_now)], self.now, existing={trace.trace_id}
         )
@@ -378,6 +384,20 @@ def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> 
         if not makes_event or candidates & stored_ids:
             held.add(span.span_id)
     return held
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _described(exc: Exception) -> str:
+    """An exception as a quarantine reason: its message, named by its class unless it is a
+    plain refusal (a ``ValueError`` or ``TypeError`` says what was wrong on its own)."""
+    if isinstance(exc, ValidationError):  # an event the catalogue refuses: which field, why
+        return describe_validation_error(exc.title, exc)
+    if isinstance(exc, ValueError | TypeError) and str(exc):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def merge(into: ImportReport, part: ImportReport) -> None:
