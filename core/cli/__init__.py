@@ -23,6 +23,7 @@ TOPICS = (
     "compare",
     "ingest",
     "ingest_messages",
+    "serve",
     "store_cmds",
     "bench",
 )
@@ -34,7 +35,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Inspect": ("runs", "show", "failures", "failure", "label", "regression-set", "metrics", "ui"),
     "Compare": ("compare", "compare-counts"),
     "Replay": ("replay", "diff", "regress", "attribute", "chaos"),
-    "Ingest": ("import", "serve", "reassemble", "export", "quarantine"),
+    "Ingest": ("import", "serve", "status", "reassemble", "export", "quarantine"),
     "Store": ("info", "db", "events", "rebuild"),
     "Bench": ("bench",),
 }
