@@ -69,7 +69,12 @@ class _DeadlineReader(io.RawIOBase):
             if left <= 0:
                 raise TimeoutError(f"the request took more than {self._total:g} s")
             self._connection.settimeout(min(self._idle, left))
-        count = self._connection.recv_into(buffer)
+        try:
+            count = self._connection.recv_into(buffer)
+        except TimeoutError:
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                raise TimeoutError(f"the request took more than {self._total:g} s") from None
+            raise TimeoutError(f"no byte came for {self._idle:g} s") from None
         if count and self._deadline is None:
             self._deadline = time.monotonic() + self._total
         return count

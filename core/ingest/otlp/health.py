@@ -70,7 +70,8 @@ class WriteWatch:
 
 class WriteProbe:
     """Can this store be written? Probed without writing: SQLite takes and releases its write
-    lock (``BEGIN IMMEDIATE``, waiting at most 0.1 s); PostgreSQL is asked whether the session
+    lock (``BEGIN IMMEDIATE``, waiting at most 0.1 s) around a write that changes nothing;
+    PostgreSQL is asked whether the session
     is read-only. Answers are cached for :data:`PROBE_SECONDS`."""
 
     def __init__(self, store: EventStore, *, lock_seconds: float = LOCK_SECONDS) -> None:
@@ -121,7 +122,10 @@ class WriteProbe:
             cursor.execute(f"PRAGMA busy_timeout = {PROBE_BUSY_MS}")
             try:
                 cursor.execute("BEGIN IMMEDIATE")
-                cursor.execute("ROLLBACK")
+                try:  # a write that changes nothing: refused on a read-only file or connection
+                    cursor.execute("DELETE FROM otlp_spans WHERE 0")
+                finally:
+                    cursor.execute("ROLLBACK")
             except sqlite3.Error as exc:
                 name = getattr(exc, "sqlite_errorname", "")
                 if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
