@@ -248,7 +248,7 @@ def test_the_bound_follows_the_assembly_rate() -> None:
     staged = [0]
     inflow = [0]
     monitor = BacklogMonitor(
-        None,  # type: ignore[arg-type]
+        object(),  # type: ignore[arg-type]  # (the count below is made up)
         Backpressure(seconds=10, min_spans=100, interval=1),
         lambda: inflow[0],
         clock=lambda: now[0],

@@ -71,7 +71,7 @@ class BacklogMonitor:
 
     def __init__(
         self,
-        store: EventStore,
+        store: EventStore | None,
         policy: Backpressure,
         inflow: Callable[[], int],
         *,
@@ -114,6 +114,8 @@ class BacklogMonitor:
 
     def _sample(self, now: float) -> None:
         self._sampled_at = now
+        if self.store is None:
+            return
         bound = max(self.policy.min_spans, int(self._rate * self.policy.seconds))
         inflow = self._inflow()
         try:

@@ -37,7 +37,7 @@ def receiver_health(receiver: OtlpReceiver, *, details: bool) -> tuple[bool, dic
             from .workers import parent_backlog
 
             report["backlog"].update(parent_backlog(receiver.shared_health))
-        problem = receiver.probe.problem()
+        problem = receiver.probe.problem() if receiver.probe is not None else None
         if problem:
             reasons.append(problem)
     reasons.extend(receiver.writes.problems())

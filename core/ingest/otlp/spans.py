@@ -337,10 +337,10 @@ def _not_json_text(body: bytes) -> str | None:
         )
     if b"\x00" in head:
         return "not OTLP/JSON: the body holds NUL bytes (binary data?)"
-    if start and start != b"{":
+    if start and start not in b'{["-0123456789tfn':
         return (
             "not OTLP/JSON: an ExportTraceServiceRequest is a JSON object, and this body "
-            f"starts with {start!r}"
+            f"starts with {start!r}, which no JSON value does"
         )
     return None
 
