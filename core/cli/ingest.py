@@ -95,15 +95,18 @@ def _finish(report: "ImportReport", origin: str, source: str, as_json: bool) -> 
             f"{report.already_stored}, quarantined {len(report.quarantined)}",
             highlight=False,
         )
-    for bad in report.quarantined[:20]:
+    stops = [bad for bad in report.quarantined if bad.location == "stop"]  # read no further
+    shown = [bad for bad in report.quarantined if bad.location != "stop"]
+    for bad in shown[:20]:
         err_console.print(f"{origin}: {bad.location}: {bad.reason}", highlight=False, markup=False)
-    if len(report.quarantined) > 20:
+    if len(shown) > 20:
         err_console.print(
-            f"... and {len(report.quarantined) - 20} more: "
-            f"steplog quarantine list --source '{source}'",
+            f"... and {len(shown) - 20} more: steplog quarantine list --source '{source}'",
             highlight=False,
             markup=False,
         )
+    for bad in stops:
+        err_console.print(f"error: {origin}: {bad.reason}", highlight=False, markup=False)
     if report.quarantined:
         raise typer.Exit(1)
 

@@ -34,10 +34,6 @@ def read_documents(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
     if len(starts) > 1 and all(start == b"{" for start in starts):
         yield from _lines(path)  # one request per line (a bad line is quarantined alone)
         return
-    too_deep = file_depth_error(path)
-    if too_deep:
-        yield Rejected("file", f"not stored: {too_deep}", "")
-        return
     if _is_otlp(path):
         yield from _streamed(path)  # memory follows a batch of spans, not the file
         return
@@ -46,6 +42,10 @@ def read_documents(path: Path) -> Iterator[tuple[str, Any] | Rejected]:
             f"{path} is not JSON Lines and is larger than {MAX_WHOLE_FILE:,} bytes; "
             "split it into one request per line"
         )
+    too_deep = file_depth_error(path)
+    if too_deep:
+        yield Rejected("file", f"not stored: {too_deep}", "")
+        return
     raw = path.read_bytes()
     try:
         text = raw.decode("utf-8-sig")

@@ -4,7 +4,8 @@ follows the batch, not the file (parsing a 116 MB capture whole took 2 GB).
 The file is parsed event by event (``ijson``'s C backend). Under ``resourceSpans`` each
 resource and scope is built whole, and its spans are handed on :data:`BATCH_SPANS` at a time as
 requests of their own, each with its resource and scope. A document without ``resourceSpans``
-(another importer's file) is built whole, as ``json.loads`` would.
+(another importer's file) is built whole, as ``json.loads`` would. Nesting is bounded as the
+events come (:data:`~..bounds.MAX_JSON_DEPTH`), without a pass over the file first.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 import ijson
+
+from ..bounds import MAX_JSON_DEPTH
 
 BATCH_SPANS = 512
 _RESOURCE_SPANS = ("resourceSpans", "resource_spans")
@@ -31,7 +34,10 @@ def streamed_requests(stream: BinaryIO) -> Iterator[tuple[str, Any]]:
     if first is None:
         raise ValueError("the file holds no JSON value")
     if first[1] != "start_map":
-        yield "", _value(events, first)
+        value = _value(events, first)
+        for _ in events:
+            raise ValueError("more after the JSON document (one request per file, or one per line)")
+        yield "", value
         return
     others: dict[str, Any] = {}
     found = False
@@ -44,6 +50,8 @@ def streamed_requests(stream: BinaryIO) -> Iterator[tuple[str, Any]]:
             yield from _resource_spans(events, key)
         else:
             others[key] = _value(events, value_start)
+    for _ in events:  # a second value, or bytes that are not JSON, after the first
+        raise ValueError("more after the JSON document (one request per file, or one per line)")
     if not found:
         yield "", others  # not OTLP: decoded, or refused, whole
 
@@ -135,6 +143,8 @@ def _value(events: Events, start: tuple[str, str, Any]) -> Any:
         builder.event(event, value)
         if event in _OPEN:
             depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
         elif event in _CLOSE:
             depth -= 1
             if depth == 0:
