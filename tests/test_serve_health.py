@@ -417,3 +417,73 @@ def test_health_limits_are_reported(store: EventStore) -> None:
         assert report["inflight"]["requests"] == 0
     finally:
         stop(server, thread)
+
+
+def test_grpc_keeps_the_bounds_of_the_http_door(store: EventStore) -> None:
+    grpc = pytest.importorskip("grpc")
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
+    )
+
+    from steplog.ingest.otlp.grpc_server import GrpcReceiver
+
+    policy = Backpressure(seconds=60, min_spans=1, interval=0)
+    server, thread = start(store, limits=Limits(max_values=1000), backpressure=policy)
+    rpc = GrpcReceiver(server, "127.0.0.1", 0)
+    try:
+        pb = ExportTraceServiceRequest()
+        span = pb.resource_spans.add().scope_spans.add().spans.add()
+        span.trace_id, span.span_id, span.name = bytes(range(1, 17)), bytes([1] * 8), "x"
+        span.start_time_unix_nano, span.end_time_unix_nano = 10, 20
+        for n in range(1500):
+            attribute = span.attributes.add()
+            attribute.key, attribute.value.int_value = f"k{n}", n
+        with grpc.insecure_channel(f"127.0.0.1:{rpc.port}") as channel:
+            export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                request_serializer=None,
+                response_deserializer=ExportTraceServiceResponse.FromString,
+            )
+            with pytest.raises(grpc.RpcError) as too_many:
+                export(pb.SerializeToString(), timeout=30)
+            assert too_many.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "attribute values" in too_many.value.details()
+            del span.attributes[:]
+            for span_id in (1, 2):  # staged: the backlog is then over its bound of 1
+                span.span_id = bytes([span_id] * 8)
+                export(pb.SerializeToString(), timeout=30)
+            with pytest.raises(grpc.RpcError) as backlog:
+                export(pb.SerializeToString(), timeout=30)
+            assert backlog.value.code() == grpc.StatusCode.UNAVAILABLE  # retried by exporters
+            assert "staged backlog" in backlog.value.details()
+    finally:
+        rpc.stop()
+        stop(server, thread)
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_the_ui_says_at_start_up_whether_replays_are_allowed(
+    allow: bool, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import steplog.cli.ui_cmds as ui_cmds
+
+    started: dict[str, Any] = {}
+
+    class FakeStreamlit:
+        def __init__(self, command: list[str], env: dict[str, str]) -> None:
+            started["env"] = env
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(ui_cmds.subprocess, "Popen", FakeStreamlit)
+    args = ["ui", "--db", f"sqlite:///{tmp_path}/s.db", "--port", "8599"]
+    EventStore.open(f"sqlite:///{tmp_path}/s.db").close()
+    result = runner.invoke(app, args + (["--allow-replays"] if allow else []))
+    assert result.exit_code == 0, result.output
+    if allow:
+        assert "replays: allowed" in result.stdout
+    else:
+        assert "the UI is read-only" in result.stdout and "--allow-replays" in result.stdout
+    assert started["env"]["STEPLOG_UI_ALLOW_REPLAYS"] == ("1" if allow else "")
