@@ -91,6 +91,7 @@ class Handler(BaseHTTPRequestHandler):
         super().setup()
         limits = self.server.limits
         self._reader = _DeadlineReader(self.connection, limits.request_seconds, limits.idle_seconds)
+        self.rfile.close()  # the plain reader: replaced by one that keeps the deadline
         self.rfile = io.BufferedReader(self._reader, 65536)
 
     def handle_one_request(self) -> None:
