@@ -16,7 +16,8 @@ from sqlalchemy import text
 
 from steplog.errors import InvalidEventError, SchemaNotCurrentError
 from steplog.events import Catalogue, ClockRead, ModelCalled, StepStarted
-from steplog.ingest.jsonl import RAW_KEPT, import_jsonl
+from steplog.ingest._lines import RAW_KEPT
+from steplog.ingest.jsonl import import_jsonl
 from steplog.store import EventStore, NewEvent, create_engine_for
 
 GOOD = {"run_id": "good", "type": "StepStarted", "payload": {"step": "a", "step_index": 0}}

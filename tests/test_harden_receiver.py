@@ -26,8 +26,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from steplog.ingest.otlp.body import TooLarge as _TooLarge
+from steplog.ingest.otlp.body import inflate as _decompress
+from steplog.ingest.otlp.body import read_chunked as _read_chunked
 from steplog.ingest.otlp.pipeline import OtlpIngest
-from steplog.ingest.otlp.server import OtlpReceiver, _decompress, _read_chunked, _TooLarge
+from steplog.ingest.otlp.server import OtlpReceiver
 from steplog.ingest.otlp.spans import RequestError
 from steplog.ingest.redaction import default_redactor
 from steplog.store import EventStore

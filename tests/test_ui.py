@@ -189,7 +189,10 @@ def test_run_page_unknown_run_is_a_message(seeded: EventStore) -> None:
     assert app.error and "No run 'ghost'" in app.error[0].value
 
 
-def test_replay_page_replays_and_shows_the_verdict(seeded: EventStore) -> None:
+def test_replay_page_replays_and_shows_the_verdict(
+    seeded: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPLOG_UI_ALLOW_REPLAYS", "1")
     run_id = list_runs(seeded, limit=1)[0]["run_id"]
     app = page("replay", run=run_id)
     app.button(key="go").click().run()
@@ -199,10 +202,25 @@ def test_replay_page_replays_and_shows_the_verdict(seeded: EventStore) -> None:
     assert len(app.dataframe[0].value) >= 1
 
 
-def test_replay_page_reports_errors_as_messages(seeded: EventStore) -> None:
+def test_replay_page_reports_errors_as_messages(
+    seeded: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPLOG_UI_ALLOW_REPLAYS", "1")
     app = page("replay", run="ghost")
     app.button(key="go").click().run()
     assert app.error and "no run 'ghost'" in app.error[0].value
+
+
+def test_replay_page_is_read_only_unless_replays_are_allowed(
+    seeded: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("STEPLOG_UI_ALLOW_REPLAYS", raising=False)
+    run_id = list_runs(seeded, limit=1)[0]["run_id"]
+    app = page("replay", run=run_id)
+    assert app.button(key="go").disabled
+    assert any("read-only" in element.value for element in app.info)
+    monkeypatch.setenv("STEPLOG_UI_ALLOW_REPLAYS", "1")
+    assert not page("replay", run=run_id).button(key="go").disabled
 
 
 def _verdict_box(app: AppTest) -> tuple[str, str]:

@@ -49,7 +49,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
         execute_all(url, plan_runs(spec, model_version=version, runs=12, seed=0))
     port = _free_port()
     server = subprocess.Popen(
-        [STEPLOG, "ui", "--db", url, "--port", str(port)],
+        [STEPLOG, "ui", "--db", url, "--port", str(port), "--allow-replays"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -197,6 +197,7 @@ def serve_discarding() -> None:
     import signal
     from typing import cast
 
+    from ..ingest.otlp.backlog import Backpressure
     from ..ingest.otlp.pipeline import OtlpIngest, Received
     from ..ingest.otlp.server import OtlpReceiver
     from ..ingest.otlp.spans import DecodedRequest
@@ -205,7 +206,12 @@ def serve_discarding() -> None:
         def receive(self, decoded: DecodedRequest) -> Received:
             return Received(accepted=len(decoded.spans), rejected=list(decoded.rejected))
 
-    receiver = OtlpReceiver(("127.0.0.1", 0), cast(OtlpIngest, Discard()), assembler="none")
+    receiver = OtlpReceiver(
+        ("127.0.0.1", 0),
+        cast(OtlpIngest, Discard()),
+        assembler="none",
+        backpressure=Backpressure(seconds=0),  # nothing is staged: nothing to push back for
+    )
 
     def stop(signum: int, frame: object) -> None:
         threading.Thread(target=receiver.shutdown, daemon=True).start()

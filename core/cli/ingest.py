@@ -1,11 +1,9 @@
-"""Commands that take in traces from elsewhere (OTLP, Inspect AI logs, portable JSONL), serve the
-OTLP receiver, export the log, and retry quarantined input."""
+"""Commands that take in traces from elsewhere (OTLP, Inspect AI logs, portable JSONL), export
+the log, and retry quarantined input (the OTLP receiver is in :mod:`.serve`)."""
 
-import signal
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -109,15 +107,18 @@ def _finish(report: "ImportReport", origin: str, source: str, as_json: bool) -> 
             f"{report.already_stored}, quarantined {len(report.quarantined)}{refused}",
             highlight=False,
         )
-    for bad in report.quarantined[:20]:
+    stops = [bad for bad in report.quarantined if bad.location == "stop"]  # read no further
+    shown = [bad for bad in report.quarantined if bad.location != "stop"]
+    for bad in shown[:20]:
         err_console.print(f"{origin}: {bad.location}: {bad.reason}", highlight=False, markup=False)
-    if len(report.quarantined) > 20:
+    if len(shown) > 20:
         err_console.print(
-            f"... and {len(report.quarantined) - 20} more: "
-            f"steplog quarantine list --source '{source}'",
+            f"... and {len(shown) - 20} more: steplog quarantine list --source '{source}'",
             highlight=False,
             markup=False,
         )
+    for bad in stops:
+        err_console.print(f"error: {origin}: {bad.reason}", highlight=False, markup=False)
     if report.quarantined or report.refused:
         raise typer.Exit(1)
 
@@ -286,167 +287,6 @@ def _store_must_exist(db: str | None) -> Iterator["EventStore"]:
         yield store
     finally:
         store.close()
-
-
-@app.command("serve")
-def serve_cmd(
-    db: DbOption = None,
-    host: Annotated[str, typer.Option(help="Address to bind; loopback unless you mean it.")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (OTLP/HTTP's is 4318).")] = (
-        4318
-    ),
-    max_body_mb: Annotated[
-        float, typer.Option(min=0.001, help="Refuse request bodies over this size (413).")
-    ] = 16.0,
-    settle: Annotated[
-        float,
-        typer.Option(min=0, help="Seconds to wait after a root span for late siblings."),
-    ] = 1.0,
-    trace_timeout: Annotated[
-        float,
-        typer.Option(
-            min=1,
-            help="Assemble a trace whose root has not come after this quiet time, under a "
-            "synthetic root (revised if the root comes later).",
-        ),
-    ] = 30.0,
-    workers: Annotated[
-        int,
-        typer.Option(min=1, max=64, help="Receiver processes sharing the port (one core each)."),
-    ] = 1,
-    assemblers: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            max=16,
-            help="Assembler processes turning staged traces into runs (one core each).",
-        ),
-    ] = 1,
-    redact_patterns: RedactOption = None,
-    grpc: Annotated[
-        bool, typer.Option("--grpc", help="Also receive OTLP/gRPC, on --grpc-port (4317).")
-    ] = False,
-    grpc_port: Annotated[
-        int | None,
-        typer.Option(min=0, max=65535, help="Receive OTLP/gRPC on this port too (implies --grpc)."),
-    ] = None,
-) -> None:
-    """Receive OTLP/HTTP traces on POST /v1/traces (protobuf or JSON, gzip or deflate), and
-    OTLP/gRPC with --grpc / --grpc-port.
-
-    Spans are committed before the 200 (or the gRPC OK); each trace becomes a run once its root
-    span arrived. GET /health reports the staged backlog and the assembler's liveness.
-    """
-    from ..ingest.otlp.lifecycle import tune_gc
-    from ..ingest.otlp.pipeline import OtlpIngest
-    from ..ingest.otlp.server import OtlpReceiver
-    from ..ingest.otlp.workers import ReceiverWorkers
-
-    max_body = int(max_body_mb * 1024**2)
-    redactor: Redactor = default_redactor(redact_patterns)
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        err_console.print(
-            styled(
-                ("warning:", "bold yellow"),
-                f" listening on {host}: the receiver has no authentication; "
-                "anyone who can reach this address can write runs",
-            ),
-            highlight=False,
-        )
-    from ..store import EventStore
-
-    store = EventStore.open(db)
-    ingest = OtlpIngest(
-        store, redactor, settle_seconds=settle, idle_seconds=trace_timeout, source="otlp:http"
-    )
-    try:
-        receiver = OtlpReceiver(
-            (host, port),
-            ingest,
-            max_body_bytes=max_body,
-            assembler="process",
-            assemblers=assemblers,
-            reuse_port=workers > 1,
-        )
-    except OSError as exc:
-        store.close()
-        raise SteplogError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    bound_port = receiver.server_address[1]
-    grpc_receiver = None
-    if grpc or grpc_port is not None:
-        from ..ingest.otlp.grpc_server import DEFAULT_GRPC_PORT, GrpcReceiver
-
-        try:
-            grpc_receiver = GrpcReceiver(
-                receiver, host, DEFAULT_GRPC_PORT if grpc_port is None else grpc_port
-            )
-        except SteplogError:
-            receiver.server_close()
-            store.close()
-            raise
-    extra = (
-        ReceiverWorkers(
-            workers - 1,
-            store.engine.url.render_as_string(hide_password=False),
-            (host, bound_port),
-            max_body_bytes=max_body,
-            patterns=redact_patterns,
-            log=lambda message: print(message, file=sys.stderr, flush=True),
-        )
-        if workers > 1
-        else None
-    )
-    if extra is not None:
-        receiver.watch(extra)
-    shown = f"[{host}]" if ":" in host else host
-    console.print(
-        f"steplog OTLP receiver on http://{shown}:{bound_port}/v1/traces (store {store.url}); "
-        f"health on /health",
-        highlight=False,
-        soft_wrap=True,  # one line, whatever the terminal width: scripts read it
-    )
-    if grpc_receiver is not None:
-        console.print(
-            f"steplog OTLP/gRPC receiver on {shown}:{grpc_receiver.port}",
-            highlight=False,
-            soft_wrap=True,
-        )
-    sys.stdout.flush()
-    started = time.monotonic()
-    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop: shut down cleanly
-    tune_gc()
-    try:
-        with suppress(KeyboardInterrupt):
-            receiver.serve_forever(poll_interval=0.2)
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup short
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (every step below is time-bounded)
-        if grpc_receiver is not None:
-            grpc_receiver.stop()
-        from_workers = extra.stop() if extra else 0  # the receivers first: no new spans
-        receiver.server_close()  # then the assembler
-        stats = receiver.stats
-        accepted = stats.spans_accepted + from_workers
-        from sqlalchemy.exc import SQLAlchemyError
-
-        try:
-            traces, spans = ingest.pending()
-            staged = f"{spans} span(s) of {traces} trace(s) still staged for the next start"
-        except (SteplogError, SQLAlchemyError) as exc:  # the database went away: stop anyway
-            staged = f"the staged backlog is unknown ({exc})"
-        store.close()
-        err_console.print(
-            f"stopped after {time.monotonic() - started:.0f} s: {accepted} span(s) "
-            f"accepted, {stats.spans_rejected} rejected, {stats.bad_requests} bad request(s), "
-            f"{receiver.assembled_runs} run(s) assembled; {staged}",
-            highlight=False,
-        )
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 @quarantine_app.command("retry")

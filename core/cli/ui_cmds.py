@@ -24,6 +24,16 @@ PortOption = Annotated[
 HostOption = Annotated[
     str, typer.Option(metavar="ADDRESS", help="Address to bind; loopback by default.")
 ]
+ALLOW_REPLAYS_ENV = "STEPLOG_UI_ALLOW_REPLAYS"
+"""Set to ``1`` for the Streamlit app when replays and forks may be started from it."""
+AllowReplaysOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-replays",
+        help="Let the UI start replays and forks (they run agent code and write runs); "
+        "without it the UI is read-only.",
+    ),
+]
 
 
 def ensure_port_free(host: str, port: int) -> None:
@@ -56,8 +66,9 @@ def _streamlit_app() -> Path:
     return app_file
 
 
-def serve_ui(url: str, host: str, port: int) -> None:
-    """Run Streamlit on ``url`` until Ctrl-C or SIGTERM; a Streamlit failure exits 1."""
+def serve_ui(url: str, host: str, port: int, *, allow_replays: bool = False) -> None:
+    """Run Streamlit on ``url`` until Ctrl-C or SIGTERM; a Streamlit failure exits 1. Replays
+    and forks can be started from it only with ``allow_replays``."""
     from ..store import redact
 
     if host not in LOOPBACK:
@@ -65,7 +76,8 @@ def serve_ui(url: str, host: str, port: int) -> None:
             styled(
                 ("warning:", "bold yellow"),
                 f" serving on {host}: the UI has no authentication; anyone "
-                "who can reach this address can read every run and trigger replays",
+                "who can reach this address can read every run"
+                + (" and start replays" if allow_replays else ""),
             ),
             highlight=False,
         )
@@ -92,9 +104,20 @@ def serve_ui(url: str, host: str, port: int) -> None:
         f"steplog UI on http://{shown}:{port} (store {redact(url)}); press Ctrl-C to stop",
         highlight=False,
     )
+    console.print(
+        "replays: allowed (--allow-replays): the UI can start replays and forks"
+        if allow_replays
+        else "replays: off, the UI is read-only (start it with --allow-replays to replay)",
+        highlight=False,
+    )
     # a service manager's SIGTERM becomes Ctrl-C: the child is then stopped as well
     signal.signal(signal.SIGTERM, _interrupt)
-    child = subprocess.Popen(command, env={**os.environ, "STEPLOG_DATABASE_URL": url})
+    env = {
+        **os.environ,
+        "STEPLOG_DATABASE_URL": url,
+        ALLOW_REPLAYS_ENV: "1" if allow_replays else "",
+    }
+    child = subprocess.Popen(command, env=env)
     try:
         code = child.wait()
     except KeyboardInterrupt:
@@ -119,13 +142,15 @@ def ui_cmd(
     db: DbOption = None,
     port: PortOption = 8501,
     host: HostOption = "127.0.0.1",
+    allow_replays: AllowReplaysOption = False,
 ) -> None:
-    """Start the Streamlit app on this store (Ctrl-C stops it)."""
+    """Start the Streamlit app on this store (Ctrl-C stops it); read-only unless
+    --allow-replays."""
     from ..store import EventStore, resolve_url
 
     url = resolve_url(db)
     EventStore.open(url, must_exist=db is not None).close()  # fail fast, with a clear message
-    serve_ui(url, host, port)
+    serve_ui(url, host, port, allow_replays=allow_replays)
 
 
 @app.command("demo", rich_help_panel="Record")
@@ -140,6 +165,7 @@ def demo(
     ),
     port: PortOption = 8501,
     host: HostOption = "127.0.0.1",
+    allow_replays: AllowReplaysOption = False,
 ) -> None:
     """Seed every scenario under its two demo model versions (idempotent), then show them."""
     from ..harness.batch import plan_runs
@@ -172,4 +198,4 @@ def demo(
     )
     info(db=url, as_json=False)
     if not no_ui:
-        serve_ui(url, host, port)
+        serve_ui(url, host, port, allow_replays=allow_replays)

@@ -13,19 +13,19 @@ order mark at the start of the file is skipped.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from ..errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
 from ..events import Catalogue, catalogue
 from ..store import EventStore, NewEvent, check_run_id
+from ._lines import GarbageError, Oversized, iter_lines
 from .bounds import json_depth_error
 from .redaction import Redactor, default_redactor
 from .report import ImportReport
@@ -33,8 +33,6 @@ from .report import ImportReport
 MAX_BATCH = 1000
 LINE_OVERHEAD = 64 * 1024
 """A line may exceed the payload limit by this much (ids, type, timestamps, JSON escapes)."""
-RAW_KEPT = 64 * 1024
-"""How much of an oversized line the quarantine keeps (with its size and hash)."""
 REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
 """Errors that condemn the lines of a batch; anything else (database down) propagates."""
 
@@ -154,47 +152,6 @@ def _lossy(raw: bytes) -> str:
     return raw.decode("utf-8", errors="backslashreplace")
 
 
-@dataclass(frozen=True, slots=True)
-class Oversized:
-    """A line longer than the limit: only its start, size and hash are kept."""
-
-    size: int
-    head: bytes
-    sha256: str
-
-
-def iter_lines(stream: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | Oversized]]:
-    """Non-blank lines with their 1-based numbers, reading at most ``max_bytes`` per line.
-
-    A longer line is never held in memory whole: it is skipped in chunks and reported as
-    :class:`Oversized`. A UTF-8 byte order mark before the first line is dropped.
-    """
-    line_no = 0
-    while True:
-        raw = stream.readline(max_bytes + 1)
-        if not raw:
-            return
-        line_no += 1
-        if line_no == 1 and raw.startswith(codecs.BOM_UTF8):
-            raw = raw[len(codecs.BOM_UTF8) :]
-        if len(raw) > max_bytes and not raw.endswith(b"\n"):
-            head = raw[:RAW_KEPT]
-            digest = hashlib.sha256(raw)
-            size = len(raw)
-            while not raw.endswith(b"\n"):
-                raw = stream.readline(1024 * 1024)
-                if not raw:
-                    break
-                digest.update(raw)
-                size += len(raw)
-            size -= len(raw) - len(raw.rstrip(b"\r\n"))  # the line's own bytes, no newline
-            yield line_no, Oversized(size, head, digest.hexdigest())
-            continue
-        stripped = raw.strip()
-        if stripped:
-            yield line_no, stripped
-
-
 def import_jsonl(
     store: EventStore,
     path: Path,
@@ -223,27 +180,31 @@ def import_jsonl(
 
     max_line = store.max_payload_bytes + LINE_OVERHEAD
     with path.open("rb") as stream:
-        for line_no, raw in iter_lines(stream, max_line):
-            parsed = (
-                BadLine(
-                    line_no,
-                    f"line is {raw.size:,} bytes; the limit is {max_line:,} "
-                    f"(payload limit {store.max_payload_bytes:,} + {LINE_OVERHEAD:,}); "
-                    f"sha256 {raw.sha256}",
-                    "",
+        try:
+            for line_no, raw in iter_lines(stream, max_line):
+                parsed = (
+                    BadLine(
+                        line_no,
+                        f"line is {raw.size:,} bytes; the limit is {max_line:,} "
+                        f"(payload limit {store.max_payload_bytes:,} + {LINE_OVERHEAD:,}); "
+                        f"sha256 {raw.sha256}",
+                        "",
+                    )
+                    if isinstance(raw, Oversized)
+                    else parse_line(line_no, raw, store.catalogue, redactor)
                 )
-                if isinstance(raw, Oversized)
-                else parse_line(line_no, raw, store.catalogue, redactor)
-            )
-            if isinstance(parsed, BadLine):
-                flush()
-                _quarantine(store, report, source, _redacted(parsed, redactor))
-            else:
-                if pending and not _continues(pending, parsed):
+                if isinstance(parsed, BadLine):
                     flush()
-                pending.append(parsed)
-            if on_progress is not None:
-                on_progress(stream.tell())
+                    _quarantine(store, report, source, _redacted(parsed, redactor))
+                else:
+                    if pending and not _continues(pending, parsed):
+                        flush()
+                    pending.append(parsed)
+                if on_progress is not None:
+                    on_progress(stream.tell())
+        except GarbageError as exc:
+            flush()  # what was read before the garbage is stored
+            raise GarbageError(f"{path}: {exc}") from None
         flush()
     return report
 

@@ -112,7 +112,12 @@ def require_kind(path: Path, expected: Kind, *also: Kind) -> None:
     kind = sniff(path)
     if kind is None or kind in (expected, *also):
         return
+    if kind is BINARY:
+        raise SteplogError(
+            f"{path} looks like {kind.description} (NUL bytes in its first 4 KiB), not "
+            f"{expected.description}; nothing was imported"
+        )
     if kind.command is None and kind is not ZIP:
-        return  # empty, binary or not JSON: the importer says where and why
+        return  # empty or not JSON: the importer says where and why
     advice = f"; import it with `{kind.command} {path}`" if kind.command else ""
     raise SteplogError(f"{path} looks like {kind.description}, not {expected.description}{advice}")

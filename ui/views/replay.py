@@ -6,6 +6,7 @@ another model version. Results stay in the session (newest first) until the page
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pandas as pd
@@ -19,6 +20,15 @@ from steplog.ui.annotate import set_members
 from steplog.ui.common import RUN, cached, go, guard, link, md, pickable, store, url_text
 
 MODES = ["exact replay", "fork at step"]
+READ_ONLY_NOTE = (
+    "This UI is read-only: replays and forks run agent code and write runs. Start it with "
+    "`steplog ui --allow-replays` to allow them, or replay from the shell with `steplog replay`."
+)
+
+
+def replays_allowed() -> bool:
+    """Whether ``steplog ui`` was started with ``--allow-replays``."""
+    return os.environ.get("STEPLOG_UI_ALLOW_REPLAYS") == "1"
 
 
 def _cell(side: dict[str, Any] | None) -> str:
@@ -119,7 +129,10 @@ def render() -> None:
             "continue on model version", versions, index=other, key=f"version-{run_id}"
         )
     results: list[dict[str, Any]] = st.session_state.setdefault("replays", [])
-    if st.button("Replay", disabled=not run_id, key="go", type="primary"):
+    allowed = replays_allowed()
+    if not allowed:
+        st.info(READ_ONLY_NOTE)
+    if st.button("Replay", disabled=not run_id or not allowed, key="go", type="primary"):
         with st.status("replaying ...", expanded=False) as status:
             try:
                 result = replay(store(), run_id, fork_at_step=step, model_version=version)
@@ -163,7 +176,8 @@ def _regression_sets() -> None:
     how = c3.selectbox("how", ["fork", "rerun"], key="how")
     with st.expander(md(f"members of {name} ({sets.get(name, 0)})")):
         set_members(name)
-    if st.button("Replay the set", disabled=not target, key="regress"):
+    allowed = replays_allowed()
+    if st.button("Replay the set", disabled=not target or not allowed, key="regress"):
         try:
             outcome = regress(store(), name, model_version=target, mode=how)  # type: ignore[arg-type]
         except SteplogError as exc:

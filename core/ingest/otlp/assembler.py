@@ -26,6 +26,8 @@ POLL_SECONDS = 0.2
 
 RESTART_PAUSE = 2.0
 """Seconds between two restarts of a child that keeps dying."""
+ERROR_CHARS = 300
+"""Bytes of an assembler process's last error shared with the parent (for ``/health``)."""
 
 
 class _Flag(Protocol):
@@ -60,22 +62,14 @@ def _one_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class FailureCount:
-    """Consecutive failed rounds (0 after one that worked) and the last failure: what
-    ``/health`` reports as an assembler that keeps failing."""
-
-    def __init__(self) -> None:
-        self.consecutive = 0
-        self.last_error: str | None = None
-
-    def __call__(self, error: str | None) -> None:
-        self.consecutive = 0 if error is None else self.consecutive + 1
-        if error is not None:
-            self.last_error = error
-
-
 def _process_main(
-    url: str, settle: float, idle: float, assembled: Any, failing: Any, shard: tuple[int, int]
+    url: str,
+    settle: float,
+    idle: float,
+    assembled: Any,
+    shard: tuple[int, int],
+    failures: Any = None,
+    errors: Any = None,
 ) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
@@ -97,8 +91,12 @@ def _process_main(
         assembled[shard[0]] += runs  # this process is the only writer of its slot
         return runs
 
-    def record(error: str | None) -> None:
-        failing[shard[0]] = 0 if error is None else failing[shard[0]] + 1  # its own slot
+    def record(error: str | None) -> None:  # this process is the only writer of its slots
+        if failures is not None:
+            failures[shard[0]] = 0 if error is None else failures[shard[0]] + 1
+        if errors is not None and error is not None:
+            text = error.encode("utf-8", "replace")[: ERROR_CHARS - 1].ljust(ERROR_CHARS, b"\0")
+            errors[shard[0] * ERROR_CHARS : (shard[0] + 1) * ERROR_CHARS] = text
 
     try:
         assemble_until(once, stop, record)
@@ -122,8 +120,9 @@ class AssemblerProcess:
     ) -> None:
         self._context = multiprocessing.get_context("spawn")
         self._assembled: Any = self._context.RawArray("q", count)
-        self._failing: Any = self._context.RawArray("q", count)
-        self._args = (url, settle, idle, self._assembled, self._failing)
+        self._failures: Any = self._context.RawArray("q", count)
+        self._errors: Any = self._context.RawArray("c", count * ERROR_CHARS)
+        self._args = (url, settle, idle, self._assembled)
         self._count = count
         self._log = log
         self.restarts = 0
@@ -136,7 +135,7 @@ class AssemblerProcess:
 
         process = self._context.Process(
             target=_process_main,
-            args=(*self._args, (n, self._count)),
+            args=(*self._args, (n, self._count), self._failures, self._errors),
             name=f"steplog-assembler-{n}" if self._count > 1 else "steplog-assembler",
             daemon=True,
         )
@@ -149,10 +148,16 @@ class AssemblerProcess:
         return int(sum(self._assembled))
 
     @property
-    def consecutive_failures(self) -> int:
-        """The most consecutive failed rounds of any assembler process right now (0: the last
-        round of each worked)."""
-        return int(max(self._failing, default=0))
+    def failures(self) -> int:
+        """Rounds failed in a row by the assembler process failing the most."""
+        return int(max(self._failures))
+
+    @property
+    def last_error(self) -> str | None:
+        """The last error of the assembler process failing the most."""
+        worst = max(range(self._count), key=lambda n: self._failures[n])
+        raw = bytes(self._errors[worst * ERROR_CHARS : (worst + 1) * ERROR_CHARS])
+        return raw.rstrip(b"\0").decode("utf-8", "replace") or None
 
     @property
     def pid(self) -> int | None:
@@ -208,12 +213,18 @@ class AssemblerThread:
         self._wake = threading.Event()
         self.runs = 0
         self.error: str | None = None
-        self.failures = FailureCount()
-        """Consecutive failed rounds (``failures.consecutive``) and the last error."""
+        self.failures = 0
+        """Rounds failed in a row."""
+        self.last_error: str | None = None
         self._every = every
         self._assemble = assemble
         self._thread = threading.Thread(target=self._loop, name="steplog-assembler", daemon=True)
         self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the thread runs."""
+        return self._thread.is_alive()
 
     def wake(self) -> None:
         """A root span arrived: a trace may be complete."""
@@ -229,7 +240,8 @@ class AssemblerThread:
 
         def record(error: str | None) -> None:
             self.error = error
-            self.failures(error)
+            self.failures = 0 if error is None else self.failures + 1
+            self.last_error = error or self.last_error
 
         assemble_until(once, self._stop, record)
 

@@ -5,7 +5,11 @@ The service is opentelemetry-proto's generated ``TraceService`` served by grpcio
 returns only once the spans are committed; otherwise the call ends with the status the OTLP
 specification names: ``UNAVAILABLE`` while the database cannot take the spans (the exporter
 retries), ``INVALID_ARGUMENT`` for a request that does not decode, ``RESOURCE_EXHAUSTED`` over
-the size limit (grpcio checks that before our code runs). gzip compression is grpcio's.
+the size limit (grpcio checks that before our code runs) or the attribute-value limit,
+``UNAUTHENTICATED`` without the bearer token in the ``authorization`` metadata (when one is
+set). The HTTP receiver's bounds hold here too: calls beyond ``--max-requests`` are refused by
+grpcio (``RESOURCE_EXHAUSTED``), and a call past the bytes in flight or while the backlog is over
+its bound gets ``UNAVAILABLE`` (retried). gzip compression is grpcio's.
 
 The request is handed over as bytes, not parsed by grpcio: the protobuf runtime refuses a whole
 request when one span's string is not UTF-8, and :func:`decode_protobuf` instead rejects that
@@ -23,7 +27,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ...errors import SteplogError
-from .spans import RequestError, decode_protobuf
+from .admission import Busy
+from .spans import RequestError, TooManyValues, decode_protobuf
 
 if TYPE_CHECKING:
     from .server import OtlpReceiver
@@ -54,6 +59,7 @@ class GrpcReceiver:
     ingest, counters and assembler), started at once and stopped with :meth:`stop`."""
 
     def __init__(self, receiver: OtlpReceiver, host: str, port: int, *, threads: int = 8) -> None:
+        limits = receiver.limits
         grpc = _grpc()
         self._receiver = receiver
         service = _make_service(receiver)
@@ -71,8 +77,9 @@ class GrpcReceiver:
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="steplog-grpc"),
             handlers=[handler],
+            maximum_concurrent_rpcs=limits.max_requests,
             options=[
-                ("grpc.max_receive_message_length", receiver.max_body_bytes),
+                ("grpc.max_receive_message_length", limits.max_body_bytes),
                 ("grpc.so_reuseport", 0),  # a port in use is an error, not a shared port
             ],
         )
@@ -97,13 +104,45 @@ def _make_service(receiver: OtlpReceiver) -> Any:
         """``Export``: decode, stage (committed), answer; the rule of the HTTP receiver."""
 
         def Export(self, body: bytes, context: Any) -> ExportTraceServiceResponse:
+            if not receiver.authorized(dict(context.invocation_metadata()).get("authorization")):
+                with receiver.lock:
+                    receiver.stats.unauthorized += 1
+                context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "a bearer token is required: send the metadata 'authorization: Bearer "
+                    "<token>' (OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20<token>)",
+                )
+            refusal = receiver.backlog_refusal()
+            if refusal is not None:
+                with receiver.lock:
+                    receiver.stats.refused_backlog += 1
+                context.abort(grpc.StatusCode.UNAVAILABLE, refusal)
+            try:
+                ticket = receiver.admission.enter()
+            except Busy as exc:
+                self._busy(context, exc)
+            with ticket:
+                try:
+                    ticket.grow(len(body) * (1 + receiver.limits.decoded_factor))
+                except Busy as exc:
+                    self._busy(context, exc)
+                return self._export(body, context)
+
+        def _busy(self, context: Any, exc: Busy) -> None:
+            with receiver.lock:
+                receiver.stats.refused_busy += 1
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
+        def _export(self, body: bytes, context: Any) -> ExportTraceServiceResponse:
             ingest = receiver.ingest
             try:
-                decoded = decode_protobuf(body)
+                decoded = decode_protobuf(body, max_values=receiver.limits.max_values)
+            except TooManyValues as exc:
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
             except RequestError as exc:
                 with receiver.lock:
                     receiver.stats.bad_requests += 1
-                from .server import kept_for_quarantine
+                from .handler import kept_for_quarantine
 
                 with suppress(SteplogError, DBAPIError):
                     ingest.store.quarantine(
@@ -120,10 +159,13 @@ def _make_service(receiver: OtlpReceiver) -> Any:
                     receiver.stats.unavailable += 1
                 text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
                 reason = text[0] if text else type(exc).__name__
+                receiver.writes.failed("staging spans", reason)
                 context.abort(
                     grpc.StatusCode.UNAVAILABLE,
                     f"the spans could not be stored, retry later: {reason}",
                 )
+            if received.accepted:
+                receiver.writes.succeeded("staging spans")
             with receiver.lock:
                 receiver.stats.requests += 1
                 receiver.stats.spans_accepted += received.accepted

@@ -10,10 +10,13 @@ the request are kept.
 from __future__ import annotations
 
 import base64
+import codecs
 import hashlib
 import json
 import math
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +36,37 @@ MAX_MESSAGE = 64 * 1024
 
 class RequestError(SteplogError):
     """The whole request is undecodable (bad protobuf, bad JSON, wrong top-level shape)."""
+
+
+class TooManyValues(RequestError):
+    """The request carries more attribute values than the receiver decodes at once (413)."""
+
+
+SPAN_VALUES = 8
+"""What one span counts against ``max_values`` beside its attributes (ids, times, its object)."""
+_budget: ContextVar[list[int] | None] = ContextVar("steplog_otlp_values", default=None)
+
+
+@contextmanager
+def _values_at_most(limit: int | None) -> Iterator[None]:
+    """Within: decoding more than ``limit`` values (attributes through nesting, events, spans
+    at :data:`SPAN_VALUES` each) raises :class:`TooManyValues`, before they are held."""
+    token = _budget.set(None if limit is None else [limit, limit])
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+def _spend(count: int) -> None:
+    budget = _budget.get()
+    if budget is not None:
+        budget[0] -= count
+        if budget[0] < 0:
+            raise TooManyValues(
+                f"the request carries more than {budget[1]:,} attribute values and spans "
+                f"(--max-attributes); send smaller batches"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +194,14 @@ class DecodedRequest:
 # --- protobuf --------------------------------------------------------------------------------
 
 
-def decode_protobuf(body: bytes) -> DecodedRequest:
-    """Decode a binary ``ExportTraceServiceRequest``."""
+def decode_protobuf(body: bytes, *, max_values: int | None = None) -> DecodedRequest:
+    """Decode a binary ``ExportTraceServiceRequest`` (at most ``max_values`` values: see
+    :func:`_values_at_most`)."""
+    with _values_at_most(max_values):
+        return _decode_protobuf(body)
+
+
+def _decode_protobuf(body: bytes) -> DecodedRequest:
     request = ExportTraceServiceRequest()
     salvaged: list[Any] = []
     try:
@@ -180,6 +220,8 @@ def decode_protobuf(body: bytes) -> DecodedRequest:
     for r_index, resource_spans in enumerate(request.resource_spans):
         try:
             resource = _pb_attributes(resource_spans.resource.attributes)
+        except TooManyValues:
+            raise
         except SteplogError as exc:  # every span of this resource goes with it
             where = f"resourceSpans[{r_index}].resource"
             decoded.rejected.append(RejectedSpan(where, str(exc), _pb_raw(resource_spans)))
@@ -187,6 +229,7 @@ def decode_protobuf(body: bytes) -> DecodedRequest:
         for s_index, scope_spans in enumerate(resource_spans.scope_spans):
             for index, pb in enumerate(scope_spans.spans):
                 where = f"resourceSpans[{r_index}].scopeSpans[{s_index}].spans[{index}]"
+                _spend(SPAN_VALUES + len(pb.events))
                 try:
                     decoded.spans.append(
                         _checked(
@@ -214,6 +257,8 @@ def decode_protobuf(body: bytes) -> DecodedRequest:
                             )
                         )
                     )
+                except TooManyValues:
+                    raise
                 except SteplogError as exc:
                     decoded.rejected.append(RejectedSpan(where, str(exc), _pb_raw(pb)))
     return decoded
@@ -230,6 +275,7 @@ def _pb_raw(pb: Any) -> str:
 
 
 def _pb_attributes(items: Any) -> dict[str, Any]:
+    _spend(len(items))
     return {_text(kv.key): _pb_value(kv.value) for kv in items}
 
 
@@ -240,8 +286,10 @@ def _pb_value(value: AnyValue, depth: int = 0) -> Any:
     if kind is None:
         return None
     if kind == "array_value":
+        _spend(len(value.array_value.values))
         return [_pb_value(v, depth + 1) for v in value.array_value.values]
     if kind == "kvlist_value":
+        _spend(len(value.kvlist_value.values))
         pairs: list[KeyValue] = list(value.kvlist_value.values)
         return {_text(kv.key): _pb_value(kv.value, depth + 1) for kv in pairs}
     if kind == "bytes_value":
@@ -256,8 +304,12 @@ def _pb_value(value: AnyValue, depth: int = 0) -> Any:
 # --- JSON ------------------------------------------------------------------------------------
 
 
-def decode_json(body: bytes) -> DecodedRequest:
-    """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (its nesting bounded before parsing)."""
+def decode_json(body: bytes, *, max_values: int | None = None) -> DecodedRequest:
+    """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (its nesting bounded before parsing;
+    at most ``max_values`` values: see :func:`_values_at_most`)."""
+    not_text = _not_json_text(body)
+    if not_text:
+        raise RequestError(not_text)
     too_deep = json_depth_error(body)
     if too_deep:
         raise RequestError(f"not accepted: the JSON is {too_deep}")
@@ -267,7 +319,36 @@ def decode_json(body: bytes) -> DecodedRequest:
         raise RequestError(f"not JSON: {exc}") from None
     except RecursionError:
         raise RequestError("not JSON: nested too deeply") from None
-    return decode_document(document)
+    with _values_at_most(max_values):
+        return decode_document(document)
+
+
+def _not_json_text(body: bytes) -> str | None:
+    """Why ``body`` is plainly not OTLP/JSON text (binary data, or not starting with ``{``),
+    said before anything scans it: ``None`` when it may be."""
+    head = body[:4096]
+    start = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+    try:
+        _utf8_prefix(head)
+    except UnicodeDecodeError:
+        return (
+            "not OTLP/JSON: the body is binary data, not UTF-8 text (protobuf is sent as "
+            "application/x-protobuf)"
+        )
+    if b"\x00" in head:
+        return "not OTLP/JSON: the body holds NUL bytes (binary data?)"
+    if start and start not in b'{["-0123456789tfn':
+        return (
+            "not OTLP/JSON: an ExportTraceServiceRequest is a JSON object, and this body "
+            f"starts with {start!r}, which no JSON value does"
+        )
+    return None
+
+
+def _utf8_prefix(head: bytes) -> None:
+    """Raise :class:`UnicodeDecodeError` unless ``head`` is UTF-8 (a character cut at its end
+    allowed)."""
+    codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
 
 
 def decode_document(document: Any) -> DecodedRequest:
@@ -281,8 +362,11 @@ def decode_document(document: Any) -> DecodedRequest:
         raise RequestError("resourceSpans must be a list")
     decoded = DecodedRequest()
     for where, span, resource, scope in _walk(resource_spans, decoded):
+        _spend(SPAN_VALUES)
         try:
             decoded.spans.append(_json_span(span, resource, scope))
+        except TooManyValues:
+            raise
         except (SteplogError, ValueError, TypeError, OverflowError, RecursionError) as exc:
             raw = json.dumps(span, default=str)[:65536] if _jsonable(span) else repr(span)[:65536]
             decoded.rejected.append(RejectedSpan(where, str(exc), raw))
@@ -304,6 +388,8 @@ def _walk(
             scopes = _field(item, "scopeSpans", "scope_spans", [])
             if not isinstance(scopes, list):
                 raise SteplogError("scopeSpans must be a list")
+        except TooManyValues:
+            raise
         except (SteplogError, ValueError, TypeError, RecursionError) as exc:
             decoded.rejected.append(RejectedSpan(where, str(exc), _dump(item)))
             continue
@@ -332,6 +418,7 @@ def _json_span(doc: Any, resource: dict[str, Any], scope: str) -> Span:
     events = _field(doc, "events", "events", []) or []
     if not isinstance(events, list):
         raise SteplogError("events must be a list")
+    _spend(len(events))
     return _checked(
         Span(
             trace_id=_json_id(doc, "traceId", "trace_id", 16, required=True) or "",
@@ -383,6 +470,7 @@ def _json_attributes(items: Any) -> dict[str, Any]:
         return {}
     if not isinstance(items, list):
         raise SteplogError("attributes must be a list of {key, value}")
+    _spend(len(items))
     result = {}
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
@@ -419,11 +507,13 @@ def _json_value(value: Any, key: str, depth: int = 0) -> Any:
         values = inner.get("values", []) if isinstance(inner, dict) else None
         if not isinstance(values, list):
             raise SteplogError(f"attribute {key!r}: arrayValue needs a values list")
+        _spend(len(values))
         return [_json_value(v, key, depth + 1) for v in values]
     if kind in ("kvlistValue", "kvlist_value"):
         values = inner.get("values", []) if isinstance(inner, dict) else None
         if not isinstance(values, list):
             raise SteplogError(f"attribute {key!r}: kvlistValue needs a values list")
+        _spend(len(values))
         return {
             _text(str(kv.get("key"))): _json_value(kv.get("value"), key, depth + 1)
             for kv in values

@@ -13,15 +13,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .admission import Limits
+
 RESTART_PAUSE = 2.0
-HEALTH_SLOTS = 6
 """Seconds between two restarts of a child that keeps dying."""
+HEALTH_SLOTS = 10
+"""The parent's view shared with the workers: assembler present, alive, restarts, runs; workers
+alive, restarts; assembler failures in a row; staged spans, backlog bound, pushing back."""
 
 
 def _worker_main(
     url: str,
     address: tuple[str, int],
-    max_body_bytes: int,
+    limits: Limits,
+    token: str | None,
     patterns: str | None,
     accepted: Any,
     index: int,
@@ -37,16 +42,22 @@ def _worker_main(
     store = EventStore.open(url)
     ingest = OtlpIngest(store, default_redactor(Path(patterns) if patterns else None))
     receiver = OtlpReceiver(
-        address, ingest, max_body_bytes=max_body_bytes, assembler="none", reuse_port=True
+        address, ingest, limits=limits, token=token, assembler="none", reuse_port=True
     )
     receiver.shared_health = health  # /health answered here tells the parent's view
+    before = accepted[index]  # what this slot's earlier workers accepted
+
+    def report(count: int) -> None:  # this worker is the only writer of its slot
+        accepted[index] = before + count
+
+    receiver.report_accepted = report
     stop_on_sigterm(receiver.shutdown)
     tune_gc()
     try:
         receiver.serve_forever(poll_interval=0.2)
     finally:
         receiver.server_close()
-        accepted[index] = receiver.stats.spans_accepted  # this worker's own slot
+        report(receiver.stats.spans_accepted)
         store.close()
 
 
@@ -61,16 +72,16 @@ class ReceiverWorkers:
         url: str,
         address: tuple[str, int],
         *,
-        max_body_bytes: int,
+        limits: Limits,
+        token: str | None = None,
         patterns: Path | None,
         log: Callable[[str], None] = print,
     ) -> None:
         self._context = multiprocessing.get_context("spawn")
         self._accepted: Any = self._context.RawArray("q", count)
         self.health: Any = self._context.RawArray("q", HEALTH_SLOTS)
-        """The parent's view for the workers' /health: assembler present, alive, restarts,
-        runs; workers alive, restarts (written by the parent only)."""
-        self._arguments = (url, address, max_body_bytes, str(patterns) if patterns else None)
+        """The parent's view for the workers (see :data:`HEALTH_SLOTS`; the parent writes)."""
+        self._arguments = (url, address, limits, token, str(patterns) if patterns else None)
         self._log = log
         self._stopping = False
         self.restarts = 0
@@ -89,11 +100,25 @@ class ReceiverWorkers:
         start_shielded(process)
         return process
 
-    def publish(self, assembler: tuple[bool, int, int] | None) -> None:
-        """Share the parent's view (assembler alive, restarts, runs) with the workers."""
-        alive, restarts, runs = assembler if assembler is not None else (False, 0, 0)
+    def publish(
+        self,
+        assembler: tuple[bool, int, int, int] | None,
+        *,
+        backlog: int = 0,
+        bound: int = 0,
+        pushing_back: bool = False,
+    ) -> None:
+        """Share the parent's view (assembler alive, restarts, runs, failures in a row; the
+        backlog and whether to push back) with the workers."""
+        alive, restarts, runs, failures = assembler if assembler is not None else (0, 0, 0, 0)
         values = [int(assembler is not None), int(alive), restarts, runs]
-        self.health[:] = [*values, self.alive, self.restarts]
+        backlog_view = [failures, backlog, bound, int(pushing_back)]
+        self.health[:] = [*values, self.alive, self.restarts, *backlog_view]
+
+    @property
+    def accepted_so_far(self) -> int:
+        """Spans the workers staged since the start (as they last reported)."""
+        return int(sum(self._accepted))
 
     @property
     def alive(self) -> int:
@@ -133,3 +158,31 @@ class ReceiverWorkers:
         for process in self._processes:
             stop_child(process, timeout)
         return int(sum(self._accepted))
+
+
+def parent_view(health: Any) -> tuple[dict[str, Any] | None, dict[str, int]]:
+    """In a worker: the parent's assembler (``None`` without one) and workers, for /health."""
+    present, alive, restarts, runs, workers, worker_restarts, failures = list(health)[:7]
+    assembler = None
+    if present:
+        assembler = {
+            "alive": bool(alive),
+            "restarts": restarts,
+            "runs": runs,
+            "failures_in_a_row": failures,
+        }
+    return assembler, {"alive": workers, "restarts": worker_restarts}
+
+
+def parent_backlog(health: Any) -> dict[str, Any]:
+    """In a worker: the parent's last look at the backlog."""
+    bound, pushing_back = list(health)[8:10]
+    return {"bound": bound, "pushing_back": bool(pushing_back)}
+
+
+def parent_backlog_refusal(health: Any) -> str | None:
+    """In a worker: why to refuse spans for the backlog, as the parent last decided."""
+    _, spans, bound, pushing_back = list(health)[6:10]
+    if not pushing_back:
+        return None
+    return f"the staged backlog is {spans:,} spans, over its bound of {bound:,}; retry later"
