@@ -41,6 +41,7 @@ from ...events import (
 )
 from ...store import NewEvent
 from ..ids import stable_event_id_of
+from .activity import active_steps, is_phantom
 from .attributes import (
     ErrorInfo,
     as_dict,
@@ -51,15 +52,13 @@ from .attributes import (
     input_of,
     json_or_text,
     model_of,
-    model_request,
-    model_response,
     operation,
     output_of,
     tool_args_of,
     tool_name_of,
     tool_result_of,
-    usage_of,
 )
+from .calls import Call, Calls, model_content
 from .spans import Span
 from .tree import SpanTree, find_roots
 
@@ -81,6 +80,9 @@ class MappedRun:
     trace_id: str
     events: list[NewEvent]
     span_ids: frozenset[str]
+    phantom: bool = False
+    """A trace with no agent, model or tool activity (see :func:`is_phantom`): archived, not a
+    run; ``events`` is empty."""
 
 
 def run_id_for(trace_id: str) -> str:
@@ -93,6 +95,8 @@ def map_trace(spans: list[Span]) -> MappedRun:
     if not spans:
         raise ValueError("a trace without spans")
     tree = SpanTree(spans)
+    if is_phantom(tree):
+        return MappedRun(run_id_for(tree.trace_id), tree.trace_id, [], frozenset(tree.by_id), True)
     return _Builder(tree).build()
 
 
@@ -108,7 +112,9 @@ class _Builder:
         self.tree = tree
         self.trace_id = tree.trace_id
         self.root = tree.root
-        self.wrappers, self.steps = tree.step_level()
+        self.wrappers, steps = tree.step_level()
+        self.steps = active_steps(tree, steps)
+        self.calls = Calls(tree)
         self.events: list[NewEvent] = []
         self.call_index = 0
         self._errors: dict[str, ErrorInfo] = {}
@@ -182,18 +188,16 @@ class _Builder:
         if failed and not wrappers:
             return failed[-1]
         if failed:
-            run_error = _short(self._error_along(self._origin(wrappers[-1])))
+            run_error = self._error_along(self._origin(wrappers[-1]))
             for index in reversed(failed):
-                if _short(self._error_along(self._origin(self.steps[index]))) == run_error:
+                if _same(self._error_along(self._origin(self.steps[index])), run_error):
                     return index
         return len(self.steps) - 1
 
     def _errored_calls(self, step: Span) -> list[Span]:
         found = self._errored.get(step.span_id)
         if found is None:
-            kind_of = self.tree.kind_of
-            found = [s for s in self.tree.subtree(step) if s.failed and kind_of(s)]
-            self._errored[step.span_id] = found
+            found = self._errored[step.span_id] = self.calls.errored_in(self.tree.subtree(step))
         return found
 
     def _origin(self, top: Span) -> Span:
@@ -227,6 +231,8 @@ class _Builder:
                 origin = calls[-1]
             elif failed_wrappers:
                 origin = self._origin(failed_wrappers[-1])
+                if calls and _same(self._error_along(calls[-1]), self._error_along(origin)):
+                    origin = calls[-1]  # the wrapper reports the call's error: it came from there
             else:
                 origin = step
         else:
@@ -248,14 +254,14 @@ class _Builder:
         name = step_name(step)
         started = StepStarted(step=name, step_index=index, input=as_dict(input_of(step)))
         self.add(started, step.start_ns, step.span_id, "step-started")
-        kind_of = self.tree.kind_of
-        for call in self.tree.subtree(step):
-            kind = kind_of(call)
-            if kind:
-                self._add_call(call, index, kind)
+        starting_at = self.calls.starting_at
+        for span in self.tree.subtree(step):
+            call = starting_at(span)
+            if call is not None:
+                self._add_call(call, index)
         end = step.end_ns or step.start_ns
         attempts = self._errored_calls(step)
-        if step.failed and not kind_of(step) and not attempts:
+        if step.failed and not self.tree.kind_of(step) and not attempts:
             attempts = [step]  # a failed step with no failed call in it: one failed attempt
         fatal_error = self._failure(index) if fatal else None
         recovered = attempts
@@ -309,7 +315,7 @@ class _Builder:
         error = self._failure(fatal)
         mine = self._error_along(self._origin(span))
         later = [s for s in self._errored_calls(self.steps[fatal]) if s.start_ns > span.end_ns]
-        return not later and _short(mine) == _short(error)
+        return not later and _same(mine, error)
 
     def _tool_args(self, span: Span) -> Any:
         """The call's arguments; a bare value (LangChain records a one-argument tool's input as
@@ -377,17 +383,22 @@ class _Builder:
                 return model
         return "unknown"
 
-    def _add_call(self, span: Span, step_index: int, kind: str) -> None:
+    def _add_call(self, call: Call, step_index: int) -> None:
+        """One ``ModelCalled`` or ``ToolCalled`` for ``call`` (identified by its outermost span;
+        a merged call's fields from its richest member first, see :mod:`.calls`)."""
+        span = call.spans[0]
         latency = max(0.0, (span.end_ns - span.start_ns) / 1e6) if span.end_ns else 0.0
-        error = self._error(span) if span.failed else None
-        if kind == "model":
-            usage = usage_of(span)
-            event: Event = ModelCalled(
+        error_span = call.error_span
+        error = self._error(error_span) if error_span is not None else None
+        event: Event
+        if call.kind == "model":
+            request, response, usage, model = model_content(call.spans)
+            event = ModelCalled(
                 step_index=step_index,
                 call_index=self.call_index,
-                model=model_of(span) or "unknown",
-                request=cut(model_request(span)),
-                response=cut(model_response(span)),
+                model=model or "unknown",
+                request=cut(request),
+                response=cut(response),
                 error=(error.message or error.error_type) if error else None,
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
@@ -397,12 +408,13 @@ class _Builder:
                 latency_ms=latency,
             )
         else:
+            args, result = self._tool_content(call.spans)
             event = ToolCalled(
                 step_index=step_index,
                 call_index=self.call_index,
                 tool=tool_name_of(span),
-                args=cut(self._tool_args(span)),
-                result=cut(tool_result_of(span)),
+                args=cut(args),
+                result=cut(result),
                 status="error" if error else "ok",
                 error_type=error.error_type if error else None,
                 error=(error.message or error.error_type) if error else None,
@@ -410,6 +422,20 @@ class _Builder:
             )
         self.add(event, span.start_ns, span.span_id, "call")
         self.call_index += 1
+
+    def _tool_content(self, spans: tuple[Span, ...]) -> tuple[Any, Any]:
+        """A tool call's arguments and result: from the member that has both (else most), the
+        innermost first on a tie, each gap filled from the others."""
+        found = [(self._tool_args(s), tool_result_of(s)) for s in spans]
+        if len(found) == 1:
+            return found[0]
+        order = sorted(
+            range(len(found)),
+            key=lambda i: (-(found[i][0] is not None) - (found[i][1] is not None), -i),
+        )
+        args = next((found[i][0] for i in order if found[i][0] is not None), None)
+        result = next((found[i][1] for i in order if found[i][1] is not None), None)
+        return args, result
 
 
 def _dispatched_call(parent: Span, tool: str) -> Any:
@@ -424,6 +450,13 @@ def _dispatched_call(parent: Span, tool: str) -> Any:
 
 def _short(error: ErrorInfo) -> str:
     return error.error_type.rsplit(".", 1)[-1]
+
+
+def _same(one: ErrorInfo, other: ErrorInfo) -> bool:
+    """Whether two spans report one error: the same type, or the same message (a framework's
+    wrapper span often names the error its own way -- the OpenAI Agents SDK 0.24: ``Error in
+    agent run`` around ``Error getting response`` -- but repeats the message)."""
+    return _short(one) == _short(other) or (bool(one.message) and one.message == other.message)
 
 
 __all__ = ["MappedRun", "find_roots", "map_trace", "run_id_for", "step_name"]
