@@ -147,7 +147,8 @@ class _Writer:
                 and ready.run.run_id not in existing
             ):
                 self.tails.extend(ready.tails)
-                self.report.stored(ready.run.run_id, len(ready.batch), duplicate=False)
+                if not ready.run.phantom:  # a phantom trace is archived, not a run
+                    self.report.stored(ready.run.run_id, len(ready.batch), duplicate=False)
                 fresh.append((trace_id, ready.run.run_id, spans))
                 packed[trace_id] = ready.packed
             elif trace_id in archived:
@@ -243,7 +244,8 @@ class _Writer:
             self._quarantine_trace(trace_id, spans, reason)
             return None
         self._append(mapped.run_id, 0, batch)
-        self.report.stored(mapped.run_id, len(batch), duplicate=False)
+        if not mapped.phantom:
+            self.report.stored(mapped.run_id, len(batch), duplicate=False)
         return (trace_id, mapped.run_id, spans)
 
     def _reconcile(
@@ -279,7 +281,9 @@ class _Writer:
         late = spans_now[len(trace.spans) :]
         run_id = trace.run_id
         if not late:  # every span was a re-send: the run holds them already
-            self.report.stored(run_id, self.store._version(self.conn, run_id), duplicate=True)
+            version = self.store._version(self.conn, run_id)
+            if version:  # (a phantom trace has no run)
+                self.report.stored(run_id, version, duplicate=True)
             return
         assembled_at = trace.assembled_at
         if assembled_at.tzinfo is None:
@@ -303,13 +307,19 @@ class _Writer:
             return
         stored = self._read_run(run_id)
         reason = f"{len(late)} late span(s) arrived"
-        batch, _ = revision_batch(stored, run_id, mapped.events, reason)
+        if mapped.phantom:  # still no run (one stored before phantoms were known stays)
+            batch = []
+        elif not stored:  # a phantom trace that late spans made a run
+            batch = mapped.events
+        else:
+            batch, _ = revision_batch(stored, run_id, mapped.events, reason)
         if batch:
             self._append(run_id, len(stored), self.store._prepare(batch))
         archive.save_in(
             self.conn, [(trace.trace_id, run_id, spans_now)], self.now, existing={trace.trace_id}
         )
-        self.report.stored(run_id, len(batch), duplicate=not batch)
+        if stored or batch:
+            self.report.stored(run_id, len(batch), duplicate=not batch)
 
     # --- quarantine ------------------------------------------------------------------------------
 
