@@ -35,12 +35,15 @@ def active_steps(tree: SpanTree, steps: list[Span]) -> list[Span]:
     ``init_run``, ``setup_agent``, ``parse_agent_output``... -- are not steps). A run with no such
     span keeps every span at that level (a trace of plain spans)."""
     kind_of = tree.kind_of
-    active = [
-        step
-        for step in steps
-        if step.failed or any(kind_of(s) or is_activity(s) for s in tree.subtree(step))
-    ]
+    active = [step for step in steps if kind_of(step) or _holds_activity(tree, step)]
     return active or steps
+
+
+def _holds_activity(tree: SpanTree, step: Span) -> bool:
+    if step.failed:
+        return True
+    kind_of = tree.kind_of
+    return any(kind_of(span) or is_activity(span) for span in tree.subtree(step))
 
 
 __all__ = ["active_steps", "is_phantom"]

@@ -61,6 +61,7 @@ _REQUEST_PREFIXES = (
 )
 """Flattened forms of the same (OpenInference; OpenLLMetry's ``gen_ai.prompt.0.content``)."""
 _FLAGS = (bool, type(None))
+_MARKERS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 def operation(span: Span) -> str:
@@ -86,8 +87,10 @@ def call_kind(span: Span) -> str | None:
     op = operation(span)
     if op in TOOL_OPERATIONS:
         return "tool"
-    if op in MODEL_OPERATIONS and makes_request(span):
-        return "model"
+    if op in MODEL_OPERATIONS and (
+        "gen_ai.operation.name" in span.attributes or makes_request(span)
+    ):
+        return "model"  # (a GenAI client span is one request: no need to look further)
     return None
 
 
@@ -178,6 +181,8 @@ def _tool_part(span: Span, messages_key: str, part_type: str, field: str, legacy
     mode -- a ``gen_ai.tool.message`` event's ``content`` (the input) and a ``gen_ai.choice``
     event's ``message`` (the result), which by the convention are a model's history and
     choice, not a tool's."""
+    if not span.events:
+        return None
     for event in span.events:
         if event.name == OPERATION_DETAILS and messages_key in event.attributes:
             for part in _parts(json_or_text(event.attributes[messages_key])):
@@ -322,10 +327,16 @@ def _messages(
     found = first(attrs, *keys)
     if found is not None:
         return json_or_text(found)
-    for prefix in flattened:
-        flat = unflatten(attrs, prefix)
-        if flat is not None:
-            return flat
+    markers = _MARKERS.get(flattened) or _MARKERS.setdefault(
+        flattened, tuple(f"{prefix}." for prefix in flattened)
+    )
+    for key in attrs:  # one pass over the names, not one for each flattened form
+        if key.startswith(markers):
+            for prefix in flattened:
+                flat = unflatten(attrs, prefix)
+                if flat is not None:
+                    return flat
+            break
     if span.events:
         found = _from_events(span.events, details_key, content_event, is_message_event)
         if found is not None:

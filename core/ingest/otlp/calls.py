@@ -21,8 +21,7 @@ A model-kind span that made no request is not a call at all (:func:`~.attributes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .attributes import (
     Usage,
@@ -37,21 +36,17 @@ from .spans import Span
 from .tree import SpanTree
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One real call: its kind and the spans that describe it, outermost first."""
+class Call(NamedTuple):
+    """One real call: its kind, the spans that describe it (outermost first), and the innermost
+    of them in error (where the exception came from), if any."""
 
     kind: str
     spans: tuple[Span, ...]
+    error_span: Span | None
 
-    @property
-    def failed(self) -> bool:
-        return any(s.failed for s in self.spans)
 
-    @property
-    def error_span(self) -> Span | None:
-        """The innermost member in error (where the exception came from)."""
-        return next((s for s in reversed(self.spans) if s.failed), None)
+def _call(kind: str, spans: tuple[Span, ...]) -> Call:
+    return Call(kind, spans, next((s for s in reversed(spans) if s.failed), None))
 
 
 class Calls:
@@ -63,25 +58,30 @@ class Calls:
         self._member_of: dict[str, str] = {}
         kind_of = tree.kind_of
         skipped: set[str] = set()
+        member_of = self._member_of
         for span in tree.spans:  # start order: an outer call before the calls nested in it
             kind = kind_of(span)
-            if not kind or span.span_id in self._member_of or span.span_id in skipped:
+            if not kind or span.span_id in member_of or span.span_id in skipped:
+                continue
+            if not tree.children_of(span):  # the common case: a call with nothing inside
+                member_of[span.span_id] = span.span_id
+                self.by_start[span.span_id] = Call(kind, (span,), span if span.failed else None)
                 continue
             chain = [span]
             while True:
                 nested = self._nested(chain[-1])
                 same = [c for c in nested if kind_of(c) == kind]
                 if len(same) != 1 or not self._same_call(kind, chain[-1], same[0]):
-                    if kind == "model" and len(same) > 1 and len(chain) == 1:
-                        skipped.add(span.span_id)  # a wrapper of several requests
+                    if kind == "model" and len(same) > 1:  # a wrapper of several requests
+                        skipped.update(s.span_id for s in chain)
                         chain = []
                     break
                 chain.append(same[0])
             if not chain:
                 continue
             for member in chain:
-                self._member_of[member.span_id] = span.span_id
-            self.by_start[span.span_id] = Call(kind, tuple(chain))
+                member_of[member.span_id] = span.span_id
+            self.by_start[span.span_id] = _call(kind, tuple(chain))
 
     def _nested(self, span: Span) -> list[Span]:
         """The call spans below ``span`` with no other call span between."""
@@ -105,28 +105,24 @@ class Calls:
         mine, theirs = tool_args_of(outer), tool_args_of(inner)
         return mine is None or theirs is None or _comparable(mine) == _comparable(theirs)
 
-    def starting_at(self, span: Span) -> Call | None:
-        """The call ``span`` starts (``None`` for a span that is no call or a call's inner
-        member)."""
-        return self.by_start.get(span.span_id)
-
     def errored_in(self, spans: list[Span]) -> list[Span]:
         """The calls in error among ``spans`` (a subtree), once each: by their innermost member
         in error."""
-        found = []
-        for span in spans:
-            call = self.by_start.get(span.span_id)
-            if call is not None and call.failed and call.error_span is not None:
-                found.append(call.error_span)
-        return found
+        get = self.by_start.get
+        return [
+            call.error_span
+            for span in spans
+            if (call := get(span.span_id)) is not None and call.error_span is not None
+        ]
 
 
 def model_content(spans: tuple[Span, ...]) -> tuple[Any, Any, Usage, str | None]:
     """A (merged) model call's request, response, usage and model: from the member that has
     the most of them, the innermost first on a tie, each gap filled from the others."""
+    if len(spans) == 1:
+        span = spans[0]
+        return model_request(span), model_response(span), usage_of(span), model_of(span)
     found = [(model_request(s), model_response(s), usage_of(s), model_of(s)) for s in spans]
-    if len(found) == 1:
-        return found[0]
 
     def richness(i: int) -> tuple[int, int]:
         request, response, usage, _ = found[i]

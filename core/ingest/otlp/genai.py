@@ -4,17 +4,20 @@ What a span means is read from the OpenTelemetry GenAI semantic conventions or f
 OpenInference (see :mod:`.attributes`). The mapping:
 
 * the trace is the run, ``otel-<trace id>``; its root span (no parent; or the earliest span whose
-  parent never arrived) starts it;
+  parent never arrived) starts it. A trace with no agent, model or tool activity is archived, not
+  a run (:func:`.activity.is_phantom`);
 * **the step level** is found by descending from the root through single-child wrapper spans
   (one's own root span, a framework's chain, an agent span) to the first span whose children
-  branch; each of its children is a step, in start order (see :mod:`.tree`). A model-call step is
-  named by its operation (``chat``, never ``chat gpt-4o``, so versions share step names); other
-  steps by their span name;
+  branch; each of its children that holds activity (or failed) is a step, in start order (see
+  :mod:`.tree`, :func:`.activity.active_steps`). A model-call step is named by its operation
+  (``chat``, never ``chat gpt-4o``, so versions share step names); other steps by their span name;
 * the scenario, model version, task instance, session and user come from the wrappers and the
   resource (``steplog.*`` attributes first);
-* every model span in a step's subtree is a ``ModelCalled`` (tokens, cached and reasoning tokens,
-  cost), every tool span a ``ToolCalled`` (arguments from the call, never from a tool schema);
-* every errored model or tool span under a step is a failed attempt of that step;
+* every model call in a step's subtree is a ``ModelCalled`` (tokens, cached and reasoning tokens,
+  cost), every tool call a ``ToolCalled`` (arguments from the call, never from a tool schema);
+  nested spans of one request are one call, and a model span that made no request is none (see
+  :mod:`.calls`);
+* every call in error under a step is a failed attempt of that step;
 * the run fails when a wrapper (agent, chain, root) is in error, or when its last step failed
   and the root did not say OK; the failing step is the last one in error. Its error is read from
   the innermost span the exception came from: ``exception.type`` / ``exception.message`` for the
@@ -95,9 +98,10 @@ def map_trace(spans: list[Span]) -> MappedRun:
     if not spans:
         raise ValueError("a trace without spans")
     tree = SpanTree(spans)
-    if is_phantom(tree):
+    calls = Calls(tree)
+    if not calls.by_start and is_phantom(tree):
         return MappedRun(run_id_for(tree.trace_id), tree.trace_id, [], frozenset(tree.by_id), True)
-    return _Builder(tree).build()
+    return _Builder(tree, calls).build()
 
 
 def step_name(span: Span) -> str:
@@ -108,13 +112,17 @@ def step_name(span: Span) -> str:
 
 
 class _Builder:
-    def __init__(self, tree: SpanTree) -> None:
+    def __init__(self, tree: SpanTree, calls: Calls) -> None:
         self.tree = tree
         self.trace_id = tree.trace_id
         self.root = tree.root
         self.wrappers, steps = tree.step_level()
         self.steps = active_steps(tree, steps)
-        self.calls = Calls(tree)
+        kind_of = tree.kind_of
+        self.names = [  # step_name(), with the kinds the tree already read
+            operation(s) if kind_of(s) == "model" else (s.name or "(unnamed)") for s in self.steps
+        ]
+        self.calls = calls
         self.events: list[NewEvent] = []
         self.call_index = 0
         self._errors: dict[str, ErrorInfo] = {}
@@ -151,7 +159,7 @@ class _Builder:
             error = self._failure(fatal)
             self.add(
                 RunFailed(
-                    step=step_name(self.steps[fatal]) if fatal is not None else None,
+                    step=self.names[fatal] if fatal is not None else None,
                     step_index=fatal,
                     error_type=error.error_type,
                     message=error.message,
@@ -251,12 +259,12 @@ class _Builder:
     # --- steps -------------------------------------------------------------------------------
 
     def _add_step(self, index: int, step: Span, *, fatal: bool) -> None:
-        name = step_name(step)
+        name = self.names[index]
         started = StepStarted(step=name, step_index=index, input=as_dict(input_of(step)))
         self.add(started, step.start_ns, step.span_id, "step-started")
-        starting_at = self.calls.starting_at
+        calls = self.calls.by_start
         for span in self.tree.subtree(step):
-            call = starting_at(span)
+            call = calls.get(span.span_id)
             if call is not None:
                 self._add_call(call, index)
         end = step.end_ns or step.start_ns
@@ -360,7 +368,7 @@ class _Builder:
             agent_version=first_text(attrs, "gen_ai.agent.version", "service.version") or "1",
             seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
             input=as_dict(input_of(root) or self._first_input()),
-            planned_steps=[step_name(s) for s in self.steps],
+            planned_steps=list(self.names),
             source="otlp",
             session_id=self.tree.first_attribute(
                 "steplog.session_id", "session.id", "gen_ai.conversation.id", "conversation.id"
@@ -426,9 +434,9 @@ class _Builder:
     def _tool_content(self, spans: tuple[Span, ...]) -> tuple[Any, Any]:
         """A tool call's arguments and result: from the member that has both (else most), the
         innermost first on a tie, each gap filled from the others."""
+        if len(spans) == 1:
+            return self._tool_args(spans[0]), tool_result_of(spans[0])
         found = [(self._tool_args(s), tool_result_of(s)) for s in spans]
-        if len(found) == 1:
-            return found[0]
         order = sorted(
             range(len(found)),
             key=lambda i: (-(found[i][0] is not None) - (found[i][1] is not None), -i),
