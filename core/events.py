@@ -313,7 +313,7 @@ class RunAborted(Event):
 
 @catalogue.register
 class BudgetExceeded(Event):
-    """A configured limit (steps, retries, tokens, time) was reached."""
+    """A configured limit (steps, retries, tokens, time, conversation messages) was reached."""
 
     budget: Literal[
         "max_steps",
@@ -322,6 +322,7 @@ class BudgetExceeded(Event):
         "step_token_budget",
         "run_token_budget",
         "timeout_seconds",
+        "max_messages",
     ]
     limit: Amount
     used: Amount

@@ -351,9 +351,13 @@ def test_other_endings(inspect_logs: Logs) -> None:
     answered = api.read_eval_log_sample(str(path), "sum", 1)
     limit = api.EvalSampleLimit(type="message", limit=4, reason="Message limit exceeded")
     limited = mapped(answered.model_copy(update={"limit": limit}))
-    assert [t for t, _ in limited][-2:] == ["ModelCalled", "RunAborted"]  # no budget fits
+    assert [t for t, _ in limited][-2:] == ["BudgetExceeded", "RunAborted"]
+    assert (limited[-2][1]["budget"], limited[-2][1]["limit"]) == ("max_messages", 4)
     assert limited[-1][1]["step"] == "answer"
     assert "message limit" in str(limited[-1][1]["reason"])
+    operator = api.EvalSampleLimit(type="operator", limit=1, reason="stopped by the operator")
+    stopped = mapped(answered.model_copy(update={"limit": operator}))
+    assert [t for t, _ in stopped][-2:] == ["ModelCalled", "RunAborted"]  # no budget fits
 
     unscored = mapped(answered.model_copy(update={"scores": None}))
     assert unscored[-1][0] == "RunCompleted" and unscored[-1][1]["output"] == {"answer": "4"}

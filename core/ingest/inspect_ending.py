@@ -26,11 +26,13 @@ from .redaction import Redactor
 
 INCORRECT: Final = "IncorrectAnswer"
 
-_BUDGETS: Final[dict[str, Literal["run_token_budget", "timeout_seconds", "max_steps"]]] = {
+_Budget = Literal["run_token_budget", "timeout_seconds", "max_steps", "max_messages"]
+_BUDGETS: Final[dict[str, _Budget]] = {
     "token": "run_token_budget",
     "time": "timeout_seconds",
     "working": "timeout_seconds",
     "turn": "max_steps",
+    "message": "max_messages",
 }
 _LIMIT_USED: Final = re.compile(r"value:\s*([\d,]+(?:\.\d+)?)")
 
@@ -45,7 +47,7 @@ class _Ending:
     message: str = ""
     output: JsonDict = field(default_factory=dict)
     summary: str | None = None
-    budget: Literal["run_token_budget", "timeout_seconds", "max_steps"] | None = None
+    budget: _Budget | None = None
     limit: float | None = None
     used: float | None = None
 
@@ -124,4 +126,6 @@ def _limit_used(sample: Any, kind: str, reason: str, tokens: int, steps: int) ->
         return float(sample.working_time or 0.0)
     if kind == "turn":
         return float(steps)
+    if kind == "message":
+        return float(len(sample.messages or []))
     return 0.0

@@ -23,7 +23,9 @@ Mapping
   latency from its working time; cost from its usage. ``call_index`` counts model and tool calls
   across the run.
 * ``ToolEvent`` -> **ToolCalled** (status ``error`` and error_type ``tool_error`` for a
-  ``ToolError``, ``tool_<type>`` for Inspect's other tool error types). A tool error, other than
+  ``ToolError``, ``tool_<type>`` for Inspect's other tool error types, ``tool_failed`` for a
+  call Inspect marks ``failed`` -- a hard error, the exception ending the sample -- without an
+  error of its own). A tool error, other than
   a refused approval, is also a **StepAttemptFailed** (retryable): Inspect hands the error back
   to the model, which tries again in the next turn, so the run view shows which turn hit which
   tool error, first-step accuracy counts it, and the mid-run error/recovery metrics see it. The
@@ -36,7 +38,8 @@ Mapping
 
   1. ``sample.limit`` (token, time, working, turn, message, cost, operator, custom limit) ->
      **BudgetExceeded** where a steplog budget fits (token -> run_token_budget, time/working ->
-     timeout_seconds, turn -> max_steps) and **RunAborted** at the last step.
+     timeout_seconds, turn -> max_steps, message -> max_messages) and **RunAborted** at the last
+     step.
   2. ``sample.error`` (or an ``ErrorEvent``) -> **StepFailed** + **RunFailed** at the last step
      (none if no model was called); error_type is the exception's class name, message its text.
   3. The first scorer's value (Inspect's ``value_to_float``: ``C``, ``1``, ``True``, ``"yes"``
@@ -111,6 +114,8 @@ from .redaction import Redactor
 
 MAX_INPUT_TEXT: Final = 16000
 """Characters kept of one string in a sample's input snapshot."""
+HARD_TOOL_FAILURE: Final = "tool_failed"
+"""error_type of a tool call Inspect marks ``failed`` (a hard error) without a ``ToolCallError``."""
 
 
 @dataclass(slots=True)
@@ -320,6 +325,10 @@ class _SampleMapper:
         step = self.ensure_step(f"call {function}", event.timestamp)
         error = event.error
         error_type = _tool_error_type(error.type) if error is not None else None
+        hard = bool(getattr(event, "failed", None))  # the tool raised: no error handed back
+        message = self.text(str(error.message)) if error is not None else None
+        if hard and error is None:
+            error_type, message = HARD_TOOL_FAILURE, "the tool call failed with a hard error"
         self.emit(
             ToolCalled(
                 step_index=step.index,
@@ -327,10 +336,10 @@ class _SampleMapper:
                 tool=function,
                 args=self.clean(event.arguments),
                 result=self.clean(_tool_result(event.result)),
-                status="error" if error is not None else "ok",
+                status="error" if error is not None or hard else "ok",
                 error_type=error_type,
                 latency_ms=max(float(event.working_time or 0.0) * 1000, 0.0),
-                error=self.text(str(error.message)) if error is not None else None,
+                error=message,
             ),
             event.timestamp,
         )

@@ -12,12 +12,16 @@ A file holds one conversation (a JSON list of messages, or one record), or one p
 Lines). The mapping, pure and documented in the README:
 
 * every assistant message is a step: a ``ModelCalled`` (request: the messages added since the
-  previous assistant message; response: the assistant message; tokens from its ``usage``, cost
-  from ``cost``) and one ``ToolCalled`` per tool call, its result from the tool message that
-  answers it. The step is named after the tools it calls (``search``, ``bash+read``) or
-  ``answer`` when it calls none;
+  previous assistant message; response: the assistant message; tokens from its ``usage`` (or
+  ``extra.usage``, or the raw response's ``extra.response.usage``), cost from ``cost``) and
+  one ``ToolCalled`` per tool call, its result from the tool message that answers it. The
+  step is named after the tools it calls (``search``, ``bash+read``) or ``answer`` when it
+  calls none;
 * a tool message marked as failed (``"is_error": true``, ``"status": "error"`` or an
   ``error`` field) is a failed attempt of its step;
+* an ``error`` given as text is read for its type: ``ContextWindowExceeded: ...`` is type
+  ``ContextWindowExceeded``, a provider's error text becomes ``status code: message`` (see
+  :mod:`.provider_errors`);
 * ``outcome`` (``completed``/``success``/``resolved``/``submitted``... or ``failed``/``error``/
   ``crashed``...) ends the run; without one, a run whose last assistant message answers
   without tool calls completed, any other failed as ``Unfinished``.
@@ -49,6 +53,7 @@ from ..events import (
 from ..store import EventStore, NewEvent
 from .ids import stable_event_id
 from .otlp.attributes import cut, json_or_text
+from .provider_errors import readable_error
 from .redaction import Redactor
 from .report import ImportReport, Rejected
 
@@ -114,6 +119,8 @@ def conversation_of(record: Any, *, default_id: str, scenario: str, model: str) 
         detail = _text(error.get("traceback") or error.get("detail"))
     elif error not in (None, ""):
         message = str(error)
+    if message:
+        error_type, message = readable_error(error_type, message)
     seed = record.get("seed")
     rid = _text(record.get("run_id") or record.get("id"))
     return Conversation(
@@ -251,7 +258,7 @@ def conversation_events(conversation: Conversation, clock: datetime) -> list[New
         name = step_name(step)
         when = _time_of(step.assistant) or last_time
         out.add(StepStarted(step=name, step_index=index), when, index, "step-started")
-        usage = step.assistant.get("usage") or _extra(step.assistant).get("usage") or {}
+        usage = _usage(step.assistant)
         out.add(
             ModelCalled(
                 step_index=index,
@@ -464,6 +471,21 @@ def _content_text(content: Any) -> str | None:
 def _extra(message: dict[str, Any]) -> dict[str, Any]:
     extra = message.get("extra")
     return extra if isinstance(extra, dict) else {}
+
+
+def _usage(message: dict[str, Any]) -> dict[str, Any]:
+    """A message's token usage: ``usage`` on the message, in its ``extra``, or in the raw
+    provider response kept in ``extra.response`` (mini-swe-agent 2.x keeps it only there)."""
+    extra = _extra(message)
+    response = extra.get("response")
+    for found in (
+        message.get("usage"),
+        extra.get("usage"),
+        response.get("usage") if isinstance(response, dict) else None,
+    ):
+        if isinstance(found, dict) and found:
+            return found
+    return {}
 
 
 def _time_of(message: dict[str, Any] | None) -> float | None:

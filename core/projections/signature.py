@@ -3,7 +3,9 @@
 A failed (or aborted) run's signature is a hash of its scenario, the failed step with numbers
 masked (``extract_07`` and ``extract_12`` fail the same way), its error type, and its message
 with the parts that vary between occurrences masked: quoted values, ids (UUIDs, hex strings),
-and numbers.
+and numbers. A provider error's head -- HTTP status and error code, as the mapping writes them
+(``400 context_length_exceeded: ...``, see :mod:`steplog.ingest.provider_errors`) -- is kept: two
+different 400s are two different failures.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ _MIXED_ID = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[A-Za-z0-9][\w-]*\b")
 _SCIENTIFIC = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+\b")
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*(?:[eE][-+]?\d+)?")
 _SPACE = re.compile(r"\s+")
+_PROVIDER_HEAD = re.compile(r"[1-5]\d\d(?: [A-Za-z][\w.\-]{0,79})?: ")
+"""``400 context_length_exceeded: ``: an HTTP status and a provider's error code."""
 MAX_MESSAGE = 300
 
 
@@ -38,7 +42,15 @@ class Signature:
 
 
 def normalize_message(message: str) -> str:
-    """The message with quoted values, ids and numbers masked."""
+    """The message with quoted values, ids and numbers masked (a provider error's status and
+    code kept)."""
+    head = _PROVIDER_HEAD.match(message)
+    if head:
+        return (head.group() + _masked(message[head.end() :]))[:MAX_MESSAGE]
+    return _masked(message)
+
+
+def _masked(message: str) -> str:
     masked = _QUOTED.sub("<str>", message)
     masked = _UUID.sub("<id>", masked)
     masked = _HEX_ID.sub("<id>", masked)

@@ -3,7 +3,8 @@
 Serves ``POST /v1/chat/completions`` (OpenAI; JSON or server-sent events, with tool calls when
 tools are offered) and ``POST /v1/messages`` (Anthropic; JSON or server-sent events) on
 127.0.0.1. Answers are a pure function of the request, so a run can be compared with its
-replay. ``fail_next`` makes the next requests answer HTTP 429; ``requests`` counts what arrived.
+replay. ``fail_next`` makes the next requests answer ``failure`` (HTTP 429 unless set: a status
+and the provider's error body); ``requests`` counts what arrived.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ class FakeLLM:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.fail_next = 0
+        self.failure: tuple[int, dict[str, Any]] = (
+            429,
+            {"error": {"message": "rate limited", "type": "rate_limit"}},
+        )
         self.lock = threading.Lock()
         self.url = ""
 
@@ -130,7 +135,7 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 failing = state.fail_next > 0
                 state.fail_next -= 1 if failing else 0
             if failing:
-                self._json(429, {"error": {"message": "rate limited", "type": "rate_limit"}})
+                self._json(*state.failure)
             elif self.path.endswith("/chat/completions"):
                 if body.get("stream"):
                     self._sse([(None, chunk) for chunk in _chat_stream(body)], done=True)

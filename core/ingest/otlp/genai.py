@@ -4,17 +4,20 @@ What a span means is read from the OpenTelemetry GenAI semantic conventions or f
 OpenInference (see :mod:`.attributes`). The mapping:
 
 * the trace is the run, ``otel-<trace id>``; its root span (the one span with no parent; a
-  synthetic root when none or several came, see :mod:`.tree`) starts it;
+  synthetic root when none or several came, see :mod:`.tree`) starts it. A trace with no agent,
+  model or tool activity is archived, not a run (:func:`.activity.is_phantom`);
 * **the step level** is found by descending from the root through single-child wrapper spans
   (one's own root span, a framework's chain, an agent span) to the first span whose children
-  branch; each of its children is a step, in start order (see :mod:`.tree`). A model-call step is
-  named by its operation (``chat``, never ``chat gpt-4o``, so versions share step names); other
-  steps by their span name;
+  branch; each of its children that holds activity (or failed) is a step, in start order (see
+  :mod:`.tree`, :func:`.activity.active_steps`). A model-call step is named by its operation
+  (``chat``, never ``chat gpt-4o``, so versions share step names); other steps by their span name;
 * the scenario, model version, task instance, session and user come from the wrappers and the
   resource (``steplog.*`` attributes first);
-* every model span in a step's subtree is a ``ModelCalled`` (tokens, cached and reasoning tokens,
-  cost), every tool span a ``ToolCalled`` (arguments from the call, never from a tool schema);
-* every errored model or tool span under a step is a failed attempt of that step;
+* every model call in a step's subtree is a ``ModelCalled`` (tokens, cached and reasoning tokens,
+  cost), every tool call a ``ToolCalled`` (arguments from the call, never from a tool schema);
+  nested spans of one request are one call, and a model span that made no request is none (see
+  :mod:`.calls`);
+* every call in error under a step is a failed attempt of that step;
 * the run fails when a wrapper (agent, chain, root) is in error, or when its last step failed
   and the root did not say OK; the failing step is the last one in error. Its error is read from
   the innermost span the exception came from: ``exception.type`` / ``exception.message`` for the
@@ -41,6 +44,7 @@ from ...events import (
 )
 from ...store import NewEvent
 from ..ids import stable_event_id_of
+from .activity import active_steps, is_phantom
 from .attributes import (
     ErrorInfo,
     as_dict,
@@ -51,15 +55,13 @@ from .attributes import (
     input_of,
     json_or_text,
     model_of,
-    model_request,
-    model_response,
     operation,
     output_of,
     tool_args_of,
     tool_name_of,
     tool_result_of,
-    usage_of,
 )
+from .calls import Call, Calls, model_content
 from .spans import Span
 from .tree import SpanTree, find_roots
 
@@ -81,6 +83,9 @@ class MappedRun:
     trace_id: str
     events: list[NewEvent]
     span_ids: frozenset[str]
+    phantom: bool = False
+    """A trace with no agent, model or tool activity (see :func:`is_phantom`): archived, not a
+    run; ``events`` is empty."""
 
 
 def run_id_for(trace_id: str) -> str:
@@ -93,7 +98,10 @@ def map_trace(spans: list[Span]) -> MappedRun:
     if not spans:
         raise ValueError("a trace without spans")
     tree = SpanTree(spans)
-    return _Builder(tree).build()
+    calls = Calls(tree)
+    if not calls.by_start and is_phantom(tree):
+        return MappedRun(run_id_for(tree.trace_id), tree.trace_id, [], frozenset(tree.by_id), True)
+    return _Builder(tree, calls).build()
 
 
 def step_name(span: Span) -> str:
@@ -104,11 +112,17 @@ def step_name(span: Span) -> str:
 
 
 class _Builder:
-    def __init__(self, tree: SpanTree) -> None:
+    def __init__(self, tree: SpanTree, calls: Calls) -> None:
         self.tree = tree
         self.trace_id = tree.trace_id
         self.root = tree.root
-        self.wrappers, self.steps = tree.step_level()
+        self.wrappers, steps = tree.step_level()
+        self.steps = active_steps(tree, steps)
+        kind_of = tree.kind_of
+        self.names = [  # step_name(), with the kinds the tree already read
+            operation(s) if kind_of(s) == "model" else (s.name or "(unnamed)") for s in self.steps
+        ]
+        self.calls = calls
         self.events: list[NewEvent] = []
         self.call_index = 0
         self._errors: dict[str, ErrorInfo] = {}
@@ -145,7 +159,7 @@ class _Builder:
             error = self._failure(fatal)
             self.add(
                 RunFailed(
-                    step=step_name(self.steps[fatal]) if fatal is not None else None,
+                    step=self.names[fatal] if fatal is not None else None,
                     step_index=fatal,
                     error_type=error.error_type,
                     message=error.message,
@@ -182,18 +196,16 @@ class _Builder:
         if failed and not wrappers:
             return failed[-1]
         if failed:
-            run_error = _short(self._error_along(self._origin(wrappers[-1])))
+            run_error = self._error_along(self._origin(wrappers[-1]))
             for index in reversed(failed):
-                if _short(self._error_along(self._origin(self.steps[index]))) == run_error:
+                if _same(self._error_along(self._origin(self.steps[index])), run_error):
                     return index
         return len(self.steps) - 1
 
     def _errored_calls(self, step: Span) -> list[Span]:
         found = self._errored.get(step.span_id)
         if found is None:
-            kind_of = self.tree.kind_of
-            found = [s for s in self.tree.subtree(step) if s.failed and kind_of(s)]
-            self._errored[step.span_id] = found
+            found = self._errored[step.span_id] = self.calls.errored_in(self.tree.subtree(step))
         return found
 
     def _origin(self, top: Span) -> Span:
@@ -227,6 +239,8 @@ class _Builder:
                 origin = calls[-1]
             elif failed_wrappers:
                 origin = self._origin(failed_wrappers[-1])
+                if calls and _same(self._error_along(calls[-1]), self._error_along(origin)):
+                    origin = calls[-1]  # the wrapper reports the call's error: it came from there
             else:
                 origin = step
         else:
@@ -245,17 +259,17 @@ class _Builder:
     # --- steps -------------------------------------------------------------------------------
 
     def _add_step(self, index: int, step: Span, *, fatal: bool) -> None:
-        name = step_name(step)
+        name = self.names[index]
         started = StepStarted(step=name, step_index=index, input=as_dict(input_of(step)))
         self.add(started, step.start_ns, step.span_id, "step-started")
-        kind_of = self.tree.kind_of
-        for call in self.tree.subtree(step):
-            kind = kind_of(call)
-            if kind:
-                self._add_call(call, index, kind)
+        calls = self.calls.by_start
+        for span in self.tree.subtree(step):
+            call = calls.get(span.span_id)
+            if call is not None:
+                self._add_call(call, index)
         end = step.end_ns or step.start_ns
         attempts = self._errored_calls(step)
-        if step.failed and not kind_of(step) and not attempts:
+        if step.failed and not self.tree.kind_of(step) and not attempts:
             attempts = [step]  # a failed step with no failed call in it: one failed attempt
         fatal_error = self._failure(index) if fatal else None
         recovered = attempts
@@ -309,7 +323,7 @@ class _Builder:
         error = self._failure(fatal)
         mine = self._error_along(self._origin(span))
         later = [s for s in self._errored_calls(self.steps[fatal]) if s.start_ns > span.end_ns]
-        return not later and _short(mine) == _short(error)
+        return not later and _same(mine, error)
 
     def _tool_args(self, span: Span) -> Any:
         """The call's arguments; a bare value (LangChain records a one-argument tool's input as
@@ -354,7 +368,7 @@ class _Builder:
             agent_version=first_text(attrs, "gen_ai.agent.version", "service.version") or "1",
             seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
             input=as_dict(input_of(root) or self._first_input()),
-            planned_steps=[step_name(s) for s in self.steps],
+            planned_steps=list(self.names),
             source="otlp",
             session_id=self.tree.first_attribute(
                 "steplog.session_id", "session.id", "gen_ai.conversation.id", "conversation.id"
@@ -378,17 +392,22 @@ class _Builder:
                 return model
         return "unknown"
 
-    def _add_call(self, span: Span, step_index: int, kind: str) -> None:
+    def _add_call(self, call: Call, step_index: int) -> None:
+        """One ``ModelCalled`` or ``ToolCalled`` for ``call`` (identified by its outermost span;
+        a merged call's fields from its richest member first, see :mod:`.calls`)."""
+        span = call.spans[0]
         latency = max(0.0, (span.end_ns - span.start_ns) / 1e6) if span.end_ns else 0.0
-        error = self._error(span) if span.failed else None
-        if kind == "model":
-            usage = usage_of(span)
-            event: Event = ModelCalled(
+        error_span = call.error_span
+        error = self._error(error_span) if error_span is not None else None
+        event: Event
+        if call.kind == "model":
+            request, response, usage, model = model_content(call.spans)
+            event = ModelCalled(
                 step_index=step_index,
                 call_index=self.call_index,
-                model=model_of(span) or "unknown",
-                request=cut(model_request(span)),
-                response=cut(model_response(span)),
+                model=model or "unknown",
+                request=cut(request),
+                response=cut(response),
                 error=(error.message or error.error_type) if error else None,
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
@@ -398,12 +417,13 @@ class _Builder:
                 latency_ms=latency,
             )
         else:
+            args, result = self._tool_content(call.spans)
             event = ToolCalled(
                 step_index=step_index,
                 call_index=self.call_index,
                 tool=tool_name_of(span),
-                args=cut(self._tool_args(span)),
-                result=cut(tool_result_of(span)),
+                args=cut(args),
+                result=cut(result),
                 status="error" if error else "ok",
                 error_type=error.error_type if error else None,
                 error=(error.message or error.error_type) if error else None,
@@ -411,6 +431,20 @@ class _Builder:
             )
         self.add(event, span.start_ns, span.span_id, "call")
         self.call_index += 1
+
+    def _tool_content(self, spans: tuple[Span, ...]) -> tuple[Any, Any]:
+        """A tool call's arguments and result: from the member that has both (else most), the
+        innermost first on a tie, each gap filled from the others."""
+        if len(spans) == 1:
+            return self._tool_args(spans[0]), tool_result_of(spans[0])
+        found = [(self._tool_args(s), tool_result_of(s)) for s in spans]
+        order = sorted(
+            range(len(found)),
+            key=lambda i: (-(found[i][0] is not None) - (found[i][1] is not None), -i),
+        )
+        args = next((found[i][0] for i in order if found[i][0] is not None), None)
+        result = next((found[i][1] for i in order if found[i][1] is not None), None)
+        return args, result
 
 
 def _dispatched_call(parent: Span, tool: str) -> Any:
@@ -425,6 +459,13 @@ def _dispatched_call(parent: Span, tool: str) -> Any:
 
 def _short(error: ErrorInfo) -> str:
     return error.error_type.rsplit(".", 1)[-1]
+
+
+def _same(one: ErrorInfo, other: ErrorInfo) -> bool:
+    """Whether two spans report one error: the same type, or the same message (a framework's
+    wrapper span often names the error its own way -- the OpenAI Agents SDK 0.24: ``Error in
+    agent run`` around ``Error getting response`` -- but repeats the message)."""
+    return _short(one) == _short(other) or (bool(one.message) and one.message == other.message)
 
 
 __all__ = ["MappedRun", "find_roots", "map_trace", "run_id_for", "step_name"]

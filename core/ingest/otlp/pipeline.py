@@ -336,6 +336,8 @@ class OtlpIngest:
                 except (ValueError, TypeError) as exc:
                     result.failed.append(f"trace {trace.trace_id}: {exc}")
                     continue
+                if mapped.phantom:
+                    continue  # not a run (one stored before phantoms were known stays)
                 if self.store.version(mapped.run_id) == 0:
                     self.store.append_batch(mapped.run_id, mapped.events, expected_version=0)
                     result.revised.append(mapped.run_id)

@@ -159,7 +159,8 @@ class _Writer:
                 and ready.run.run_id not in existing
             ):
                 self.tails.extend(ready.tails)
-                self.report.stored(ready.run.run_id, len(ready.batch), duplicate=False)
+                if not ready.run.phantom:  # a phantom trace is archived, not a run
+                    self.report.stored(ready.run.run_id, len(ready.batch), duplicate=False)
                 fresh.append((trace_id, ready.run.run_id, spans))
                 packed[trace_id] = ready.packed
             elif trace_id in archived:
@@ -256,7 +257,8 @@ class _Writer:
             self._quarantine_trace(trace_id, spans, reason)
             return None
         self._append(mapped.run_id, 0, batch)
-        self.report.stored(mapped.run_id, len(batch), duplicate=False)
+        if not mapped.phantom:
+            self.report.stored(mapped.run_id, len(batch), duplicate=False)
         return (trace_id, mapped.run_id, spans)
 
     def _reconcile(
@@ -292,7 +294,9 @@ class _Writer:
         spans_now, changed = archive.merged(trace.spans, spans)
         run_id = trace.run_id
         if not changed:  # every span was an identical re-send: the run holds them already
-            self.report.stored(run_id, self.store._version(self.conn, run_id), duplicate=True)
+            version = self.store._version(self.conn, run_id)
+            if version:  # (a phantom trace has no run)
+                self.report.stored(run_id, version, duplicate=True)
             return
         known = {s.span_id for s in trace.spans}
         resent = sum(1 for s in changed if s.span_id in known)
@@ -314,7 +318,12 @@ class _Writer:
         parts += [f"{resent} span(s) re-sent with other content"] if resent else []
         try:  # pure work on data: whatever it raises, these spans fail alone
             mapped = map_trace(spans_now)
-            batch, _ = revision_batch(stored, run_id, mapped.events, "; ".join(parts))
+            if mapped.phantom:  # still no run (one stored before phantoms were known stays)
+                batch: list[NewEvent] = []
+            elif not stored:  # a phantom trace that late spans made a run
+                batch = list(mapped.events)
+            else:
+                batch, _ = revision_batch(stored, run_id, mapped.events, "; ".join(parts))
             prepared = self.store._prepare(batch) if batch else []
         except Exception as exc:  # a defect on one trace must not stop the round
             reason = f"cannot map the trace with its late spans to a run: {_described(exc)}"
@@ -325,7 +334,8 @@ class _Writer:
         archive.save_in(
             self.conn, [(trace.trace_id, run_id, spans_now)], self.now, existing={trace.trace_id}
         )
-        self.report.stored(run_id, len(batch), duplicate=not batch)
+        if stored or batch:
+            self.report.stored(run_id, len(batch), duplicate=not batch)
 
     # --- quarantine ------------------------------------------------------------------------------
 
