@@ -1,0 +1,135 @@
+"""The redactor: secrets replaced in text, in JSON-like values and in raw documents."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Final
+
+from ._kinds import KINDS, SECRET_KEY, Kind
+from ._scan import MASK, Scanner, compile_pattern
+
+MAX_CACHED_KEY: Final = 256
+"""Mapping keys up to this length are remembered (keys repeat endlessly; long ones are rare)."""
+_JSON_OPENERS: Final = ("{", "[")
+_JSON_CLOSERS: Final = ("}", "]")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Redactor:
+    """Replaces secrets in strings and in JSON-like values (see :mod:`steplog.redaction`)."""
+
+    kinds: tuple[Kind, ...] = KINDS
+    scanner: Scanner = field(init=False, repr=False)
+    _key: Callable[[str], tuple[str, bool]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scanner", Scanner(self.kinds))
+        secret_key = compile_pattern(SECRET_KEY, where="the secret key names")
+        redact = self.scanner.redact
+
+        @lru_cache(maxsize=4096)
+        def cached(key: str) -> tuple[str, bool]:
+            return redact(key), secret_key.fullmatch(
+                key.encode("utf-8", "surrogatepass")
+            ) is not None
+
+        def key(name: str) -> tuple[str, bool]:
+            if len(name) <= MAX_CACHED_KEY:
+                return cached(name)
+            return cached.__wrapped__(name)
+
+        object.__setattr__(self, "_key", key)
+
+    @classmethod
+    def from_patterns(cls, patterns: Iterable[str], *, origin: str = "pattern") -> Redactor:
+        """The built-in kinds plus ``patterns`` (RE2 syntax; a bad one is a clear error naming
+        ``origin`` and its number)."""
+        extra = []
+        for number, text in enumerate(patterns, start=1):
+            compile_pattern(text, where=f"{origin} {number}")
+            extra.append(Kind(f"{origin} {number}", text))
+        return cls(KINDS + tuple(extra))
+
+    # --- strings -------------------------------------------------------------------------------
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret replaced by ``[REDACTED]``."""
+        return self.scanner.redact(value)
+
+    def names_a_secret(self, key: str) -> bool:
+        """Whether a mapping key names a secret (``api_key``, ``authorization``...)."""
+        return self._key(key)[1]
+
+    def string(self, value: str) -> str:
+        """A string value: JSON inside it redacted structurally (then re-serialised, only if
+        something was replaced), any other text as :meth:`text`."""
+        if value[:1] in _JSON_OPENERS or value.lstrip()[:1] in _JSON_OPENERS:
+            parsed = _json_of(value)
+            if isinstance(parsed, dict | list):
+                redacted = self.value(parsed)
+                if redacted == parsed:
+                    return value
+                return json.dumps(redacted, ensure_ascii=False)
+        return self.text(value)
+
+    # --- structures ----------------------------------------------------------------------------
+
+    def value(self, value: Any) -> Any:
+        """A copy of a JSON-like value with secrets redacted: every string (keys too, JSON inside
+        strings structurally), and the whole value of a key that names a secret."""
+        if isinstance(value, str):
+            return self.string(value)
+        if isinstance(value, Mapping):
+            pair_key = value.get("key")  # OTLP's {"key": name, "value": {...}} attributes
+            secret_pair = (
+                isinstance(pair_key, str) and "value" in value and self.names_a_secret(pair_key)
+            )
+            result = {}
+            for key, item in value.items():
+                if isinstance(key, str):
+                    key, secret = self._key(key)
+                    secret = secret or (secret_pair and key == "value")
+                else:
+                    secret = False
+                result[key] = MASK if secret and _maskable(item) else self.value(item)
+            return result
+        if isinstance(value, list | tuple):
+            return [self.value(item) for item in value]
+        return value
+
+    def document(self, raw: str) -> str:
+        """Raw input kept for the quarantine, redacted structurally: parsed as JSON when it is
+        (and returned unchanged when it held no secret); when it is not (cut short, broken), its
+        string literals are still decoded and redacted one by one, keys naming a secret mask
+        what follows them (:mod:`._lenient`), and the rest is scanned as text."""
+        if raw.lstrip()[:1] in (*_JSON_OPENERS, '"'):
+            parsed = _json_of(raw)
+            if parsed is not None or raw.strip() == "null":
+                redacted = self.value(parsed)
+                return raw if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
+        from ._lenient import redact_lenient
+
+        return redact_lenient(raw, self)
+
+
+def _maskable(item: Any) -> bool:
+    """A secret-named key's value is replaced unless it cannot be a secret (null, a flag)."""
+    return item is not None and not isinstance(item, bool)
+
+
+def _json_of(text: str) -> Any:
+    """``text`` parsed as JSON (nesting bounded first), or ``None``."""
+    from ..ingest.bounds import json_depth_error
+
+    stripped = text.strip()
+    if not stripped or (stripped[:1] in _JSON_OPENERS and stripped[-1:] not in _JSON_CLOSERS):
+        return None
+    if json_depth_error(stripped.encode("utf-8", "surrogatepass")) is not None:
+        return None
+    with suppress(ValueError, RecursionError):
+        return json.loads(stripped)
+    return None
