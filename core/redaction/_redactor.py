@@ -6,14 +6,16 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Final
 
+from ..errors import SteplogError
 from ._kinds import KINDS, SECRET_KEY, Kind
+from ._linear import unbounded_inside
 from ._scan import MASK, Scanner, compile_pattern
 
 MAX_CACHED_KEY: Final = 256
-"""Mapping keys up to this length are remembered (keys repeat endlessly; long ones are rare)."""
+MAX_CACHED_KEYS: Final = 65536
+"""Mapping keys up to this length, and this many, are remembered (keys repeat endlessly)."""
 _JSON_OPENERS: Final = ("{", "[")
 _JSON_CLOSERS: Final = ("}", "]")
 
@@ -31,16 +33,16 @@ class Redactor:
         secret_key = compile_pattern(SECRET_KEY, where="the secret key names")
         redact = self.scanner.redact
 
-        @lru_cache(maxsize=4096)
-        def cached(key: str) -> tuple[str, bool]:
-            return redact(key), secret_key.fullmatch(
-                key.encode("utf-8", "surrogatepass")
-            ) is not None
+        cache: dict[str, tuple[str, bool]] = {}
 
         def key(name: str) -> tuple[str, bool]:
-            if len(name) <= MAX_CACHED_KEY:
-                return cached(name)
-            return cached.__wrapped__(name)
+            found = cache.get(name)
+            if found is None:
+                data = name.encode("utf-8", "surrogatepass")
+                found = redact(name), secret_key.fullmatch(data) is not None
+                if len(name) <= MAX_CACHED_KEY and len(cache) < MAX_CACHED_KEYS:
+                    cache[name] = found
+            return found
 
         object.__setattr__(self, "_key", key)
 
@@ -50,8 +52,15 @@ class Redactor:
         ``origin`` and its number)."""
         extra = []
         for number, text in enumerate(patterns, start=1):
-            compile_pattern(text, where=f"{origin} {number}")
-            extra.append(Kind(f"{origin} {number}", text))
+            where = f"{origin} {number}"
+            compile_pattern(text, where=where)
+            if unbounded_inside(text):
+                raise SteplogError(
+                    f"{where}: {text!r} repeats without bound before its match is complete; "
+                    "use a bounded repetition there ({0,64} instead of *): only the end of a "
+                    "pattern may repeat without bound, which keeps redaction linear in time"
+                )
+            extra.append(Kind(where, text))
         return cls(KINDS + tuple(extra))
 
     # --- strings -------------------------------------------------------------------------------

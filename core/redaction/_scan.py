@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import binascii
 import re
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
+from itertools import accumulate
 from typing import Any, Final
 
 import re2
@@ -50,10 +52,11 @@ _ESCAPE: Final = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{
 """Escapes, found by Python's ``re``: fixed-length alternatives after a literal backslash, so
 no backtracking is possible (and a callable replacement is cheap here, unlike RE2's)."""
 _BASE64_RUN: Final = rb"[A-Za-z0-9+/_-]{20,}={0,2}"
+_RUN: Final = re.compile(rb"[A-Za-z0-9+/_-]{20,}={0,2}")
+"""A base64 run, found by Python's ``re`` (one class, a bounded minimum: linear, and iterating
+its matches costs no call into RE2 per run)."""
 _PRINTABLE: Final = re.compile(rb"[\x21-\x7e]{6}")
 """Six printable ASCII characters in a row (a charset run: no backtracking)."""
-_STANDARD: Final = frozenset(b"+/")
-_URLSAFE: Final = frozenset(b"-_")
 _UNANCHORED: Final = re2._Anchor.UNANCHORED
 _BOTH: Final = re2._Anchor.ANCHOR_BOTH
 _NONE: Final = (-1, -1)
@@ -94,7 +97,7 @@ def _spans(regex: Any, data: bytes) -> Iterator[tuple[int, int]]:
 
 
 class _Own:
-    """One kind's own pattern: which of its groups are secrets, which bytes can start it."""
+    """One kind's own pattern: found with it alone, which RE2 runs fastest."""
 
     def __init__(self, kind: Kind, number: int) -> None:
         where = f"{kind.name} (pattern {number})"
@@ -102,119 +105,124 @@ class _Own:
         self.secrets = tuple(
             index for name, index in regex.groupindex.items() if name.decode().startswith("secret")
         )
-        self.whole = compile_pattern(kind.pattern, where=where, capture=False)._regexp
-        self.engine = regex._regexp if self.secrets else self.whole
-        ok, low, high = self.engine.PossibleMatchRange(16)
-        self.first = range(low[0], high[0] + 1) if ok and low and high else range(256)
-        self.low: bytes = low if ok and low else b""
-        self.high: bytes = high if ok and high else b"\xff" * 64
-        """Every match lies between these two strings (RE2 says so): a cheap first test."""
+        self.groups = regex._regexp
+        bare = _without_groups(kind.pattern)  # RE2 runs a pattern with groups far slower
+        self.whole = compile_pattern(bare, where=where, capture=False)._regexp
 
-    def parts(self, data: bytes, start: int, end: int) -> list[tuple[int, int]] | None:
-        """The spans to replace if this kind matches exactly ``data[start:end]``."""
-        if not self.low <= data[start : start + 16] <= self.high:
-            return None
-        if self.secrets and end - start > MAX_CONTEXT:
-            found = self.whole.Match(_BOTH, data, start, end)[0]
-            return None if found == _NONE else [found]
-        groups = self.engine.Match(_BOTH, data, start, end)
-        if groups[0] == _NONE:
-            return None
+    def next_match(self, data: bytes, position: int) -> tuple[int, int] | None:
+        """The first match at or after ``position`` (the whole text is its context)."""
+        found: tuple[int, int] = self.whole.Match(_UNANCHORED, data, position, len(data))[0]
+        return None if found == _NONE else found
+
+    def parts(self, data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+        """The spans to replace in this kind's match ``data[start:end]``: its ``secret`` groups
+        (the whole match when it has none, or when it is longer than :data:`MAX_CONTEXT`)."""
+        if not self.secrets or end - start > MAX_CONTEXT:
+            return [(start, end)]
+        groups = self.groups.Match(_BOTH, data, start, end)
         found = [groups[g] for g in self.secrets if groups[g] != _NONE]
-        return [span for span in (found or [groups[0]]) if span[1] > span[0]]
+        return [span for span in (found or [(start, end)]) if span[1] > span[0]]
 
 
 class Scanner:
-    """Finds and replaces every secret of the given kinds in text, in one automaton pass.
+    """Finds and replaces every secret of the given kinds in text.
 
-    The kinds are joined into one alternation compiled without capturing groups, which RE2 runs
-    as a DFA alone: that finds each match's span. Which kind matched (the first one listed that
-    matches exactly that span) and where its ``secret`` groups are is then asked of the kind's
-    own small pattern on that span only.
+    An RE2 set of every kind (and base64 runs) says in one pass which kinds a text holds:
+    most texts hold none. The kinds present are then searched for each with its own pattern,
+    and their matches merged as one alternation would (leftmost first; at the same place, the
+    kind listed first), each kind searched again only from where the last match taken ended.
     """
 
     def __init__(self, kinds: Sequence[Kind]) -> None:
         self.kinds = tuple(kinds)
         self._own = [_Own(kind, number) for number, kind in enumerate(self.kinds, start=1)]
-        self._by_first = [
-            tuple(i for i, own in enumerate(self._own) if byte in own.first) for byte in range(256)
-        ]
-        joined = "|".join(f"(?:{kind.pattern})" for kind in self.kinds) or r"\b\B"
-        self._any = compile_pattern(joined, where="the joined patterns", capture=False)
-        self._gate = compile_pattern(
-            "|".join([joined, _BASE64_RUN.decode()]), where="the gate", capture=False
-        )._regexp
-        self._base64 = compile_pattern(_BASE64_RUN.decode(), where="base64", capture=False)
+        self._gate = re2.Set.SearchSet(options(capture=False))
+        for kind in self.kinds:
+            self._gate.Add(kind.pattern.encode("utf-8"))
+        self._base64_index = self._gate.Add(_BASE64_RUN)
+        self._gate.Compile()
 
     # --- bytes ---------------------------------------------------------------------------------
 
-    def _matches(self, data: bytes) -> Iterator[tuple[int, list[tuple[int, int]]]]:
-        """Each match of a kind in ``data``: the kind's index and the spans to replace."""
-        for start, end in _spans(self._any, data):
-            if end == start:
-                continue
-            for index in self._by_first[data[start]]:
-                parts = self._own[index].parts(data, start, end)
-                if parts is not None:
-                    yield index, parts
-                    break
-            else:  # no single kind matches the span exactly (cannot happen): replace it all
-                yield -1, [(start, end)]
+    def _present(self, data: bytes) -> list[int]:
+        """The indexes of the kinds (and base64 runs) ``data`` holds, in order."""
+        return sorted(self._gate.Match(data) or ())
 
-    def spans(self, data: bytes) -> list[tuple[int, int]]:
+    def _matches(self, data: bytes, present: Sequence[int]) -> Iterator[tuple[int, int, int]]:
+        """Each match of a present kind, in order: (kind index, start, end)."""
+        upcoming = {}
+        for index in present:
+            if index < len(self._own):
+                found = self._own[index].next_match(data, 0)
+                if found is not None:
+                    upcoming[index] = found
+        while upcoming:
+            index = min(upcoming, key=lambda i: (upcoming[i][0], i))
+            start, end = upcoming[index]
+            yield index, start, end
+            position = end if end > start else end + 1
+            for other in [i for i, span in upcoming.items() if span[0] < position]:
+                found = (
+                    self._own[other].next_match(data, position) if position <= len(data) else None
+                )
+                if found is None:
+                    del upcoming[other]
+                else:
+                    upcoming[other] = found
+
+    def spans(self, data: bytes, present: Sequence[int] | None = None) -> list[tuple[int, int]]:
         """The byte spans of ``data`` to replace, in order (past :data:`MAX_SECRETS` secrets,
         one span from there to the end)."""
         found: list[tuple[int, int]] = []
-        for count, (_, parts) in enumerate(self._matches(data), start=1):
+        kinds = self._present(data) if present is None else present
+        for count, (index, start, end) in enumerate(self._matches(data, kinds), start=1):
             if count > MAX_SECRETS:
-                found.append((parts[0][0], len(data)))
+                found.append((start, len(data)))
                 break
-            found.extend(parts)
+            found.extend(self._own[index].parts(data, start, end))
         return found
 
     def kinds_in(self, text: str) -> list[str]:
         """The names of the kinds found in ``text`` (for tests and the benchmark)."""
         data = text.encode("utf-8", "surrogatepass")
-        return [self.kinds[i].name if i >= 0 else "?" for i, _ in self._matches(data)]
+        return [self.kinds[i].name for i, _, _ in self._matches(data, self._present(data))]
 
-    def _masked(self, data: bytes) -> bytes | None:
-        spans = self.spans(data)
+    def _masked(self, data: bytes, present: Sequence[int] | None = None) -> bytes | None:
+        spans = self.spans(data, present)
         if not spans:
             return None
         out = bytearray()
         last = 0
         for start, end in spans:
-            start, end = _char_start(data, start), _char_start(data, end)
-            if start < last:
-                start = last
-            out += data[last:start]
-            out += _MASK
+            start, end = max(_char_start(data, start), last), _char_start(data, end)
+            out += data[last:start] + _MASK
             last = max(end, start)
-        out += data[last:]
-        return bytes(out)
+        return bytes(out + data[last:])
 
     # --- text ----------------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced by ``[REDACTED]`` (the same object when none).
 
-        The gate (every kind and base64 runs, one search) passes most strings over; the others
-        are scanned for kinds, then their base64 runs are decoded and scanned, then (text with
-        backslashes) their decoded view is scanned.
+        The set (every kind and base64 runs, one pass) passes most strings over; the others
+        are searched for the kinds they hold, then their base64 runs are decoded and scanned,
+        then (text with backslashes) their decoded view is scanned.
         """
         if len(text) < MIN_SECRET:
             return text
         data = text.encode("utf-8", "surrogatepass")
         escaped = "\\" in text
-        if not escaped and self._gate.Match(_UNANCHORED, data, 0, len(data))[0] == _NONE:
+        present = self._present(data)
+        if not present and not escaped:
             return text
         changed = False
-        masked = self._masked(data)
+        masked = self._masked(data, present)
         if masked is not None:
             data, changed = masked, True
-        encoded = self._base64_runs(data)
-        if encoded is not None:
-            data, changed = encoded, True
+        if self._base64_index in present:
+            encoded = self._base64_runs(data)
+            if encoded is not None:
+                data, changed = encoded, True
         if escaped:
             view = self._unescaped(data)
             if view is not None:
@@ -222,17 +230,25 @@ class Scanner:
         return data.decode("utf-8", "surrogatepass") if changed else text
 
     def _base64_runs(self, data: bytes) -> bytes | None:
-        """``data`` with secrets inside base64 runs replaced (re-encoded), or ``None``."""
-        out = bytearray()
-        last = 0
-        for start, end in _spans(self._base64, data):
-            replaced = self._base64_run(data[start:end])
-            if replaced is not None:
-                out += data[last:start] + replaced
-                last = end
-        if last == 0:
+        """``data`` with secrets inside base64 runs replaced (re-encoded), or ``None``.
+
+        Every run is decoded, the decoded runs are joined (NUL between them: no kind can start
+        at a NUL, and a match running on past one only masks more) and scanned at once."""
+        runs: list[tuple[int, int, bool]] = []
+        pieces: list[bytes] = []
+        for match in _RUN.finditer(data):
+            run = match.group()
+            decoded, urlsafe = _decoded_run(run)
+            if decoded is not None and _PRINTABLE.search(decoded) is not None:
+                runs.append((match.start(), match.end(), urlsafe))
+                pieces.append(decoded)
+        if not pieces:
             return None
-        return bytes(out + data[last:])
+        joined = b"\x00".join(pieces)
+        spans = self.spans(joined)
+        if not spans:
+            return None
+        return self._reencoded(data, runs, pieces, spans)
 
     def _unescaped(self, data: bytes) -> bytes | None:
         """``data`` with its escapes (``\\uXXXX``, ``\\xXX``, ``\\/``) decoded and redacted, if
@@ -243,27 +259,94 @@ class Scanner:
             return None
         return self._masked(view.encode("utf-8", "surrogatepass"))
 
-    def _base64_run(self, run: bytes) -> bytes | None:
-        body = run.rstrip(b"=")
-        chars = frozenset(body)
-        urlsafe = bool(chars & _URLSAFE)
-        if (urlsafe and chars & _STANDARD) or len(body) % 4 == 1:
-            return None  # not one base64 text
-        if urlsafe:
-            body = body.translate(_FROM_URLSAFE)
-        try:
-            decoded = binascii.a2b_base64(body + b"=" * (-len(body) % 4))
-        except binascii.Error:
-            return None
-        if _PRINTABLE.search(decoded) is None:
-            return None  # binary through and through: no secret is shorter than this
-        masked = self._masked(decoded)
-        if masked is None:
-            return None
-        encoded = binascii.b2a_base64(masked, newline=False)
-        if urlsafe:
-            encoded = encoded.translate(_TO_URLSAFE)
-        return encoded if run.endswith(b"=") else encoded.rstrip(b"=")
+    def _reencoded(
+        self,
+        data: bytes,
+        runs: list[tuple[int, int, bool]],
+        pieces: list[bytes],
+        spans: list[tuple[int, int]],
+    ) -> bytes:
+        """``data`` with each run that holds a part of ``spans`` (offsets into the joined
+        decoded runs) masked and encoded again in its own alphabet and padding."""
+        starts = list(accumulate((len(p) + 1 for p in pieces), initial=0))
+        masks: dict[int, list[tuple[int, int]]] = {}
+        for start, end in spans:
+            first, last = (
+                bisect_right(starts, start) - 1,
+                bisect_right(starts, max(end - 1, start)) - 1,
+            )
+            for index in range(first, min(last, len(pieces) - 1) + 1):
+                low, high = (
+                    max(start - starts[index], 0),
+                    min(end - starts[index], len(pieces[index])),
+                )
+                if high > low:
+                    masks.setdefault(index, []).append((low, high))
+        out = bytearray()
+        position = 0
+        for index, parts in sorted(masks.items()):
+            run_start, run_end, urlsafe = runs[index]
+            piece, masked, last = pieces[index], bytearray(), 0
+            for low, high in parts:
+                masked += piece[last:low] + _MASK
+                last = high
+            masked += piece[last:]
+            encoded = binascii.b2a_base64(bytes(masked), newline=False)
+            if urlsafe:
+                encoded = encoded.translate(_TO_URLSAFE)
+            if not data[run_start:run_end].endswith(b"="):
+                encoded = encoded.rstrip(b"=")
+            out += data[position:run_start] + encoded
+            position = run_end
+        return bytes(out + data[position:])
+
+
+def _without_groups(pattern: str) -> str:
+    """``pattern`` with every capturing group made non-capturing (same matches)."""
+    out: list[str] = []
+    index, inside = 0, False
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append(pattern[index : index + 2])
+            index += 2
+            continue
+        if inside:
+            inside = char != "]"
+        elif char == "[":
+            inside = True
+            if pattern[index + 1 : index + 2] == "]":  # a literal ] first in the class
+                out.append("[]")
+                index += 2
+                continue
+        elif char == "(":
+            rest = pattern[index + 1 :]
+            named = re.match(r"\?P?<[A-Za-z_][A-Za-z0-9_]*>", rest)
+            if named is not None:
+                out.append("(?:")
+                index += 1 + named.end()
+                continue
+            if not rest.startswith("?"):
+                out.append("(?:")
+                index += 1
+                continue
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+def _decoded_run(run: bytes) -> tuple[bytes | None, bool]:
+    """A base64 run decoded (standard or URL-safe alphabet), or ``None`` when it is neither."""
+    body = run.rstrip(b"=")
+    urlsafe = b"-" in body or b"_" in body
+    if (urlsafe and (b"+" in body or b"/" in body)) or len(body) % 4 == 1:
+        return None, urlsafe
+    if urlsafe:
+        body = body.translate(_FROM_URLSAFE)
+    try:
+        return binascii.a2b_base64(body + b"=" * (-len(body) % 4)), urlsafe
+    except binascii.Error:
+        return None, urlsafe
 
 
 def _decoded_escape(match: re.Match[str]) -> str:
