@@ -48,9 +48,7 @@ MAX_SECRETS: Final = 1000
 """Secrets replaced one by one in one string; past them the rest of the string is replaced
 whole (a text made of secrets is not worth keeping, and each costs a call into RE2)."""
 
-_ESCAPE: Final = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|/)")
-"""Escapes, found by Python's ``re``: fixed-length alternatives after a literal backslash, so
-no backtracking is possible (and a callable replacement is cheap here, unlike RE2's)."""
+_HEX: Final = frozenset("0123456789abcdefABCDEF")
 _BASE64_RUN: Final = rb"[A-Za-z0-9+/_-]{20,}={0,2}"
 _RUN: Final = re.compile(rb"[A-Za-z0-9+/_-]{20,}={0,2}")
 """A base64 run, found by Python's ``re`` (one class, a bounded minimum: linear, and iterating
@@ -148,8 +146,16 @@ class Scanner:
         """The indexes of the kinds (and base64 runs) ``data`` holds, in order."""
         return sorted(self._gate.Match(data) or ())
 
-    def _matches(self, data: bytes, present: Sequence[int]) -> Iterator[tuple[int, int, int]]:
-        """Each match of a present kind, in order: (kind index, start, end)."""
+    def _matches(
+        self, data: bytes, present: Sequence[int]
+    ) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+        """Each match of a present kind, in order: its kind's index and the spans to replace.
+
+        A kind that found its secret by context (``password=...``) may have taken into its
+        match the start of another kind's secret (``password=-----BEGIN PRIVATE KEY...``): so
+        the other kinds go on from where its secret starts, not from where its match ends, and
+        a secret that starts inside it is replaced as well (every kind's search position only
+        moves forward, so a scan stays linear)."""
         upcoming = {}
         for index in present:
             if index < len(self._own):
@@ -159,33 +165,38 @@ class Scanner:
         while upcoming:
             index = min(upcoming, key=lambda i: (upcoming[i][0], i))
             start, end = upcoming[index]
-            yield index, start, end
-            position = end if end > start else end + 1
-            for other in [i for i, span in upcoming.items() if span[0] < position]:
+            parts = self._own[index].parts(data, start, end)
+            yield index, parts
+            own = end if end > start else end + 1
+            others = min((part[0] for part in parts), default=own)
+            for kind, span in list(upcoming.items()):
+                position = own if kind == index else others
+                if span[0] >= position:
+                    continue
                 found = (
-                    self._own[other].next_match(data, position) if position <= len(data) else None
+                    self._own[kind].next_match(data, position) if position <= len(data) else None
                 )
                 if found is None:
-                    del upcoming[other]
+                    del upcoming[kind]
                 else:
-                    upcoming[other] = found
+                    upcoming[kind] = found
 
     def spans(self, data: bytes, present: Sequence[int] | None = None) -> list[tuple[int, int]]:
         """The byte spans of ``data`` to replace, in order (past :data:`MAX_SECRETS` secrets,
-        one span from there to the end)."""
+        one span from there to the end); they may overlap."""
         found: list[tuple[int, int]] = []
         kinds = self._present(data) if present is None else present
-        for count, (index, start, end) in enumerate(self._matches(data, kinds), start=1):
+        for count, (_, parts) in enumerate(self._matches(data, kinds), start=1):
             if count > MAX_SECRETS:
-                found.append((start, len(data)))
+                found.append((parts[0][0], len(data)))
                 break
-            found.extend(self._own[index].parts(data, start, end))
+            found.extend(parts)
         return found
 
     def kinds_in(self, text: str) -> list[str]:
         """The names of the kinds found in ``text`` (for tests and the benchmark)."""
         data = text.encode("utf-8", "surrogatepass")
-        return [self.kinds[i].name for i, _, _ in self._matches(data, self._present(data))]
+        return [self.kinds[i].name for i, _ in self._matches(data, self._present(data))]
 
     def _masked(self, data: bytes, present: Sequence[int] | None = None) -> bytes | None:
         spans = self.spans(data, present)
@@ -193,10 +204,15 @@ class Scanner:
             return None
         out = bytearray()
         last = 0
-        for start, end in spans:
-            start, end = max(_char_start(data, start), last), _char_start(data, end)
-            out += data[last:start] + _MASK
-            last = max(end, start)
+        for start, end in sorted(spans):
+            start, end = _char_start(data, start), _char_start(data, end)
+            if end <= last:
+                continue  # inside what is replaced already
+            if start < last:
+                start = last  # overlapping: extend the replacement
+            else:
+                out += data[last:start] + _MASK
+            last = end
         return bytes(out + data[last:])
 
     # --- text ----------------------------------------------------------------------------------
@@ -254,7 +270,7 @@ class Scanner:
         """``data`` with its escapes (``\\uXXXX``, ``\\xXX``, ``\\/``) decoded and redacted, if
         that view holds a secret."""
         text = data.decode("utf-8", "surrogatepass")
-        view = _ESCAPE.sub(_decoded_escape, text)
+        view = _decoded_escapes(text)
         if view == text:
             return None
         return self._masked(view.encode("utf-8", "surrogatepass"))
@@ -294,7 +310,7 @@ class Scanner:
             encoded = binascii.b2a_base64(bytes(masked), newline=False)
             if urlsafe:
                 encoded = encoded.translate(_TO_URLSAFE)
-            if not data[run_start:run_end].endswith(b"="):
+            if (run_end - run_start) % 4:  # it came without padding: so it goes
                 encoded = encoded.rstrip(b"=")
             out += data[position:run_start] + encoded
             position = run_end
@@ -349,12 +365,36 @@ def _decoded_run(run: bytes) -> tuple[bytes | None, bool]:
         return None, urlsafe
 
 
-def _decoded_escape(match: re.Match[str]) -> str:
-    token = match.group(0)
-    if token == "\\/":
-        return "/"
-    code = int(token[2:], 16)
-    return chr(code) if code <= 0x10FFFF else "\ufffd"
+def _decoded_escapes(text: str) -> str:
+    """``text`` with ``\\uXXXX`` (and ``\\UXXXXXXXX``), ``\\xXX`` and ``\\/`` decoded; other
+    backslashes kept. Split on each marker: a string method per escape, no regex callback."""
+    text = text.replace("\\/", "/")
+    for marker, width in (("\\u", 4), ("\\U", 8), ("\\x", 2)):
+        if marker not in text:
+            continue
+        pieces = text.split(marker)
+        out = [pieces[0]]
+        for piece in pieces[1:]:
+            code = piece[:width]
+            char = _CHARS.get(code)
+            if char is None:
+                char = _char(code, width) or marker + code
+                if len(_CHARS) < 1 << 17:
+                    _CHARS[code] = char
+            out.append(char + piece[width:])
+        text = "".join(out)
+    return text
+
+
+_CHARS: dict[str, str] = {}
+"""Escapes seen, decoded (or kept when they are none): texts repeat the same few."""
+
+
+def _char(code: str, width: int) -> str | None:
+    if len(code) != width or not all(c in _HEX for c in code):
+        return None
+    value = int(code, 16)
+    return chr(value) if value <= 0x10FFFF else "\ufffd"
 
 
 def _char_start(data: bytes, index: int) -> int:
