@@ -1,10 +1,11 @@
 # Two commands do all the set-up on a machine with only python3 and make:
-#   make demo   seed the embedded SQLite store and open the UI
-#   make test   lint, type-check and run the whole test suite
+#   make demo   install steplog alone, seed the embedded SQLite store and open the UI
+#   make test   add the dev tools, then lint, type-check and run the whole test suite
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test lint typecheck pytest bench clean
 
@@ -12,25 +13,30 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("steplog needs Python >= 3.11, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e .
 	@touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	@touch $(DEV_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/steplog demo
 
 test: lint typecheck pytest
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
-typecheck: $(STAMP)
+typecheck: $(DEV_STAMP)
 	$(BIN)/mypy core
 
-pytest: $(STAMP)
+pytest: $(DEV_STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/steplog bench append
 
 clean:

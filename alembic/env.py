@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from steplog.database import WRITE_OPTION, create_engine_for, resolve_url
 from steplog.models import metadata
+from steplog.store import WRITE_OPTION, create_engine_for, resolve_url
 
 config = context.config
 

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .replay import ReplayResult
-    from .replay_check import SampleCheck
+    from .replay import ReplayResult, SampleCheck
     from .store import EventStore
 
 _STORE_KEY = pytest.StashKey["EventStore | None"]()
@@ -93,7 +92,7 @@ class RegressionSet(pytest.Collector):
     def collect(self) -> list[pytest.Item | pytest.Collector]:
         """The set's samples, read from the store."""
         from .errors import SteplogError
-        from .replay_check import set_members
+        from .replay import set_members
 
         try:
             members = set_members(_store(self.config), self.set_name)
@@ -131,7 +130,7 @@ class RegressionSample(pytest.Item):
 
     def runtest(self) -> None:
         """Replay the run exactly with the current code; fail where behaviour changed."""
-        from .replay_check import check_run
+        from .replay import check_run
 
         check = check_run(_store(self.config), self.run_id)
         if not check.passed:
@@ -183,7 +182,7 @@ class StepLogReplay:
 
     def assert_unchanged(self, run_id: str, *, agent: str | None = None) -> ReplayResult:
         """Fail (with step, call, expected vs got) unless the run replays as recorded."""
-        from .replay_check import SampleCheck
+        from .replay import SampleCheck
 
         result = self(run_id, agent=agent)
         if result.behaviour_changed or result.agent_error is not None:

@@ -19,9 +19,8 @@ from helpers.ci_rules import pytest_make_collect_report, pytest_runtest_makerepo
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
-from steplog.database import create_engine_for, normalize_url, upgrade, with_schema
 from steplog.models import metadata
-from steplog.store import EventStore
+from steplog.store import EventStore, create_engine_for, normalize_url, upgrade, with_schema
 
 __all__ = ["pytest_make_collect_report", "pytest_runtest_makereport"]  # hooks, registered here
 

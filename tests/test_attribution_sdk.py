@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from steplog import EventStore, record_run
 from steplog.attribution import attribute
 from steplog.attribution.blame import blame
-from steplog.attribution.run import fork_seed
+from steplog.attribution.result import fork_seed
 from steplog.cli import app
 from steplog.cli.replay import import_agent_code
 from steplog.errors import SteplogError

@@ -14,11 +14,10 @@ import pytest
 from helpers.events import ScoredV1, scored_catalogue
 from sqlalchemy import text
 
-from steplog.database import create_engine_for
 from steplog.errors import InvalidEventError, SchemaNotCurrentError
 from steplog.events import Catalogue, ClockRead, ModelCalled, StepStarted
 from steplog.ingest.jsonl import RAW_KEPT, import_jsonl
-from steplog.store import EventStore, NewEvent
+from steplog.store import EventStore, NewEvent, create_engine_for
 
 GOOD = {"run_id": "good", "type": "StepStarted", "payload": {"step": "a", "step_index": 0}}
 
@@ -172,7 +171,7 @@ def test_a_database_migrated_by_a_newer_steplog_is_refused(tmp_path: Path) -> No
 
 @pytest.mark.postgres
 def test_stores_in_different_schemas_do_not_wait_on_each_other(pg_schemas: object) -> None:
-    from steplog.database import write_transaction
+    from steplog.store import write_transaction
 
     first = EventStore.open(pg_schemas.new(migrate=True))  # type: ignore[attr-defined]
     second = EventStore.open(pg_schemas.new(migrate=True))  # type: ignore[attr-defined]

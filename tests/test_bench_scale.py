@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from steplog.bench import scale, stores
 from steplog.cli import app
-from steplog.database import with_schema
+from steplog.store import with_schema
 
 SIZES = (1000, 2000)
 

@@ -14,7 +14,7 @@ from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.check_recorder import CheckRecorder
 from steplog.harness.scenario import registered_scenarios
 from steplog.recorder import RunRecorder
-from steplog.replay_buffer import BufferedStore, same_stream
+from steplog.replay import BufferedStore, same_stream
 from steplog.store import StoredEvent
 
 VALIDATED = {

@@ -11,8 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from steplog.cli import app
-from steplog.database import head_revision
-from steplog.store import EventStore
+from steplog.store import EventStore, head_revision
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "seeds" / "example-events.jsonl"

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from steplog.database import (
+from steplog.errors import ConfigurationError, DatabaseError, SchemaNotCurrentError
+from steplog.store import (
+    EventStore,
     create_engine_for,
     current_revision,
     ensure_schema,
@@ -16,8 +18,6 @@ from steplog.database import (
     redact,
     resolve_url,
 )
-from steplog.errors import ConfigurationError, DatabaseError, SchemaNotCurrentError
-from steplog.store import EventStore
 
 
 def test_default_is_sqlite_under_steplog_home(steplog_home: str) -> None:
@@ -100,8 +100,8 @@ def test_unwritable_sqlite_location_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_pool_sizes_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from steplog.database import create_engine_for
     from steplog.errors import ConfigurationError
+    from steplog.store import create_engine_for
 
     monkeypatch.setenv("STEPLOG_POOL_SIZE", "12")
     monkeypatch.setenv("STEPLOG_POOL_OVERFLOW", "3")

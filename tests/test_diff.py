@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from steplog import EventStore, model_call, now, record_run, step
 from steplog.cli import app
-from steplog.diff import align, diff_runs
 from steplog.projections.run_state import StepState
+from steplog.replay import align, diff_runs
 
 runner = CliRunner()
 

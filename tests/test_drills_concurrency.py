@@ -31,10 +31,9 @@ from helpers.drills import (
 )
 from helpers.scenarios import canonical_digest, write_scenario
 
-from steplog.database import sqlite_path
 from steplog.projections.library import LibraryProjection
 from steplog.projections.run_state import fold
-from steplog.store import EventStore
+from steplog.store import EventStore, sqlite_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("drills")]
 

@@ -38,13 +38,12 @@ from helpers.drills import (
 from helpers.scenarios import canonical_digest, write_scenario
 
 from steplog.annotations import add_to_regression_set, label
-from steplog.database import write_transaction
 from steplog.errors import SteplogError
 from steplog.models import checkpoints_table
 from steplog.projections.library import LEASE, LEASE_SECONDS, LibraryProjection
 from steplog.projections.queries import list_runs, refresh, run_summary
 from steplog.projections.run_state import fold
-from steplog.store import EventStore
+from steplog.store import EventStore, write_transaction
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("drills")]
 HELPERS = Path(__file__).parent / "helpers"

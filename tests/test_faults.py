@@ -38,7 +38,6 @@ from uuid6 import uuid7
 
 from steplog import model_call, record_run, rng, step, tool_call
 from steplog.cli import app
-from steplog.database import create_engine_for
 from steplog.errors import (
     DatabaseError,
     DatabaseFullError,
@@ -51,7 +50,7 @@ from steplog.harness.runner import resume, start_run
 from steplog.harness.scenario import get_scenario
 from steplog.models import metadata
 from steplog.recorder import RunRecorder
-from steplog.store import EventStore, NewEvent, StoredEvent
+from steplog.store import EventStore, NewEvent, StoredEvent, create_engine_for
 
 HEAVY = os.environ.get("STEPLOG_HEAVY_DRILLS", "") not in ("", "0")
 SCALE = 5 if HEAVY else 1

@@ -182,7 +182,7 @@ def _dense_cr2_mean(y: np.ndarray, codes: np.ndarray) -> float:
 def test_step_success_over_few_tasks_is_cr2_on_the_person_steps() -> None:
     from scipy.stats import t as student_t
 
-    from steplog.compare_metrics import step_success_by_task
+    from steplog.compare import step_success_by_task
     from steplog.stats.clustered import Clusters
     from steplog.stats.survival import StepOutcomes
 
@@ -207,7 +207,7 @@ def test_step_success_over_few_tasks_is_cr2_on_the_person_steps() -> None:
 def test_step_success_without_failures_is_wilson_on_the_steps() -> None:
     from statsmodels.stats.proportion import proportion_confint
 
-    from steplog.compare_metrics import step_success_by_task
+    from steplog.compare import step_success_by_task
     from steplog.stats.clustered import Clusters
     from steplog.stats.survival import StepOutcomes
 

@@ -30,8 +30,7 @@ from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.rounds import RoundContext, assemble_round
 from steplog.ingest.otlp.spans import Span
 from steplog.ingest.redaction import default_redactor
-from steplog.store import EventStore
-from steplog.store_append import prepare
+from steplog.store import EventStore, prepare
 
 CORPUS = Path(__file__).parent / "helpers" / "mapping_corpus.jsonl.gz"
 LIMIT = 1_000_000

@@ -11,16 +11,10 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
 
-from steplog.database import (
-    _alembic_config,
-    create_engine_for,
-    current_revision,
-    downgrade,
-    head_revision,
-    upgrade,
-)
 from steplog.models import metadata
 from steplog.resources import migrations_dir
+from steplog.store import create_engine_for, current_revision, downgrade, head_revision, upgrade
+from steplog.store._migrations import _alembic_config
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -69,7 +63,7 @@ def test_models_and_migrations_do_not_differ(empty_engine: Engine) -> None:
 
 
 def test_schema_head_constant_is_alembics_head() -> None:
-    from steplog.database import SCHEMA_HEAD
+    from steplog.store import SCHEMA_HEAD
 
     assert head_revision() == SCHEMA_HEAD
 

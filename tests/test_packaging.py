@@ -70,6 +70,8 @@ def test_the_wheel_carries_migrations_scenarios_and_an_spdx_licence(dist: Path) 
     assert "steplog/migrations/env.py" in names and "steplog/migrations/script.py.mako" in names
     scenarios = {Path(n).name for n in names if n.startswith("steplog/seeds/scenarios/")}
     assert scenarios >= {p.name for p in (ROOT / "seeds" / "scenarios").glob("*.toml")}
+    guides = {Path(n).name for n in names if n.startswith("steplog/guide/")}
+    assert guides >= {p.name for p in (ROOT / "core" / "guide").glob("*.md")}
     assert metadata["License-Expression"] == "Apache-2.0"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not any(n.startswith(("tests/", "alembic/", "seeds/")) for n in names)
@@ -103,6 +105,9 @@ def test_installed_steplog_does_the_main_jobs_outside_the_checkout(
     assert version.strip() == "steplog 0.1.0"
     found = steplog_json("scenarios")["scenarios"]
     assert isinstance(found, list) and len(found) >= 3  # seeded scenarios came from the wheel
+    guides = _run(steplog, "guide", cwd=tmp_path, env=env)
+    assert "replay" in guides and "compare" in guides  # the guides came from the wheel
+    assert "steplog replay" in _run(steplog, "guide", "replay", cwd=tmp_path, env=env)
 
     out = _run(steplog, "demo", "--no-ui", "--runs", "3", cwd=tmp_path, env=env)
     assert "new run(s)" in out

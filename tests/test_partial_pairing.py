@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
-from steplog.compare_decide import decide
-from steplog.compare_runs import RunTable, pair_up
+from steplog.compare import RunTable, decide, pair_up
 from steplog.stats.clustered import Clusters
 
 

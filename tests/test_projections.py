@@ -348,7 +348,7 @@ def test_a_second_rebuild_is_refused_while_one_holds_the_lease(store: EventStore
     token = projection._acquire_lease()
     with pytest.raises(SteplogError, match="another rebuild of 'library' is running"):
         LibraryProjection(store).rebuild()
-    from steplog.database import write_transaction
+    from steplog.store import write_transaction
 
     with write_transaction(store.engine) as conn:
         projection._release_lease(conn, token)
@@ -378,8 +378,8 @@ def test_annotations_before_a_failure_count_the_same_in_any_paging(store: EventS
 
 def snapshot_after_catch_up(store: EventStore, page_size: int) -> dict[str, Any]:
     LibraryProjection(store).rebuild()  # reset, then replay incrementally in this page size
-    from steplog.database import write_transaction
     from steplog.models import checkpoints_table
+    from steplog.store import write_transaction
 
     with write_transaction(store.engine) as conn:
         for table in (run_summaries_table, failure_signatures_table, regression_members_table):

@@ -11,12 +11,11 @@ import pytest
 from sqlalchemy import create_engine, inspect, make_url, text
 
 from steplog.annotations import add_to_regression_set
-from steplog.database import create_engine_for, upgrade
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import get_scenario
 from steplog.projections.library import LibraryProjection
 from steplog.projections.queries import refresh
-from steplog.store import EventStore
+from steplog.store import EventStore, create_engine_for, upgrade
 
 READ_MODELS = ("run_summaries", "failure_signatures", "regression_set_members")
 

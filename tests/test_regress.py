@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from steplog.annotations import add_to_regression_set
 from steplog.cli import app
-from steplog.compare_runs import load_runs
+from steplog.compare import load_runs
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.fork_point import fork_point
 from steplog.harness.playback import ForkPointError

@@ -16,7 +16,8 @@ from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.runner import RunStateError, approve, start_run
 from steplog.harness.scenario import get_scenario
 from steplog.projections.queries import list_runs, refresh, run_summary
-from steplog.replay import canonical, diff_runs, regress, replay
+from steplog.regress import regress
+from steplog.replay import canonical, diff_runs, replay
 from steplog.store import EventStore
 
 runner = CliRunner()

@@ -20,9 +20,16 @@ from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.runner import RunStateError
 from steplog.harness.scenario import ENV_SCENARIOS, get_scenario
 from steplog.projections.run_state import fold
-from steplog.replay import header, replay
-from steplog.replay_buffer import BufferedStore, departure, same_stream
-from steplog.replay_check import check_run, check_runs, check_set
+from steplog.replay import (
+    BufferedStore,
+    check_run,
+    check_runs,
+    check_set,
+    departure,
+    header,
+    replay,
+    same_stream,
+)
 from steplog.store import StoredEvent
 
 runner = CliRunner()
@@ -452,7 +459,7 @@ def test_a_batch_keeps_one_buffer_and_nothing_in_it(
         assert not buffer._events and not buffer._runs
     assert check_set(store, "gate").passed
 
-    import steplog.replay as replay_module
+    import steplog.replay._scenario as replay_module
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         target = args[0]

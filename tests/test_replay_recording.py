@@ -13,9 +13,7 @@ from steplog import EventStore
 from steplog.events import Catalogue
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import registered_scenarios
-from steplog.replay_buffer import BufferedStore
-from steplog.replay_check import check_run, check_runs
-from steplog.replay_recording import NO_ID, NOT_READ, read_recording
+from steplog.replay import NO_ID, NOT_READ, BufferedStore, check_run, check_runs, read_recording
 
 
 def _seeded(url: str, runs: int = 6) -> tuple[EventStore, list[str]]:

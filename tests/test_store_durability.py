@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from steplog.database import create_engine_for, write_transaction
 from steplog.errors import ConcurrencyError
 from steplog.events import RunStarted, StepStarted
-from steplog.store import EventStore, NewEvent
+from steplog.store import EventStore, NewEvent, create_engine_for, write_transaction
 
 WRITERS = 4
 EVENTS_PER_WRITER = 2_000

@@ -1,4 +1,4 @@
-"""The batch preparation every append runs (steplog.store_prepare): column by column, with a
+"""The batch preparation every append runs (steplog.store._prepare): column by column, with a
 second walk only to name the first event that fails a check, in batch order."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import pytest
 
 from steplog.errors import InvalidEventError, PayloadTooLargeError
 from steplog.events import StepCompleted, StepStarted, catalogue
-from steplog.store import NewEvent
-from steplog.store_prepare import Prepared, batch_rows, prepare, prepare_batch, sqlite_rows
+from steplog.store import NewEvent, Prepared, batch_rows, prepare, prepare_batch, sqlite_rows
 
 LIMIT = 2_000
 

@@ -3,7 +3,7 @@
 Counted, not timed: SQLite's trace callback sees every statement the driver runs; libpq's
 protocol trace shows every message PostgreSQL receives (a ``Sync`` ends a round trip, a simple
 ``Query`` is one too -- a pool's pre-ping is one). The expectations are the write path's design
-(module docstring of ``steplog.store_append``): on SQLite four statements for any batch, on
+(module docstring of ``steplog.store._append``): on SQLite four statements for any batch, on
 PostgreSQL one round trip, and the idempotency look-up only for a re-send.
 """
 
@@ -23,8 +23,7 @@ from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite as sqlite
 
 from steplog.errors import ConcurrencyError, IdempotencyError
 from steplog.events import Event, StepStarted
-from steplog.store import EventStore, NewEvent
-from steplog.store_append import sqlite_datetime, utc
+from steplog.store import EventStore, NewEvent, sqlite_datetime, utc
 
 
 def steps(count: int, start: int = 0) -> list[Event]:
@@ -196,7 +195,7 @@ def test_postgres_single_event_appends_keep_the_batch_contract(
 ) -> None:
     """A batch of one goes through ``steplog_append_one`` (migration 0008): same positions,
     stored row, version check, re-send and clash answers as ``steplog_append``."""
-    from steplog import store_append
+    from steplog.store import _append as store_append
 
     calls: list[str] = []
     real_one, real_many = store_append._pg_call_one, store_append._pg_call
@@ -246,7 +245,7 @@ def test_postgres_single_event_appends_keep_the_batch_contract(
 def test_postgres_huge_batch_is_chunked_in_one_transaction(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import steplog.store_append as store_append
+    import steplog.store._append as store_append
 
     monkeypatch.setattr(store_append, "_PG_CHUNK_EVENTS", 7)
     store = EventStore.open(pg_url)
@@ -294,7 +293,7 @@ def test_big_batches_pause_the_cyclic_collector_and_restore_it(
     an error, and a caller that had it off keeps it off."""
     import gc
 
-    from steplog.store_append import GC_PAUSE_MIN_EVENTS
+    from steplog.store import GC_PAUSE_MIN_EVENTS
 
     seen: list[bool] = []
     writer = sqlite_store._writer

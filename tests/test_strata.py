@@ -93,7 +93,7 @@ def test_compare_reports_each_scenario_and_the_strata(tmp_path: object) -> None:
     # alone (statsmodels), each scenario with its own N
     from statsmodels.duration.survfunc import CumIncidenceRight
 
-    from steplog.compare_runs import load_runs
+    from steplog.compare import load_runs
 
     store = EventStore.open(url)
     try:

@@ -17,10 +17,9 @@ from urllib.parse import quote
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from steplog.database import resolve_url
 from steplog.errors import SteplogError
 from steplog.projections.queries import refresh
-from steplog.store import EventStore
+from steplog.store import EventStore, resolve_url
 
 T = TypeVar("T")
 EMPTY_HINT = "The store has no runs yet. Seed it with `steplog demo --no-ui` (or run a scenario)."

@@ -8,7 +8,8 @@ run can still be rescued at a rate significantly above the rate after it
 """
 
 from .curve import RescuePoint, above
-from .run import Attribution, attribute, fork_seed
+from .result import Attribution, fork_seed
+from .run import attribute
 from .search import Located, locate
 
 __all__ = [

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SteplogError
 from .readback import attributions_of, preferred
-from .run import Attribution, attribute, check_attributable
+from .result import Attribution
+from .run import attribute, check_attributable
 
 if TYPE_CHECKING:
     from ..store import EventStore

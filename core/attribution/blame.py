@@ -29,7 +29,8 @@ from ..stats.proportions import difference, proportion
 from ..stats.results import Interval
 from ..store import EventStore
 from .forkable import load_forkable
-from .run import Attribution, attribute, session_of
+from .result import Attribution, session_of
+from .run import attribute
 
 BlameVerdict = Literal["blamed", "no_single_agent", "no_decisive_step"]
 AgentFork = Callable[[str, int], bool]

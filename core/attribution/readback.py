@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .curve import RescuePoint, above
-from .run import Attribution, session_of
+from .result import Attribution, session_of
 from .search import Located
 
 if TYPE_CHECKING:

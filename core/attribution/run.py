@@ -15,113 +15,17 @@ attribution is reproducible and each fork replays exactly) and the session
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import SteplogError
 from ..store import EventStore
 from .forkable import load_forkable
-from .search import Located, Verdict, locate
+from .readback import recorded_forks
+from .result import Attribution, fork_seed, session_of
+from .search import locate
 
 if TYPE_CHECKING:
     from ..projections.run_state import RunState
-
-
-def fork_seed(seed: int | None, step: int, sample: int) -> int:
-    """The seed of fork number ``sample`` at ``step`` of a run recorded with ``seed``."""
-    digest = hashlib.sha256(f"attribute|{seed}|{step}|{sample}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") % 2**31
-
-
-def session_of(run_id: str, rescuer: str) -> str:
-    """The session every fork of one attribution records."""
-    return f"attribute:{run_id}:{rescuer}"
-
-
-@dataclass(frozen=True, slots=True)
-class Attribution:
-    """The answer for one run: verdict, decisive step or plateau, the curve, forks spent."""
-
-    run_id: str
-    rescuer: str
-    failure_step: int
-    failure_step_name: str | None
-    forks_per_step: int
-    located: Located
-    session: str
-    scan: bool
-    forks_reused: int = 0
-    """Forks whose recorded outcome was read back instead of forking again (``reuse=True``)."""
-
-    @property
-    def verdict(self) -> Verdict:
-        """``decisive``, ``plateau`` or ``not_rescuable``."""
-        return self.located.verdict
-
-    @property
-    def decisive_step(self) -> int | None:
-        """The decisive step, when there is one."""
-        return self.located.decisive_step
-
-    @property
-    def exhaustive_cost(self) -> int:
-        """Forks a scan of every step up to the failure would take."""
-        return (self.failure_step + 1) * self.forks_per_step
-
-    @property
-    def summary(self) -> str:
-        """One line for people."""
-        spent = (
-            f"{self.located.forks_spent} forks (a full scan: {self.exhaustive_cost})"
-            if not self.scan
-            else f"{self.located.forks_spent} forks (full scan)"
-        )
-        failure = f"the failure is recorded at step {self.failure_step}"
-        located = self.located
-        if located.verdict == "decisive":
-            point = next(p for p in located.curve if p.step == located.decisive_step)
-            rate = point.interval
-            return (
-                f"decisive step {located.decisive_step}: rescued by {self.rescuer} in "
-                f"{point.rescued}/{point.forks} forks ({rate.estimate:.0%} [{rate.low:.0%}, "
-                f"{rate.high:.0%}] Wilson), not after it; {failure}; {spent}"
-            )
-        if located.verdict == "plateau" and located.plateau is not None:
-            first, last = located.plateau
-            return (
-                f"plateau: steps {first}..{last} can be rescued, none significantly more than "
-                f"the step after it; {failure}; {spent}"
-            )
-        rescued = sum(p.rescued for p in located.curve)
-        why = (
-            f"{rescued} fork(s) completed, never significantly above the rate after them"
-            if rescued
-            else "no fork completed"
-        )
-        return f"not rescuable by {self.rescuer}: {why}; {failure}; {spent}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form."""
-        located = self.located
-        return {
-            "run_id": self.run_id,
-            "rescuer": self.rescuer,
-            "failure_step": self.failure_step,
-            "failure_step_name": self.failure_step_name,
-            "forks_per_step": self.forks_per_step,
-            "verdict": located.verdict,
-            "decisive_step": located.decisive_step,
-            "plateau": list(located.plateau) if located.plateau else None,
-            "last_rescuable_step": located.last_rescuable,
-            "curve": [point.as_dict() for point in located.curve],
-            "forks_spent": located.forks_spent,
-            "exhaustive_cost": self.exhaustive_cost,
-            "search": "scan" if self.scan else "binary",
-            "session": self.session,
-            "forks_reused": self.forks_reused,
-            "summary": self.summary,
-        }
 
 
 def check_attributable(store: EventStore, run_id: str, rescuer: str) -> tuple[RunState, int]:
@@ -240,7 +144,5 @@ def attribute(
 
 def _recorded(store: EventStore, run_id: str, rescuer: str) -> dict[tuple[int, int | None], bool]:
     """The outcomes of the forks already recorded in ``run_id``'s attribution by ``rescuer``."""
-    from .readback import recorded_forks
-
     forks = recorded_forks(store, [run_id], rescuer=rescuer).get((run_id, rescuer), [])
     return {(f.step, f.seed): f.completed for f in forks}

@@ -1,7 +1,7 @@
 """Attributing runs of users' own agents (recorded by the steplog SDK).
 
 A fork of an SDK run calls the agent's registered entry point again (see
-:mod:`steplog.replay_sdk`); it reaches the rescuer version only through the entry point's
+:mod:`steplog.replay._sdk`); it reaches the rescuer version only through the entry point's
 ``model_version`` parameter (every agent) or ``role_versions`` parameter (a map agent ->
 version, for agents named by ``steplog.step(..., role=...)``). These checks refuse, before
 anything is forked, a run whose entry point is not registered or could not be answered by

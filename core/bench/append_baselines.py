@@ -23,8 +23,14 @@ from pathlib import Path
 from pydantic_core import to_json
 from sqlalchemy import text
 
-from ..database import SQLITE_BUSY_TIMEOUT_MS, create_engine_for, upgrade, with_schema
-from ..store import EventStore, NewEvent
+from ..store import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    EventStore,
+    NewEvent,
+    create_engine_for,
+    upgrade,
+    with_schema,
+)
 
 Plan = list[tuple[str, int, Sequence[NewEvent]]]
 INSERT_COLUMNS = "position, event_id, run_id, seq, type, schema_version, recorded_at, payload"

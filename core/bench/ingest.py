@@ -78,9 +78,9 @@ def find_sent(url: str, trace_ids: list[str], events_each: int) -> Found:
     counted too. Other runs in the store are not counted."""
     from sqlalchemy import case, func, select
 
-    from ..database import create_engine_for
     from ..ingest.otlp.genai import run_id_for
     from ..models import events_table, staged_spans_table
+    from ..store import create_engine_for
 
     e, s = events_table.c, staged_spans_table.c
     engine = create_engine_for(url)
@@ -220,7 +220,7 @@ def _fresh_store(db: str | None, folder: Path) -> Iterator[str]:
     """A fresh, migrated store: a SQLite file in ``folder``, or a schema of its own
     (:data:`BENCH_SCHEMA`) in the PostgreSQL database of ``db``, dropped afterwards."""
     if db is None or not db.startswith("postgresql"):
-        from ..database import resolve_url
+        from ..store import resolve_url
 
         url = resolve_url(db) if db else f"sqlite:///{folder / 'ingest.db'}"
         EventStore.open(url).close()
@@ -228,7 +228,7 @@ def _fresh_store(db: str | None, folder: Path) -> Iterator[str]:
         return
     from sqlalchemy import make_url, text
 
-    from ..database import create_engine_for, upgrade, with_schema
+    from ..store import create_engine_for, upgrade, with_schema
 
     database = make_url(db).difference_update_query(["options"])  # a search_path of its own
     base = database.render_as_string(hide_password=False)
@@ -268,8 +268,8 @@ class _RunWatcher(threading.Thread):
     def run(self) -> None:
         from sqlalchemy import func, select
 
-        from ..database import create_engine_for
         from ..models import events_table
+        from ..store import create_engine_for
 
         t = events_table.c
         engine = create_engine_for(self.url)

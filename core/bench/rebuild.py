@@ -32,8 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..database import steplog_home
-from ..store import EventStore
+from ..store import EventStore, steplog_home
 from .stores import COLUMNS, ceil_div, replicated_store
 
 SPEED_TARGET = 0.6

@@ -199,7 +199,7 @@ def run_check_benchmark(*, runs: int = 1000, write_runs: int = 100) -> CheckBenc
     check-only (one batch, as ``regress --check`` does), and replaying the first
     ``write_runs`` writing (one transaction per new run)."""
     from ..harness.scenario import registered_scenarios
-    from ..replay_check import check_runs
+    from ..replay import check_runs
 
     specs = list(registered_scenarios().values())
     cells = [(spec, version) for spec in specs for version in spec.versions_for_demo()]

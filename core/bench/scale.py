@@ -43,16 +43,16 @@ from typing import Any, Final
 from rich.console import Console
 from sqlalchemy import delete, text
 
-from ..database import (
+from ..errors import ConfigurationError
+from ..models import events_table
+from ..store import (
+    EventStore,
     create_engine_for,
     sqlite_path,
     steplog_home,
     upgrade,
     with_schema,
 )
-from ..errors import ConfigurationError
-from ..models import events_table
-from ..store import EventStore
 from .append import make_workload
 from .append_baselines import plan_batches
 from .scale_pass import PassResult, measure_pass

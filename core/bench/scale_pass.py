@@ -19,8 +19,7 @@ from typing import Any, Final
 
 from pydantic_core import from_json
 
-from ..database import create_engine_for, redact, sqlite_path
-from ..store import EventStore
+from ..store import EventStore, create_engine_for, redact, sqlite_path
 from .stores import COLUMNS
 
 PAGE_SIZE: Final = 5000

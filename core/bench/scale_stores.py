@@ -28,7 +28,10 @@ from sqlalchemy import delete, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import OperationalError
 
-from ..database import (
+from ..errors import ConfigurationError, DatabaseError
+from ..models import events_table
+from ..store import (
+    EventStore,
     create_engine_for,
     current_revision,
     redact,
@@ -37,9 +40,6 @@ from ..database import (
     upgrade,
     with_schema,
 )
-from ..errors import ConfigurationError, DatabaseError
-from ..models import events_table
-from ..store import EventStore
 from .stores import COLUMNS, ceil_div, replicated_store
 
 SCHEMA_PREFIX: Final = "bench_scale_"

@@ -30,9 +30,8 @@ from typing import Any
 
 from rich.console import Console
 
-from ..database import steplog_home
 from ..projections.queries import refresh
-from ..store import EventStore
+from ..store import EventStore, steplog_home
 from .stores import ceil_div, replicated_store
 
 TARGET_SECONDS = 1.5

@@ -25,6 +25,7 @@ TOPICS = (
     "ingest_messages",
     "store_cmds",
     "bench",
+    "guide",
 )
 for _topic in TOPICS:
     import_module(f".{_topic}", __name__)
@@ -37,6 +38,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Ingest": ("import", "serve", "reassemble", "export", "quarantine"),
     "Store": ("info", "db", "events", "rebuild"),
     "Bench": ("bench",),
+    "Help": ("guide",),
 }
 """Every top-level command and group, by the job it serves (a test checks none is missing)."""
 

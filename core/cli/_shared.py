@@ -59,7 +59,7 @@ class _Group(TyperGroup):
             sa_exc = sys.modules.get("sqlalchemy.exc")
             if sa_exc is None or not isinstance(exc, sa_exc.DBAPIError):
                 raise
-            from ..database import explain
+            from ..store import explain
 
             _print_error(str(explain(None, exc)))
 

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import SteplogError
+from ._bench_print import print_agent_bench, print_scale_report
 from ._shared import (
     JsonOption,
     _finite,
@@ -19,7 +20,7 @@ from ._shared import (
 )
 
 if TYPE_CHECKING:
-    from ..bench.attribute_agents import AgentBench
+    pass
 
 # --- bench -----------------------------------------------------------------------------------
 
@@ -40,7 +41,7 @@ def bench_append(
 ) -> None:
     """Append throughput for batches of 1, 100 and 1,000 against raw baselines."""
     from ..bench.append import BenchCase, run_append_benchmark
-    from ..database import resolve_url
+    from ..store import resolve_url
 
     cases = run_append_benchmark(
         postgres_url=resolve_url(db) if db else None,
@@ -301,43 +302,7 @@ def bench_attribute(
         highlight=False,
     )
     if team is not None:
-        _print_agent_bench(team)
-
-
-def _print_agent_bench(team: "AgentBench") -> None:
-    shown = team.as_dict()
-
-    def share(key: str) -> str:
-        ci = shown[key]
-        return f"{ci['estimate']:6.1%} [{ci['ci'][0]:.1%}, {ci['ci'][1]:.1%}]"
-
-    slips = (
-        f"  random slips (sim-sloppy): no single agent in {team.sloppy_no_single_agent}/"
-        f"{team.sloppy_runs} runs ({share('sloppy_no_single_agent_share')}), "
-        f"{team.sloppy_mean_forks:.1f} forks/run\n"
-        if team.sloppy_runs
-        else ""
-    )
-    console.print(
-        f"{team.runs} failed runs of 30 steps by {team.agents} agents with a planted (agent, "
-        f"step), {team.forks_per_step} forks per step and per agent "
-        f"({team.skipped_runs} other failures skipped)\n"
-        f"  search + blame      step {share('step_accuracy')}  agent "
-        f"{share('agent_accuracy')}  {team.mean_forks:6.1f} forks/run ({team.mean_step_forks:.1f} "
-        f"step + {team.mean_blame_forks:.1f} agents; max {team.max_forks}; "
-        f"{team.no_single_agent} no single agent, {team.plateaus} plateau(s), "
-        f"{team.not_rescuable} not rescuable)\n"
-        f"  always first step   step {share('first_step_accuracy')}  agent "
-        f"{share('first_agent_accuracy')}\n"
-        f"  failure step agent  agent {share('failure_agent_accuracy')}\n"
-        f"  agent at the step found, no blame forks: agent {share('step_agent_accuracy')}\n"
-        f"  exhaustive          {team.exhaustive_forks:6.1f} forks/run "
-        f"({shown['forks_vs_exhaustive']:.0%} of it spent)\n"
-        f"{slips}"
-        f"  {team.cpu_seconds_per_fork * 1000:.1f} ms CPU per fork "
-        f"({team.seconds_per_fork * 1000:.1f} ms wall)",
-        highlight=False,
-    )
+        print_agent_bench(team)
 
 
 @bench_app.command("cli")
@@ -457,7 +422,7 @@ def bench_scale(
         if save is not None:
             save.write_text(json.dumps(_finite(report.as_dict()), default=str, indent=2) + "\n")
 
-    from ..database import resolve_url
+    from ..store import resolve_url
 
     report = run_scale_benchmark(
         sizes=size_list,
@@ -473,82 +438,4 @@ def bench_scale(
     if as_json:
         _print_json(report.as_dict())
         return
-    wide = Console(width=max(console.width, 200))
-    table = Table(
-        "engine",
-        "events",
-        "runs",
-        "on disk",
-        "B/event",
-        "append ev/s",
-        "vs empty",
-        "raw ev/s",
-        "rebuild",
-        "rebuild ev/s",
-        "vs raw",
-        "peak RSS",
-        "failures",
-        "signature runs",
-        "compare",
-        title="bench scale (append: median; queries: median; rebuild and raw: one pass each)",
-    )
-    for r in report.results:
-        table.add_row(
-            r.engine,
-            f"{r.events:,}",
-            f"{r.runs:,}",
-            f"{r.disk_bytes / 1e9:.2f} GB",
-            f"{r.bytes_per_event:,.0f}",
-            f"{r.append_events_per_second:,.0f}",
-            f"{r.append_vs_empty:.2f}x",
-            f"{r.raw.events_per_second:,.0f}",
-            f"{r.rebuild.seconds:,.1f} s ({r.rebuild.cpu_seconds:,.0f} s CPU)",
-            f"{r.rebuild.events_per_second:,.0f}",
-            f"{r.rebuild_vs_raw:.2f}x",
-            f"{r.rebuild.peak_rss_mb:,.0f} MB",
-            f"{r.failures_seconds * 1000:.1f} ms",
-            f"{r.signature_runs_seconds * 1000:.1f} ms",
-            f"{r.compare_seconds:.2f} s ({r.compare_runs:,} runs)",
-        )
-    wide.print(table)
-    growth = Table(
-        "engine",
-        "events",
-        "x events",
-        "append ev/s",
-        "rebuild time",
-        "rebuild time/event",
-        "rebuild CPU/event",
-        "failures",
-        "signature runs",
-        "compare",
-        "compare/run",
-        "compare CPU/run",
-        "B/event",
-        title="growth against the smallest store of each engine (1.00x = flat)",
-    )
-    for r in report.results:
-        g = report.growth(r)
-        growth.add_row(
-            r.engine,
-            f"{r.events:,}",
-            f"{g['events']:.2f}x",
-            f"{g['append_events_per_second']:.2f}x",
-            f"{g['rebuild_seconds']:.2f}x",
-            f"{g['rebuild_seconds_per_event']:.2f}x",
-            f"{g['rebuild_cpu_seconds_per_event']:.2f}x",
-            f"{g['failures_seconds']:.2f}x",
-            f"{g['signature_runs_seconds']:.2f}x",
-            f"{g['compare_seconds']:.2f}x",
-            f"{g['compare_seconds_per_run']:.2f}x",
-            f"{g['compare_cpu_seconds_per_run']:.2f}x",
-            f"{g['bytes_per_event']:.2f}x",
-        )
-    wide.print(growth)
-    machine = report.machine
-    loads = ", ".join(f"{r.load_average:.1f}" for r in report.results)
-    wide.print(
-        f"{machine['cpus']} CPUs; 1-minute load average {machine['load_average_at_start']:.1f} "
-        f"at start, {loads} after each store",
-        highlight=False,
-    )
+    print_scale_report(report)

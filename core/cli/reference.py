@@ -1,8 +1,9 @@
-"""The CLI reference in the README, generated from the commands themselves.
+"""The CLI reference (core/guide/cli.md), generated from the commands themselves.
 
-``python -m steplog.cli.reference --write README.md`` rewrites the part of the README between
-:data:`BEGIN` and :data:`END`; a test fails when that part differs from what the commands say,
-so a command or option cannot exist undocumented (or stay documented after it is gone).
+``python -m steplog.cli.reference --write core/guide/cli.md`` rewrites the part of the guide
+between :data:`BEGIN` and :data:`END`; a test fails when that part differs from what the
+commands say, so a command or option cannot exist undocumented (or stay documented after it is
+gone).
 """
 
 import sys
@@ -61,7 +62,7 @@ def render(app: typer.Typer) -> str:
     out: list[str] = []
     for path, command, sub_ctx in _walk(root, [], ctx):
         params = [p for p in command.get_params(sub_ctx) if p.name != "help" and not p.hidden]
-        out.append(f"#### `steplog {' '.join(path)}`")
+        out.append(f"## `steplog {' '.join(path)}`")
         out.append("")
         out.append(_first_paragraph(command.help) or "(no description)")
         if params:
@@ -76,12 +77,12 @@ def splice(readme: str, reference: str) -> str:
     head, found, rest = readme.partition(BEGIN)
     _, found_end, tail = rest.partition(END)
     if not found or not found_end:
-        raise ValueError(f"the README has no {BEGIN!r} ... {END!r} section")
+        raise ValueError(f"the document has no {BEGIN!r} ... {END!r} section")
     return f"{head}{BEGIN}\n\n{reference}\n{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print the reference, or with ``--write FILE`` splice it into that README."""
+    """Print the reference, or with ``--write FILE`` splice it into that file."""
     from . import app
 
     args = sys.argv[1:] if argv is None else argv

@@ -172,7 +172,7 @@ def diff_cmd(
     Rows: = same, ~ same status but other output/attempts/tokens, ! other status,
     - only in A, + only in B.
     """
-    from ..diff import diff_runs
+    from ..replay import diff_runs
 
     with _opened(db) as store:
         result = diff_runs(store, run_a, run_b)
@@ -336,7 +336,7 @@ def _print_regress(result: dict[str, Any]) -> None:
 
 def _regress_check(set_name: str, import_module: str | None, db: str | None, as_json: bool) -> None:
     """``regress SET --check``: exit 1 listing each sample whose behaviour changed."""
-    from ..replay_check import check_set
+    from ..replay import check_set
 
     if import_module:
         import_agent_code(import_module)

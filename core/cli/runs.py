@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import SteplogError
+from ._runs_print import print_outcomes, print_state
 from ._shared import (
     DbOption,
     JsonOption,
@@ -19,7 +20,6 @@ from ._shared import (
     err_console,
     fits_bigint,
     interrupted,
-    styled,
 )
 
 # --- runs ----------------------------------------------------------------------------------
@@ -189,8 +189,7 @@ def run_cmd(
         gate_policy=_gate(gate_policy),
         run_id=run_id,
     )
-    from ..database import resolve_url
-    from ..store import EventStore
+    from ..store import EventStore, resolve_url
 
     url = resolve_url(db)
     EventStore.open(url).close()  # create / migrate once, before any worker starts
@@ -204,7 +203,7 @@ def run_cmd(
     if as_json:
         _print_json({"runs": [o.as_dict() for o in outcomes]})
         return
-    _print_outcomes(outcomes)
+    print_outcomes(outcomes)
 
 
 def _report_interrupted(url: str, plans: list[Any], finished: set[str], workers: int) -> None:
@@ -253,9 +252,8 @@ def _run_compare(
     as_json: bool,
 ) -> None:
     """``run --compare BASE,CAND --until-decided``: paired runs until the sequence decides."""
-    from ..compare_sequential import run_until_decided
-    from ..database import resolve_url
-    from ..store import EventStore
+    from ..compare import run_until_decided
+    from ..store import EventStore, resolve_url
 
     versions = [v.strip() for v in (compare or "").split(",")]
     if not until_decided or len(versions) != 2 or not all(versions):
@@ -297,29 +295,6 @@ def _run_compare(
     )
     console.print(f"stopped: {result['stopped_because']}", highlight=False)
     console.print(Text(sentence, style="bold"), highlight=False)
-
-
-def _print_outcomes(outcomes: list[Any]) -> None:
-    from collections import Counter
-
-    statuses = Counter(o.status for o in outcomes)
-    failures = Counter(o.failure_type for o in outcomes if o.failure_type)
-    total = len(outcomes)
-    completed = statuses.get("completed", 0)
-    console.print(
-        f"{total} run(s): "
-        + ", ".join(f"{count} {status}" for status, count in statuses.most_common())
-        + f" (completion {completed / total:.1%})",
-        highlight=False,
-    )
-    if failures:
-        console.print(
-            "failure types: "
-            + ", ".join(f"{kind} x{count}" for kind, count in failures.most_common()),
-            highlight=False,
-        )
-    if total == 1:
-        console.print(f"run id: {outcomes[0].run_id}  (steplog show {outcomes[0].run_id})")
 
 
 @app.command("runs")
@@ -416,38 +391,7 @@ def show_cmd(
     last_step = state.steps[-1].index if state.steps else -1
     if at_step is not None and at_step > last_step:
         err_console.print(f"note: the run never got past step {last_step}; showing its end")
-    _print_state(state)
-
-
-def _print_state(state: Any) -> None:
-    console.print(
-        styled(
-            (state.run_id, "bold"),
-            f"  {state.scenario} / {state.task_instance_id} on "
-            f"{state.model_version} (seed {state.seed})\nstatus ",
-            (state.status, "bold"),
-            f"  mode {state.run_mode}  retries {state.retries}  "
-            f"tokens {state.input_tokens + state.output_tokens:,}  cost ${state.cost_usd:.4f}",
-        ),
-        highlight=False,
-    )
-    if state.failure_type:
-        console.print(
-            f"failure: {state.failure_type} at {state.failure_step}: {state.failure_message}",
-            highlight=False,
-            markup=False,
-        )
-    table = Table("#", "step", "status", "attempts", "last error", "output", box=None)
-    for step in state.steps:
-        table.add_row(
-            str(step.index),
-            step.name,
-            step.status,
-            str(step.attempts),
-            step.last_error or "",
-            step.output_summary or "",
-        )
-    console.print(table)
+    print_state(state)
 
 
 @app.command("approve")
@@ -467,7 +411,7 @@ def approve_cmd(
     if as_json:
         _print_json(state.as_dict())
         return
-    _print_state(state)
+    print_state(state)
 
 
 @app.command("resume")
@@ -484,7 +428,7 @@ def resume_cmd(
     if as_json:
         _print_json(state.as_dict())
         return
-    _print_state(state)
+    print_state(state)
 
 
 # --- overview --------------------------------------------------------------------------------

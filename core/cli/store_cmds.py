@@ -37,7 +37,7 @@ RevisionArgument = Annotated[
 
 @contextmanager
 def _engine(db: str | None) -> Iterator["Engine"]:
-    from ..database import create_engine_for, resolve_url
+    from ..store import create_engine_for, resolve_url
 
     engine = create_engine_for(resolve_url(db))
     try:
@@ -50,7 +50,7 @@ def _migrate(
     db: str | None, move: Callable[["Engine"], None]
 ) -> tuple[str, str | None, str | None]:
     """Move the schema of ``db`` with ``move``: (the URL shown, revision before, after)."""
-    from ..database import current_revision, redact
+    from ..store import current_revision, redact
 
     with _engine(db) as engine:
         before = current_revision(engine)
@@ -66,7 +66,7 @@ def db_upgrade(
     as_json: JsonOption = False,
 ) -> None:
     """Migrate the database schema up to REVISION (default: head)."""
-    from ..database import upgrade
+    from ..store import upgrade
 
     url, before, after = _migrate(db, lambda engine: upgrade(engine, revision))
     if as_json:
@@ -85,7 +85,7 @@ def db_downgrade(
     as_json: JsonOption = False,
 ) -> None:
     """Migrate the database schema down to REVISION. Destroys data the older schema lacks."""
-    from ..database import downgrade
+    from ..store import downgrade
 
     if not yes:
         raise SteplogError("downgrading can drop stored events; repeat with --yes to confirm")
@@ -99,7 +99,7 @@ def db_downgrade(
 @db_app.command("current")
 def db_current(db: DbOption = None, as_json: JsonOption = False) -> None:
     """Show the database's schema revision and the head this steplog needs."""
-    from ..database import current_revision, head_revision, redact
+    from ..store import current_revision, head_revision, redact
 
     with _engine(db) as engine:
         current = current_revision(engine)

@@ -58,7 +58,7 @@ def _streamlit_app() -> Path:
 
 def serve_ui(url: str, host: str, port: int) -> None:
     """Run Streamlit on ``url`` until Ctrl-C or SIGTERM; a Streamlit failure exits 1."""
-    from ..database import redact
+    from ..store import redact
 
     if host not in LOOPBACK:
         err_console.print(
@@ -121,8 +121,7 @@ def ui_cmd(
     host: HostOption = "127.0.0.1",
 ) -> None:
     """Start the Streamlit app on this store (Ctrl-C stops it)."""
-    from ..database import resolve_url
-    from ..store import EventStore
+    from ..store import EventStore, resolve_url
 
     url = resolve_url(db)
     EventStore.open(url, must_exist=db is not None).close()  # fail fast, with a clear message
@@ -143,10 +142,9 @@ def demo(
     host: HostOption = "127.0.0.1",
 ) -> None:
     """Seed every scenario under its two demo model versions (idempotent), then show them."""
-    from ..database import resolve_url
     from ..harness.batch import plan_runs
     from ..harness.scenario import registered_scenarios
-    from ..store import EventStore
+    from ..store import EventStore, resolve_url
 
     url = resolve_url(db)
     if not no_ui:

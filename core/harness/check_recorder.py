@@ -1,7 +1,7 @@
 """The recorder of a check-only scenario replay: no lock, and the recording's own events kept.
 
 A check-only replay of a scenario run (:func:`steplog.replay.replay` with ``check=True``) records
-into a check-only :class:`~steplog.replay_buffer.BufferedStore`, which keeps the events bare,
+into a check-only :class:`~steplog.replay._buffer.BufferedStore`, which keeps the events bare,
 writes nothing and compares them with the recording. Two things a writing recorder does are
 not needed for that:
 
@@ -43,7 +43,7 @@ class CheckRecorder(RunRecorder):
         self._known: dict[type, str] = getattr(store, "known_types", {})
         """The buffer's catalogue names of the event types it has kept (and so checked)."""
         self._keep: Callable[[str, list[Any], int], int] = store.keep  # type: ignore[attr-defined]
-        """The check buffer's :meth:`~steplog.replay_buffer.BufferedStore.keep`: its append."""
+        """The check buffer's :meth:`~steplog.replay._buffer.BufferedStore.keep`: its append."""
         self._forms: dict[type, tuple[str, frozenset[str], bool]] = {}
         """Of each type the buffer knows: its name, the fields of its unvalidated form, and
         whether those are the model's own strings (else: a recorded payload's, equal)."""

@@ -14,9 +14,8 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from ..database import connect_or_explain, write_transaction
 from ..models import quarantine_table
-from ..store import EventStore, QuarantinedInput
+from ..store import EventStore, QuarantinedInput, connect_or_explain, write_transaction
 from .jsonl import REFUSALS, BadLine, parse_line
 from .redaction import Redactor
 

@@ -20,13 +20,18 @@ holder is alive but silent (hung, or on a half-open connection), the lease's age
 
 from __future__ import annotations
 
+import secrets
 import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Protocol
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, delete, insert, select, text
 
-from ..database import sqlite_path
+from ..errors import SteplogError
+from ..models import checkpoints_table
+from ..store import sqlite_path, write_transaction
 
 if sys.platform != "win32":
     import fcntl
@@ -123,3 +128,94 @@ def _advisory(engine: Engine, table: str) -> HolderLock | None:
         conn.close()
         return None
     return _AdvisoryLock(conn, key_sql)
+
+
+@dataclass(frozen=True)
+class RebuildLease:
+    """The lease of projection ``name``'s rebuild: a checkpoint row ``<name>:rebuild`` whose
+    position is the owning rebuild's token, renewed every page, plus its holder lock."""
+
+    name: str
+    seconds: int
+    """A lease silent this long is taken over even when its holder lock cannot tell."""
+    _holders: dict[int, HolderLock] = field(default_factory=dict, compare=False)
+
+    @property
+    def row(self) -> str:
+        return f"{self.name}:rebuild"
+
+    def acquire(self, engine: Engine) -> int:
+        """Take the rebuild lease; returns its token (see :meth:`renew`).
+
+        The lease row names the rebuild that owns the shadow tables; the holder lock tells
+        whether the process that wrote it is alive. A row whose holder died (SIGKILL, OOM) is
+        taken over at once; one whose holder cannot be checked, only after ``seconds``
+        without renewal.
+        """
+        name, lease, seconds = self.name, self.row, self.seconds
+        holder = take_holder_lock(engine, f"{name}-rebuild", checkpoints_table.name)
+        token = secrets.randbits(62)
+        now = datetime.now(UTC)
+        try:
+            with write_transaction(engine) as conn:
+                held = conn.execute(
+                    select(checkpoints_table.c.updated_at).where(checkpoints_table.c.name == lease)
+                ).scalar()
+                stale = held is not None and (now - _utc(held)).total_seconds() >= seconds
+                if holder is None and not stale:  # its holder is alive (and not silent too long)
+                    since = "" if held is None else f" (active at {_utc(held):%H:%M:%S} UTC)"
+                    raise SteplogError(
+                        f"another rebuild of {name!r} is running{since}; wait for it to finish"
+                    )
+                if holder is UNSUPPORTED and held is not None and not stale:
+                    raise SteplogError(
+                        f"another rebuild of {name!r} is running (active at "
+                        f"{_utc(held):%H:%M:%S} UTC); wait for it, or {seconds} s if its "
+                        "process died"
+                    )
+                # Otherwise any row left is an orphan: its holder died, or went silent.
+                conn.execute(delete(checkpoints_table).where(checkpoints_table.c.name == lease))
+                conn.execute(
+                    insert(checkpoints_table).values(name=lease, position=token, updated_at=now)
+                )
+        except BaseException:
+            if holder is not None:
+                holder.release()
+            raise
+        if holder is not None:
+            self._holders[token] = holder
+        return token
+
+    def renew(self, conn: Connection, token: int) -> None:
+        """Renew the lease in ``conn``'s transaction; a lease taken over stops the rebuild."""
+        result = conn.execute(
+            checkpoints_table.update()
+            .where(checkpoints_table.c.name == self.row, checkpoints_table.c.position == token)
+            .values(updated_at=datetime.now(UTC))
+        )
+        if result.rowcount != 1:
+            raise SteplogError(
+                "this rebuild lost its lease to another rebuild and stopped; nothing was swapped"
+            )
+
+    def release(self, conn: Connection, token: int) -> None:
+        """Delete the lease row in ``conn``'s transaction and drop the holder lock."""
+        conn.execute(
+            delete(checkpoints_table).where(
+                checkpoints_table.c.name == self.row, checkpoints_table.c.position == token
+            )
+        )
+        # Dropping the holder lock before the delete commits is harmless: a rebuild that takes
+        # it meanwhile waits for this transaction (SQLite's write lock, PostgreSQL's row lock)
+        # and at worst takes over a lease that is being released anyway.
+        self.release_holder(token)
+
+    def release_holder(self, token: int) -> None:
+        """Drop the holder lock of the lease ``token`` (if this process holds it)."""
+        holder = self._holders.pop(token, None)
+        if holder is not None:
+            holder.release()
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -12,29 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import secrets
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Column, Connection, MetaData, Table, delete, insert, select
+from sqlalchemy import Connection, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from ..database import is_sqlite, write_transaction
-from ..errors import SteplogError
 from ..models import (
     checkpoints_table,
-    failure_signatures_table,
-    regression_members_table,
-    run_summaries_table,
 )
-from ..store import EventStore, RawRow, StoredEvent
-from ..store_append import sqlite_datetime
-from .lease import UNSUPPORTED, HolderLock, take_holder_lock
+from ..store import EventStore, RawRow, StoredEvent, is_sqlite, write_transaction
+from .lease import RebuildLease
+from .library_tables import LIVE, LibraryTables, insert_summaries
 from .signature_fold import (
     SIGNATURE_STREAM,
     SignatureState,
@@ -45,52 +38,20 @@ from .signature_fold import (
     without_failure,
 )
 from .swap import reclaim, swap_in
-from .tally import FAILED, SUMMARY_COLUMNS, RunTally, tally_rows
+from .tally import FAILED, RunTally, tally_rows
 
 NAME = "library"  # queries.LIBRARY reads this row without importing this module
-LEASE = f"{NAME}:rebuild"
 LEASE_SECONDS = 120
 """A rebuild renews its lease every page; one silent for this long is taken to have died even
 when its holder lock (see :mod:`.lease`) cannot tell, or says it is alive but it is hung."""
+_LEASE = RebuildLease(NAME, LEASE_SECONDS)
+LEASE = _LEASE.row
 ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
 ProgressCallback = Callable[[int, int], None]
 """Called with (events folded so far, events to fold in all)."""
 
 
 # --- the runner (edge) -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LibraryTables:
-    """The tables one fold writes: the live read models or their rebuild shadows."""
-
-    runs: Table
-    signatures: Table
-    members: Table
-
-    @classmethod
-    def shadow(cls) -> LibraryTables:
-        """Copies of the live tables (columns and keys, no secondary indexes)."""
-        metadata = MetaData()
-
-        def copy(table: Table) -> Table:
-            columns: list[Column[Any]] = [column._copy() for column in table.columns]
-            for column in columns:
-                column.index = None
-            return Table(f"{table.name}__rebuild", metadata, *columns)
-
-        return cls(
-            copy(run_summaries_table),
-            copy(failure_signatures_table),
-            copy(regression_members_table),
-        )
-
-    def all(self) -> tuple[Table, Table, Table]:
-        """The three tables."""
-        return (self.runs, self.signatures, self.members)
-
-
-LIVE = LibraryTables(run_summaries_table, failure_signatures_table, regression_members_table)
 
 
 class LibraryProjection:
@@ -210,78 +171,24 @@ class LibraryProjection:
                 self._release_lease(conn, token)
             raise
         finally:
-            _release_holder(token)
+            _LEASE.release_holder(token)
         reclaim(engine, (*LIVE.all(), checkpoints_table))
         if progress is not None:
             progress(folded, max(total, folded))
         return folded
 
-    # - the rebuild lease: one rebuild at a time -
+    # - the rebuild lease: one rebuild at a time (see :class:`.lease.RebuildLease`) -
 
     def _acquire_lease(self) -> int:
-        """Take the rebuild lease; returns its token (see :meth:`_renew_lease`).
-
-        The lease row names the rebuild that owns the shadow tables; the holder lock tells
-        whether the process that wrote it is alive. A row whose holder died (SIGKILL, OOM) is
-        taken over at once; one whose holder cannot be checked, only after ``LEASE_SECONDS``
-        without renewal.
-        """
-        holder = take_holder_lock(self.store.engine, f"{NAME}-rebuild", checkpoints_table.name)
-        token = secrets.randbits(62)
-        now = datetime.now(UTC)
-        try:
-            with write_transaction(self.store.engine) as conn:
-                held = conn.execute(
-                    select(checkpoints_table.c.updated_at).where(checkpoints_table.c.name == LEASE)
-                ).scalar()
-                stale = held is not None and (now - _utc(held)).total_seconds() >= LEASE_SECONDS
-                if holder is None and not stale:  # its holder is alive (and not silent too long)
-                    since = "" if held is None else f" (active at {_utc(held):%H:%M:%S} UTC)"
-                    raise SteplogError(
-                        f"another rebuild of {NAME!r} is running{since}; wait for it to finish"
-                    )
-                if holder is UNSUPPORTED and held is not None and not stale:
-                    raise SteplogError(
-                        f"another rebuild of {NAME!r} is running (active at "
-                        f"{_utc(held):%H:%M:%S} UTC); wait for it, or {LEASE_SECONDS} s if its "
-                        "process died"
-                    )
-                # Otherwise any row left is an orphan: its holder died, or went silent.
-                conn.execute(delete(checkpoints_table).where(checkpoints_table.c.name == LEASE))
-                conn.execute(
-                    insert(checkpoints_table).values(name=LEASE, position=token, updated_at=now)
-                )
-        except BaseException:
-            if holder is not None:
-                holder.release()
-            raise
-        if holder is not None:
-            _HOLDERS[token] = holder
-        return token
+        return _LEASE.acquire(self.store.engine)
 
     @staticmethod
     def _renew_lease(conn: Connection, token: int) -> None:
-        result = conn.execute(
-            checkpoints_table.update()
-            .where(checkpoints_table.c.name == LEASE, checkpoints_table.c.position == token)
-            .values(updated_at=datetime.now(UTC))
-        )
-        if result.rowcount != 1:
-            raise SteplogError(
-                "this rebuild lost its lease to another rebuild and stopped; nothing was swapped"
-            )
+        _LEASE.renew(conn, token)
 
     @staticmethod
     def _release_lease(conn: Connection, token: int) -> None:
-        conn.execute(
-            delete(checkpoints_table).where(
-                checkpoints_table.c.name == LEASE, checkpoints_table.c.position == token
-            )
-        )
-        # Dropping the holder lock before the delete commits is harmless: a rebuild that takes
-        # it meanwhile waits for this transaction (SQLite's write lock, PostgreSQL's row lock)
-        # and at worst takes over a lease that is being released anyway.
-        _release_holder(token)
+        _LEASE.release(conn, token)
 
     # - folding one page -
 
@@ -474,7 +381,7 @@ class LibraryProjection:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
                 conn.execute(delete(tables.runs).where(tables.runs.c.run_id.in_(chunk)))
-            _insert_summaries(conn, tables.runs, states.values())
+            insert_summaries(conn, tables.runs, states.values())
         if signatures:
             ids = list(signatures)
             conn.execute(delete(tables.signatures).where(tables.signatures.c.signature.in_(ids)))
@@ -523,31 +430,8 @@ class LibraryProjection:
         )
 
 
-def _insert_summaries(conn: Connection, table: Table, runs: Iterable[RunTally]) -> None:
-    """``INSERT`` the summaries of ``runs`` through the driver's ``executemany``: a page writes
-    thousands of summaries and SQLAlchemy's per-row parameter processing cost more than folding
-    them. Times are bound as SQLAlchemy binds them (text on SQLite); every other value as it is."""
-    if is_sqlite(conn):
-        rows, marks = [run.summary_values(sqlite_datetime) for run in runs], "?"
-    else:
-        rows, marks = [run.summary_values() for run in runs], "%s"
-    conn.exec_driver_sql(
-        f"INSERT INTO {table.name} ({', '.join(SUMMARY_COLUMNS)}) "
-        f"VALUES ({', '.join([marks] * len(SUMMARY_COLUMNS))})",
-        rows,
-    )
-
-
 _TYPE = itemgetter(4)
 _RUN = itemgetter(2)
-_HOLDERS: dict[int, HolderLock] = {}
-"""Holder locks of the leases this process holds, by lease token."""
-
-
-def _release_holder(token: int) -> None:
-    holder = _HOLDERS.pop(token, None)
-    if holder is not None:
-        holder.release()
 
 
 @contextmanager

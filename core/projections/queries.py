@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqlalchemy import Select, String, case, cast, func, or_, select
 from sqlalchemy.exc import DBAPIError
 
-from ..database import classify, explain
 from ..errors import (
     DatabaseFullError,
     DatabaseLockedError,
@@ -26,7 +25,7 @@ from ..models import checkpoints_table
 from ..models import failure_signatures_table as sig_t
 from ..models import regression_members_table as members_t
 from ..models import run_summaries_table as runs_t
-from ..store import EventStore
+from ..store import EventStore, classify, explain
 from .signature import normalize_step
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from sqlalchemy import Connection, Engine, Table, delete
 
-from ..database import is_sqlite
+from ..store import is_sqlite
 
 
 def swap_in(conn: Connection, live: Table, copy: Table) -> None:

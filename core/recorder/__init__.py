@@ -6,7 +6,7 @@ flight. The SDK (``record_run``, ``step``, ``model_call``, ``tool_call``, ``rng`
 keeps the current run and step in context variables, so instrumented functions record when
 called inside a run and simply run outside one::
 
-    from steplog import record_run, step, model_call, tool_call, rng, now
+    from .. import record_run, step, model_call, tool_call, rng, now
 
     @model_call("my-model-v2")
     def ask(prompt: str) -> dict: ...
@@ -22,11 +22,11 @@ from .context import (
     RecordedStep,
     current_run,
     now,
-    record_run,
     rng,
     step,
 )
 from .playback import SdkPlayback
+from .record import record_run
 from .registry import register_agent, registered_agent, registered_agents
 from .rehydrate import register_error
 from .writer import RecordedRandom, RunRecorder, step_seed

@@ -1,4 +1,5 @@
-"""The run and step in progress: ``record_run``, ``step``, ``rng``, ``now``.
+"""The run and step in progress: ``step``, ``rng``, ``now`` (``record_run``, in
+:mod:`.record`, starts a run).
 
 The current run and step live in context variables. They follow work into
 ``concurrent.futures`` thread pools (``submit``/``map``, and so ``loop.run_in_executor``) and
@@ -9,7 +10,6 @@ asyncio tasks; a decorated call made where the context did not follow (a bare
 from __future__ import annotations
 
 import contextvars
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,24 +18,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from uuid6 import uuid7
-
 from ..canonical import jsonable
 from ..events import (
     ClockRead,
-    ReplayDiverged,
-    RunAborted,
-    RunCompleted,
     RunConfig,
-    RunFailed,
-    RunStarted,
     StepAttemptFailed,
     StepCompleted,
     StepFailed,
     StepStarted,
 )
-from ..harness.playback import Divergence
-from ..store import EventStore
 from .playback import SdkPlayback
 from .writer import RecordedRandom, RunRecorder, step_seed
 
@@ -146,122 +137,16 @@ class RecordedRun:
 
 
 @contextmanager
-def record_run(
-    scenario: str,
-    *,
-    model_version: str,
-    agent: str | None = None,
-    agent_version: str = "1",
-    task_instance_id: str | None = None,
-    task_type: str | None = None,
-    seed: int | None = None,
-    input: dict[str, Any] | None = None,
-    config: RunConfig | None = None,
-    run_id: str | None = None,
-    db: str | None = None,
-    store: EventStore | None = None,
-    replay_of: str | None = None,
-    forked_from: str | None = None,
-    fork_step: int | None = None,
-    playback: SdkPlayback | None = None,
-    instrument: bool = True,
-    session_id: str | None = None,
-    role_versions: dict[str, str] | None = None,
-) -> Iterator[RecordedRun]:
-    """Record a run of your own agent: RunStarted now, RunCompleted or RunFailed at the end.
-
-    Pass ``store`` (an open :class:`EventStore`) or ``db`` (a URL or SQLite path; default: the
-    embedded store). Exceptions propagate after being recorded as the run's failure. Without
-    ``seed`` one is drawn and recorded, so ``rng()`` differs between runs but can be replayed.
-    With ``instrument`` (the default) calls of the ``openai`` and ``anthropic`` clients are
-    recorded too (see :func:`steplog.instrument`). ``role_versions`` (a multi-agent run where
-    some agents, named by ``step(..., role=...)``, are answered by other model versions) is
-    recorded in ``RunStarted``; ``session_id`` tags the run.
-    """
-    if seed is None:
-        seed = random.SystemRandom().randrange(2**31)  # recorded in RunStarted: replayable
-    if instrument:
-        from ..capture import instrument as hook_clients
-
-        hook_clients()
-    _propagate_into_thread_pools()
-    owned = store is None
-    event_store = EventStore.open(db) if store is None else store
-    recorder = RunRecorder(
-        event_store,
-        run_id or str(uuid7()),
-        call_index=0 if playback is None else playback.next_call_index,
-        sort_calls=playback is not None,
-    )
-    run = RecordedRun(
-        recorder=recorder,
-        seed=seed,
-        model_version=model_version,
-        config=config or RunConfig(),
-        playback=playback,
-        role_versions=dict(role_versions or {}),
-    )
-    recorder.record(
-        RunStarted(
-            scenario=scenario,
-            task_instance_id=task_instance_id,
-            task_type=task_type,
-            model_version=model_version,
-            agent=agent or scenario,
-            agent_version=agent_version,
-            config=run.config,
-            seed=seed,
-            input=jsonable(input or {}),
-            source="sdk",
-            replay_of=replay_of,
-            forked_from=forked_from,
-            fork_step=fork_step,
-            session_id=session_id,
-            role_versions=dict(role_versions) if role_versions else None,
-        )
-    )
-    recorder.flush()
+def running(run: RecordedRun, playback: SdkPlayback | None) -> Iterator[RecordedRun]:
+    """``run`` as the current run of this context (and counted as in progress, a replay when it
+    has a ``playback``) while the block runs."""
     token = _current_run.set(run)
     _count_replay(playback, +1)
     try:
         yield run
-        if playback is not None and playback.diverged is None:
-            playback.run_ended()
-    except BaseException as exc:
-        diverged = playback.diverged if playback is not None else None
-        if diverged is None and isinstance(exc, Divergence):
-            diverged = exc
-        if diverged is not None:
-            _record_divergence(recorder, diverged)
-            raise diverged from (None if exc is diverged else exc)
-        failed = run.failed_step
-        recorder.record(
-            RunFailed(
-                step=failed.name if failed else None,
-                step_index=failed.index if failed else None,
-                error_type=type(exc).__name__,
-                message=str(exc),
-            )
-        )
-        recorder.flush()
-        raise
-    else:
-        if playback is not None and playback.diverged is not None:  # swallowed by the agent
-            _record_divergence(recorder, playback.diverged)
-            raise playback.diverged
-        recorder.record(RunCompleted(output=as_object(run.output)))
-        recorder.flush()
     finally:
         _count_replay(playback, -1)
         _current_run.reset(token)
-        if owned:
-            event_store.close()
-
-
-def _record_divergence(recorder: RunRecorder, diverged: Divergence) -> None:
-    recorder.record(ReplayDiverged(**diverged.as_dict()))
-    recorder.record(RunAborted(reason=str(diverged), step_index=diverged.step_index))
-    recorder.flush()
 
 
 def _count_replay(playback: SdkPlayback | None, change: int) -> None:
@@ -417,7 +302,7 @@ def _submit_in_context(
     return _original_submit(self, contextvars.copy_context().run, fn, *args, **kwargs)
 
 
-def _propagate_into_thread_pools() -> None:
+def propagate_into_thread_pools() -> None:
     """Make thread pools carry the run context (idempotent; outside runs nothing changes)."""
     if ThreadPoolExecutor.submit is not _submit_in_context:
         ThreadPoolExecutor.submit = _submit_in_context  # type: ignore[method-assign,assignment]

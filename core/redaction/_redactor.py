@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -16,6 +17,9 @@ from ._scan import MASK, Scanner, compile_pattern
 MAX_CACHED_KEY: Final = 256
 MAX_CACHED_KEYS: Final = 65536
 """Mapping keys up to this length, and this many, are remembered (keys repeat endlessly)."""
+MAX_DEPTH: Final = 200
+"""JSON nested deeper than this (inside a string, in a document) is scanned as text."""
+_JSON_TOKEN: Final = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
 _JSON_OPENERS: Final = ("{", "[")
 _JSON_CLOSERS: Final = ("}", "]")
 
@@ -125,6 +129,21 @@ class Redactor:
         return redact_lenient(raw, self)
 
 
+def _too_deep(text: str) -> bool:
+    """Whether JSON ``text`` nests deeper than :data:`MAX_DEPTH` (strings skipped whole, so
+    brackets inside them do not count; possessive quantifiers: linear)."""
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text):
+        first = match.group()[0]
+        if first in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif first in "]}":
+            depth = max(depth - 1, 0)
+    return False
+
+
 def _maskable(item: Any) -> bool:
     """A secret-named key's value is replaced unless it cannot be a secret (null, a flag)."""
     return item is not None and not isinstance(item, bool)
@@ -132,12 +151,10 @@ def _maskable(item: Any) -> bool:
 
 def _json_of(text: str) -> Any:
     """``text`` parsed as JSON (nesting bounded first), or ``None``."""
-    from ..ingest.bounds import json_depth_error
-
     stripped = text.strip()
     if not stripped or (stripped[:1] in _JSON_OPENERS and stripped[-1:] not in _JSON_CLOSERS):
         return None
-    if json_depth_error(stripped.encode("utf-8", "surrogatepass")) is not None:
+    if _too_deep(stripped):
         return None
     with suppress(ValueError, RecursionError):
         return json.loads(stripped)

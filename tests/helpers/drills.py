@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 from sqlalchemy import inspect, select
 
-from steplog.database import write_transaction
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.runner import launch
 from steplog.harness.scenario import get_scenario, load_scenario
@@ -35,7 +34,7 @@ from steplog.models import (
     run_summaries_table,
 )
 from steplog.projections.library import LEASE, NAME, LibraryProjection
-from steplog.store import EventStore, StoredEvent
+from steplog.store import EventStore, StoredEvent, write_transaction
 
 from .scenarios import canonical_digest, write_scenario
 

@@ -13,7 +13,8 @@ import streamlit as st
 
 from steplog.errors import SteplogError
 from steplog.projections.queries import metrics, regression_sets, run_summary
-from steplog.replay import diff_runs, regress, replay
+from steplog.regress import regress
+from steplog.replay import diff_runs, replay
 from steplog.ui.annotate import set_members
 from steplog.ui.common import RUN, cached, go, guard, link, md, pickable, store, url_text
 

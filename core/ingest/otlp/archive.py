@@ -15,11 +15,15 @@ from typing import Any
 from pydantic_core import from_json, to_json
 from sqlalchemy import Connection, select, update
 
-from ...database import connect_or_explain, prefer_index_scans, write_transaction
-from ...driver import copy_rows
 from ...models import archived_traces_table
-from ...store import EventStore
-from ...store_prepare import sqlite_datetime
+from ...store import (
+    EventStore,
+    connect_or_explain,
+    copy_rows,
+    prefer_index_scans,
+    sqlite_datetime,
+    write_transaction,
+)
 from .spans import Span
 
 _CHUNK = 500

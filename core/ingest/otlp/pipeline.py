@@ -31,18 +31,18 @@ from pydantic_core import from_json, to_json
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from ...database import (
+from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
+from ...models import staged_spans_table
+from ...store import (
+    EventStore,
     connect_or_explain,
+    copy_rows,
     is_sqlite,
     prefer_index_scans,
+    sqlite_datetime,
     with_retries,
     write_transaction,
 )
-from ...driver import copy_rows
-from ...errors import ConcurrencyError, IdempotencyError, InvalidEventError, SteplogError
-from ...models import staged_spans_table
-from ...store import EventStore
-from ...store_append import sqlite_datetime
 from ..redaction import Redactor
 from ..report import ImportReport, Rejected
 from . import archive

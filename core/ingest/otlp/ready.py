@@ -18,10 +18,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...database import connect_or_explain, prefer_index_scans, with_retries
 from ...models import archived_traces_table, staged_spans_table
-from ...store import EventStore
-from ...store_prepare import sqlite_datetime
+from ...store import (
+    EventStore,
+    connect_or_explain,
+    prefer_index_scans,
+    sqlite_datetime,
+    with_retries,
+)
 
 SPANS_PER_TRACE_GUESS = 10
 """A look-up of ``n`` traces reads a page of ``n`` times this many staged spans' keys (times the

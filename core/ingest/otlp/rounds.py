@@ -33,13 +33,23 @@ from typing import Any
 from pydantic_core import from_json
 from sqlalchemy import Connection, select
 
-from ...database import prefer_index_scans, with_retries, write_transaction
-from ...driver import copy_rows
 from ...errors import InvalidEventError
 from ...models import events_table
-from ...store import EventStore, NewEvent, StoredEvent
-from ...store_append import SQLITE_INSERT, Prepared, sqlite_datetime, sqlite_rows, utc
-from ...store_quarantine import quarantine_in
+from ...store import (
+    SQLITE_INSERT,
+    EventStore,
+    NewEvent,
+    Prepared,
+    StoredEvent,
+    copy_rows,
+    prefer_index_scans,
+    quarantine_in,
+    sqlite_datetime,
+    sqlite_rows,
+    utc,
+    with_retries,
+    write_transaction,
+)
 from ..ids import stable_event_id
 from ..report import ImportReport, Rejected, Rejection
 from . import archive

@@ -1,0 +1,134 @@
+"""How the longer benchmark reports print for people (``steplog bench attribute``, ``scale``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from ._shared import console
+
+if TYPE_CHECKING:
+    from ..bench.attribute_agents import AgentBench
+    from ..bench.scale import ScaleReport
+
+
+def print_agent_bench(team: AgentBench) -> None:
+    """The attribution benchmark's team of agents, for people."""
+    shown = team.as_dict()
+
+    def share(key: str) -> str:
+        ci = shown[key]
+        return f"{ci['estimate']:6.1%} [{ci['ci'][0]:.1%}, {ci['ci'][1]:.1%}]"
+
+    slips = (
+        f"  random slips (sim-sloppy): no single agent in {team.sloppy_no_single_agent}/"
+        f"{team.sloppy_runs} runs ({share('sloppy_no_single_agent_share')}), "
+        f"{team.sloppy_mean_forks:.1f} forks/run\n"
+        if team.sloppy_runs
+        else ""
+    )
+    console.print(
+        f"{team.runs} failed runs of 30 steps by {team.agents} agents with a planted (agent, "
+        f"step), {team.forks_per_step} forks per step and per agent "
+        f"({team.skipped_runs} other failures skipped)\n"
+        f"  search + blame      step {share('step_accuracy')}  agent "
+        f"{share('agent_accuracy')}  {team.mean_forks:6.1f} forks/run ({team.mean_step_forks:.1f} "
+        f"step + {team.mean_blame_forks:.1f} agents; max {team.max_forks}; "
+        f"{team.no_single_agent} no single agent, {team.plateaus} plateau(s), "
+        f"{team.not_rescuable} not rescuable)\n"
+        f"  always first step   step {share('first_step_accuracy')}  agent "
+        f"{share('first_agent_accuracy')}\n"
+        f"  failure step agent  agent {share('failure_agent_accuracy')}\n"
+        f"  agent at the step found, no blame forks: agent {share('step_agent_accuracy')}\n"
+        f"  exhaustive          {team.exhaustive_forks:6.1f} forks/run "
+        f"({shown['forks_vs_exhaustive']:.0%} of it spent)\n"
+        f"{slips}"
+        f"  {team.cpu_seconds_per_fork * 1000:.1f} ms CPU per fork "
+        f"({team.seconds_per_fork * 1000:.1f} ms wall)",
+        highlight=False,
+    )
+
+
+def print_scale_report(report: ScaleReport) -> None:
+    """``bench scale``: one row per store, then the growth against each engine's smallest."""
+    wide = Console(width=max(console.width, 200))
+    table = Table(
+        "engine",
+        "events",
+        "runs",
+        "on disk",
+        "B/event",
+        "append ev/s",
+        "vs empty",
+        "raw ev/s",
+        "rebuild",
+        "rebuild ev/s",
+        "vs raw",
+        "peak RSS",
+        "failures",
+        "signature runs",
+        "compare",
+        title="bench scale (append: median; queries: median; rebuild and raw: one pass each)",
+    )
+    for r in report.results:
+        table.add_row(
+            r.engine,
+            f"{r.events:,}",
+            f"{r.runs:,}",
+            f"{r.disk_bytes / 1e9:.2f} GB",
+            f"{r.bytes_per_event:,.0f}",
+            f"{r.append_events_per_second:,.0f}",
+            f"{r.append_vs_empty:.2f}x",
+            f"{r.raw.events_per_second:,.0f}",
+            f"{r.rebuild.seconds:,.1f} s ({r.rebuild.cpu_seconds:,.0f} s CPU)",
+            f"{r.rebuild.events_per_second:,.0f}",
+            f"{r.rebuild_vs_raw:.2f}x",
+            f"{r.rebuild.peak_rss_mb:,.0f} MB",
+            f"{r.failures_seconds * 1000:.1f} ms",
+            f"{r.signature_runs_seconds * 1000:.1f} ms",
+            f"{r.compare_seconds:.2f} s ({r.compare_runs:,} runs)",
+        )
+    wide.print(table)
+    growth = Table(
+        "engine",
+        "events",
+        "x events",
+        "append ev/s",
+        "rebuild time",
+        "rebuild time/event",
+        "rebuild CPU/event",
+        "failures",
+        "signature runs",
+        "compare",
+        "compare/run",
+        "compare CPU/run",
+        "B/event",
+        title="growth against the smallest store of each engine (1.00x = flat)",
+    )
+    for r in report.results:
+        g = report.growth(r)
+        growth.add_row(
+            r.engine,
+            f"{r.events:,}",
+            f"{g['events']:.2f}x",
+            f"{g['append_events_per_second']:.2f}x",
+            f"{g['rebuild_seconds']:.2f}x",
+            f"{g['rebuild_seconds_per_event']:.2f}x",
+            f"{g['rebuild_cpu_seconds_per_event']:.2f}x",
+            f"{g['failures_seconds']:.2f}x",
+            f"{g['signature_runs_seconds']:.2f}x",
+            f"{g['compare_seconds']:.2f}x",
+            f"{g['compare_seconds_per_run']:.2f}x",
+            f"{g['compare_cpu_seconds_per_run']:.2f}x",
+            f"{g['bytes_per_event']:.2f}x",
+        )
+    wide.print(growth)
+    machine = report.machine
+    loads = ", ".join(f"{r.load_average:.1f}" for r in report.results)
+    wide.print(
+        f"{machine['cpus']} CPUs; 1-minute load average {machine['load_average_at_start']:.1f} "
+        f"at start, {loads} after each store",
+        highlight=False,
+    )

@@ -1,0 +1,46 @@
+"""Compare two model versions: the report (decision, process metrics, per-mode, survival,
+power) and sequential running until decided, over :mod:`steplog.stats`.
+
+Outside this package, import from ``steplog.compare``; the modules named ``_*`` are its own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._decide import decide as decide
+    from ._metrics import step_success_by_task as step_success_by_task
+    from ._report import compare, compare_counts, sequential_verdict
+    from ._runs import RunTable, comparable, load_runs
+    from ._runs import pair_up as pair_up
+    from ._sections import level_text, power_report
+    from ._sections import verdict as verdict
+    from ._sequential import run_until_decided
+
+__all__ = [
+    "RunTable",
+    "comparable",
+    "compare",
+    "compare_counts",
+    "level_text",
+    "load_runs",
+    "power_report",
+    "run_until_decided",
+    "sequential_verdict",
+]
+
+if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on first use
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "._decide": ("decide",),
+            "._metrics": ("step_success_by_task",),
+            "._report": ("compare", "compare_counts", "sequential_verdict"),
+            "._sections": ("level_text", "power_report", "verdict"),
+            "._runs": ("RunTable", "comparable", "load_runs", "pair_up"),
+            "._sequential": ("run_until_decided",),
+        },
+    )

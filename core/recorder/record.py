@@ -1,0 +1,158 @@
+"""``record_run``: record a run of your own agent, or replay one into a playback.
+
+It starts the run (RunStarted), makes it the current run of its context
+(:func:`~.context.running`), hooks the LLM clients (:mod:`steplog.capture`) when asked, and
+records how it ended.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from uuid6 import uuid7
+
+from ..canonical import jsonable
+from ..capture import instrument as hook_clients
+from ..events import ReplayDiverged, RunAborted, RunCompleted, RunConfig, RunFailed, RunStarted
+from ..harness.playback import Divergence
+from ..store import EventStore
+from .context import RecordedRun, as_object, propagate_into_thread_pools, running
+from .playback import SdkPlayback
+from .writer import RunRecorder
+
+
+@contextmanager
+def record_run(
+    scenario: str,
+    *,
+    model_version: str,
+    agent: str | None = None,
+    agent_version: str = "1",
+    task_instance_id: str | None = None,
+    task_type: str | None = None,
+    seed: int | None = None,
+    input: dict[str, Any] | None = None,
+    config: RunConfig | None = None,
+    run_id: str | None = None,
+    db: str | None = None,
+    store: EventStore | None = None,
+    replay_of: str | None = None,
+    forked_from: str | None = None,
+    fork_step: int | None = None,
+    playback: SdkPlayback | None = None,
+    instrument: bool = True,
+    session_id: str | None = None,
+    role_versions: dict[str, str] | None = None,
+) -> Iterator[RecordedRun]:
+    """Record a run of your own agent: RunStarted now, RunCompleted or RunFailed at the end.
+
+    Pass ``store`` (an open :class:`EventStore`) or ``db`` (a URL or SQLite path; default: the
+    embedded store). Exceptions propagate after being recorded as the run's failure. Without
+    ``seed`` one is drawn and recorded, so ``rng()`` differs between runs but can be replayed.
+    With ``instrument`` (the default) calls of the ``openai`` and ``anthropic`` clients are
+    recorded too (see :func:`steplog.instrument`). ``role_versions`` (a multi-agent run where
+    some agents, named by ``step(..., role=...)``, are answered by other model versions) is
+    recorded in ``RunStarted``; ``session_id`` tags the run.
+    """
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)  # recorded in RunStarted: replayable
+    if instrument:
+        hook_clients()
+    propagate_into_thread_pools()
+    owned = store is None
+    event_store = EventStore.open(db) if store is None else store
+    recorder = RunRecorder(
+        event_store,
+        run_id or str(uuid7()),
+        call_index=0 if playback is None else playback.next_call_index,
+        sort_calls=playback is not None,
+    )
+    run = RecordedRun(
+        recorder=recorder,
+        seed=seed,
+        model_version=model_version,
+        config=config or RunConfig(),
+        playback=playback,
+        role_versions=dict(role_versions or {}),
+    )
+    recorder.record(
+        RunStarted(
+            scenario=scenario,
+            task_instance_id=task_instance_id,
+            task_type=task_type,
+            model_version=model_version,
+            agent=agent or scenario,
+            agent_version=agent_version,
+            config=run.config,
+            seed=seed,
+            input=jsonable(input or {}),
+            source="sdk",
+            replay_of=replay_of,
+            forked_from=forked_from,
+            fork_step=fork_step,
+            session_id=session_id,
+            role_versions=dict(role_versions) if role_versions else None,
+        )
+    )
+    recorder.flush()
+    try:
+        with running(run, playback):
+            try:
+                yield run
+                if playback is not None and playback.diverged is None:
+                    playback.run_ended()
+            except BaseException as exc:
+                diverged = _record_failure(run, recorder, playback, exc)
+                if diverged is not None:
+                    raise diverged from (None if exc is diverged else exc)
+                raise
+            else:
+                _record_completion(run, recorder, playback)
+    finally:
+        if owned:
+            event_store.close()
+
+
+def _record_failure(
+    run: RecordedRun, recorder: RunRecorder, playback: SdkPlayback | None, exc: BaseException
+) -> Divergence | None:
+    """The block raised: record the replay's divergence (returned, to raise instead) or the
+    run's failure."""
+    diverged = playback.diverged if playback is not None else None
+    if diverged is None and isinstance(exc, Divergence):
+        diverged = exc
+    if diverged is not None:
+        _record_divergence(recorder, diverged)
+        return diverged
+    failed = run.failed_step
+    recorder.record(
+        RunFailed(
+            step=failed.name if failed else None,
+            step_index=failed.index if failed else None,
+            error_type=type(exc).__name__,
+            message=str(exc),
+        )
+    )
+    recorder.flush()
+    return None
+
+
+def _record_completion(
+    run: RecordedRun, recorder: RunRecorder, playback: SdkPlayback | None
+) -> None:
+    """The block returned: the run completed, unless the agent swallowed its replay's
+    divergence (then that is recorded and raised)."""
+    if playback is not None and playback.diverged is not None:
+        _record_divergence(recorder, playback.diverged)
+        raise playback.diverged
+    recorder.record(RunCompleted(output=as_object(run.output)))
+    recorder.flush()
+
+
+def _record_divergence(recorder: RunRecorder, diverged: Divergence) -> None:
+    recorder.record(ReplayDiverged(**diverged.as_dict()))
+    recorder.record(RunAborted(reason=str(diverged), step_index=diverged.step_index))
+    recorder.flush()

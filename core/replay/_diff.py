@@ -1,0 +1,209 @@
+"""Comparing two runs as trajectories: steps aligned by name, the first behavioural divergence.
+
+Steps are aligned by sequence alignment of their names (``difflib``), not by index, so a step
+inserted or removed in one run shows as ``-``/``+`` instead of shifting every later row. Each
+aligned row is ``=`` (same), ``~`` (same status, different output, attempts or tokens) or ``!``
+(different status). The first *behavioural* divergence ignores what differs between any two
+runs without saying anything about behaviour: clock readings, which model answered (version,
+fingerprints, tokens, latency, cost) and the run's identity (ids, seed, links).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from typing import Any
+
+from ..errors import SteplogError
+from ..projections.run_state import RunState, StepState, fold
+from ..store import EventStore, StoredEvent
+
+REPLAY_LINKS = ("replay_of", "forked_from", "fork_step", "rerun_of")
+
+ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
+"""People's notes about a run, appended later: not part of what the run did."""
+
+MODEL_SPECIFIC = {
+    "RunStarted": ("model_version",),
+    "ModelCalled": (
+        "model",
+        "fingerprint",
+        "input_tokens",
+        "output_tokens",
+        "latency_ms",
+        "cost_usd",
+    ),
+}
+"""What differs between two model versions even when they behave the same."""
+
+NOT_BEHAVIOUR = {
+    "RunStarted": ("model_version", "agent_version", "seed", "config", "gate_policy"),
+    "ModelCalled": MODEL_SPECIFIC["ModelCalled"],
+    "ToolCalled": ("latency_ms",),
+}
+"""What two runs of one task may differ in without behaving differently."""
+
+NOT_BEHAVIOUR_EVENTS = frozenset({"ClockRead"})
+
+
+def canonical(
+    events: list[StoredEvent], *, behaviour_only: bool = False
+) -> list[tuple[int, str, Any]]:
+    """A run's events without what differs between a run and its replay by construction:
+    ids, timestamps, the replay links, and annotations added afterwards. ``behaviour_only``
+    also drops what says nothing about behaviour: clock readings, which model answered, the
+    run's seed and version labels (to compare two independent runs)."""
+    body: list[tuple[int, str, Any]] = []
+    for event in events:
+        if event.type in ANNOTATIONS:
+            continue
+        if behaviour_only and event.type in NOT_BEHAVIOUR_EVENTS:
+            continue
+        payload = event.payload
+        if event.type == "RunStarted":
+            payload = {k: v for k, v in payload.items() if k not in REPLAY_LINKS}
+        if behaviour_only and event.type in NOT_BEHAVIOUR:
+            payload = {k: v for k, v in payload.items() if k not in NOT_BEHAVIOUR[event.type]}
+            if event.type == "ModelCalled":
+                payload["response"] = _without_usage(payload.get("response"))
+        body.append((len(body), event.type, payload))
+    return body
+
+
+def _without_usage(response: Any) -> Any:
+    """A model response without its token accounting (``usage``, also inside an HTTP body)."""
+    if not isinstance(response, dict):
+        return response
+    trimmed = {k: v for k, v in response.items() if k != "usage"}
+    if isinstance(trimmed.get("body"), dict):
+        trimmed["body"] = _without_usage(trimmed["body"])
+    return trimmed
+
+
+def digest(events: list[StoredEvent]) -> str:
+    """The canonical digest of a run's event stream."""
+    text = json.dumps(canonical(events), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def first_difference(
+    a: list[StoredEvent], b: list[StoredEvent], *, behaviour_only: bool = False
+) -> dict[str, Any] | None:
+    """Where two runs' canonical event streams first differ, and how."""
+    left = canonical(a, behaviour_only=behaviour_only)
+    right = canonical(b, behaviour_only=behaviour_only)
+    for index in range(max(len(left), len(right))):
+        one = left[index] if index < len(left) else None
+        two = right[index] if index < len(right) else None
+        if one == two:
+            continue
+        source = one or two
+        assert source is not None
+        payload = source[2]
+        fields = []
+        if one is not None and two is not None and one[1] == two[1]:
+            keys = set(one[2]) | set(two[2])
+            fields = sorted(k for k in keys if one[2].get(k) != two[2].get(k))
+        return {
+            "seq": index,
+            "step_index": payload.get("step_index"),
+            "call_index": payload.get("call_index"),
+            "a": None if one is None else {"type": one[1], **_brief(one[2], fields)},
+            "b": None if two is None else {"type": two[1], **_brief(two[2], fields)},
+            "fields": fields,
+        }
+    return None
+
+
+def _brief(payload: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    keep = fields or [
+        k for k in ("step", "step_index", "model", "tool", "error_type") if k in payload
+    ]
+    return {k: payload.get(k) for k in keep}
+
+
+def _step(step: StepState | None) -> dict[str, Any] | None:
+    if step is None:
+        return None
+    return {
+        "status": step.status,
+        "attempts": step.attempts,
+        "last_error_type": step.last_error_type,
+        "tokens": step.input_tokens + step.output_tokens,
+    }
+
+
+def _mark(one: StepState, two: StepState) -> str:
+    if one.status != two.status:
+        return "!"
+    same = (one.output, one.attempts, one.last_error_type, one.input_tokens + one.output_tokens)
+    other = (two.output, two.attempts, two.last_error_type, two.input_tokens + two.output_tokens)
+    return "=" if same == other else "~"
+
+
+def align(a: tuple[StepState, ...], b: tuple[StepState, ...]) -> list[dict[str, Any]]:
+    """The two runs' steps aligned by name: one row per pair, or per step of only one run."""
+    pairs: list[tuple[StepState | None, StepState | None]] = []
+    matcher = difflib.SequenceMatcher(a=[s.name for s in a], b=[s.name for s in b], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs.extend(zip(a[i1:i2], b[j1:j2], strict=True))
+        else:
+            pairs.extend((one, None) for one in a[i1:i2])
+            pairs.extend((None, two) for two in b[j1:j2])
+    rows = []
+    for index, (one, two) in enumerate(pairs):
+        mark = "-" if two is None else "+" if one is None else _mark(one, two)
+        rows.append(
+            {
+                "index": index,
+                "name": (one or two).name,  # type: ignore[union-attr]
+                "name_a": one.name if one else None,
+                "name_b": two.name if two else None,
+                "index_a": one.index if one else None,
+                "index_b": two.index if two else None,
+                "a": _step(one),
+                "b": _step(two),
+                "mark": mark,
+                "same": mark == "=",
+            }
+        )
+    return rows
+
+
+def _side(run_id: str, state: RunState) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "status": state.status,
+        "model_version": state.model_version,
+        "retries": state.retries,
+        "tokens": state.input_tokens + state.output_tokens,
+    }
+
+
+def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
+    """Two runs as aligned trajectories, with their first behavioural divergence."""
+    events: dict[str, list[StoredEvent]] = {}
+    for run_id in (run_a, run_b):
+        events[run_id] = store.read_run(run_id)
+        if not events[run_id]:
+            raise SteplogError(f"no run {run_id!r} in {store.url}")
+    a, b = fold(events[run_a]), fold(events[run_b])
+    first = first_difference(events[run_a], events[run_b], behaviour_only=True)
+    if first is not None:
+        names_a = {s.index: s.name for s in a.steps}
+        names_b = {s.index: s.name for s in b.steps}
+        step = first["step_index"]
+        first["step_a"] = names_a.get(step) if step is not None else None
+        first["step_b"] = names_b.get(step) if step is not None else None
+    rows = align(a.steps, b.steps)
+    return {
+        "a": _side(run_a, a),
+        "b": _side(run_b, b),
+        "identical": digest(events[run_a]) == digest(events[run_b]),
+        "behaviour_differs": first is not None or any(r["mark"] in "!-+" for r in rows),
+        "first_difference": first,
+        "steps": rows,
+        "counts": {mark: sum(r["mark"] == mark for r in rows) for mark in "=~!-+"},
+    }

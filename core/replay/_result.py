@@ -1,0 +1,101 @@
+"""What a replay or fork produced: :class:`ReplayResult`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._departure import describe_departure
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """What a replay or fork produced."""
+
+    mode: Literal["exact", "fork"]
+    original: str
+    run_id: str
+    status: str
+    original_status: str
+    identical: bool | None
+    divergence: dict[str, Any] | None
+    first_difference: dict[str, Any] | None
+    fork_step: int | None = None
+    model_version: str | None = None
+    agent_error: str | None = None
+    """The agent's own exception during the replay (SDK runs), if it raised one."""
+    nondeterminism: tuple[str, ...] | list[str] = ()
+    """Direct clock/randomness reads from agent code during the replay (not recorded)."""
+    written: bool = True
+    """False for a check-only replay: its events were compared in memory, never stored."""
+    departure: dict[str, Any] | None = None
+    """Exact replays: where the replay first departed from the recording (step, call,
+    expected, got; see :func:`steplog.replay._departure.departure`), None when it behaved alike."""
+    declared: tuple[str, ...] | list[str] = ()
+    """Run-header fields (config, planned steps, versions) the current code declares
+    differently from the recording."""
+    notes: tuple[str, ...] | list[str] = ()
+
+    @property
+    def behaviour_changed(self) -> bool:
+        """Whether the replay departed from the recording (a check fails)."""
+        return self.departure is not None or self.divergence is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            "mode": self.mode,
+            "original": self.original,
+            "run_id": self.run_id,
+            "status": self.status,
+            "original_status": self.original_status,
+            "identical": self.identical,
+            "divergence": self.divergence,
+            "first_difference": self.first_difference,
+            "fork_step": self.fork_step,
+            "model_version": self.model_version,
+            "agent_error": self.agent_error,
+            "nondeterminism": list(self.nondeterminism),
+            "written": self.written,
+            "behaviour_changed": self.behaviour_changed,
+            "departure": self.departure,
+            "declared": list(self.declared),
+            "notes": list(self.notes),
+        }
+
+    @property
+    def summary(self) -> str:
+        """One line for people."""
+        crash = f"; the agent raised {self.agent_error}" if self.agent_error else ""
+        if self.departure is not None:
+            return describe_departure(self.departure) + crash
+        if self.divergence is not None:
+            step, call = self.divergence["step_index"], self.divergence["call_index"]
+            where = "the run" if step is None else f"step {step}"
+            at = where if call is None else f"{where}, call {call}"
+            return (
+                f"diverged at {at}: {self.divergence['expected']} was recorded, the code asked "
+                f"for {self.divergence['got']}"
+            )
+        if self.mode == "exact":
+            if not self.identical and self.declared and self.agent_error is None:
+                return "same behaviour; the run header differs: " + ", ".join(self.declared)
+            if self.identical:
+                reads = len(self.nondeterminism)
+                return "identical" + (
+                    f" (but {reads} unrecorded clock/randomness read(s): see nondeterminism)"
+                    if reads
+                    else ""
+                )
+            return f"not identical: see first_difference{crash}"
+        was, now = self.original_status == "completed", self.status == "completed"
+        change = {
+            (False, True): "now completes",
+            (True, True): "completes, as the original did",
+            (True, False): "no longer completes (the original did)",
+            (False, False): "still fails" if self.status == "failed" else "still does not complete",
+        }[(was, now)]
+        return (
+            f"fork at step {self.fork_step} on {self.model_version}: {self.status} "
+            f"(original {self.original_status}) -- {change}"
+        )

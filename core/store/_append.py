@@ -1,0 +1,459 @@
+"""The event store's write path: validation, then one transaction per batch.
+
+The statements run on a pooled driver connection, below SQLAlchemy's execution layer (whose
+per-statement work costs more than SQLite's insert itself); the engine's dialect commits, its
+pool connects (with the engine's ``connect`` hooks), and driver errors are wrapped as
+SQLAlchemy's, so retries, messages and fault drills treat them like any other. A connection that
+ends an append cleanly is parked for the next one (:mod:`._park`), skipping the pool:
+
+* SQLite: ``BEGIN IMMEDIATE`` (the write lock); one ``SELECT`` of the run's last seq and the
+  log's last position (two indexed look-ups); the version checked; one ``executemany`` of the
+  batch; ``COMMIT`` -- four statements for any batch.
+* PostgreSQL: one statement, ``SELECT steplog_append(...)`` (a PL/pgSQL function, migration
+  0007; ``steplog_append_one``, migration 0008, for a batch of one event: scalar arguments,
+  one ``VALUES`` row) on an autocommit connection -- one round trip, its own transaction.
+  The function takes the transaction-scoped position lock, then reads the run's version and
+  the last position (new statements, so new snapshots under READ COMMITTED: nothing committed
+  before the lock is missed) and inserts the batch only if the version is the expected one.
+  Connections come from a copy of the engine's pool; parked between appends, they skip its
+  pre-ping (a dead one fails the append, the park is emptied, the pool replaced and the append
+  retried).
+
+The idempotency look-up runs only when the fast path did not store the batch (a version
+conflict or a unique violation): a re-send is recognised there, and its original positions are
+returned.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.pool import Pool
+
+from ..errors import ConcurrencyError, IdempotencyError
+from ..models import events_table
+from ._driver import wrapped
+from ._park import ConnectionPark
+from ._prepare import (
+    NewEvent,
+    Prepared,
+    PreparedBatch,
+    batch_rows,
+    not_in_catalogue,
+    prepare,
+    prepare_batch,
+    sqlite_datetime,
+    sqlite_rows,
+    utc,
+)
+
+if TYPE_CHECKING:
+    from ..events import Catalogue
+
+T = TypeVar("T")
+
+POSITION_LOCK_SQL: Final = (
+    # One lock per events table (its OID), so stores in other schemas never wait on each other.
+    "SELECT pg_advisory_xact_lock((x'57E9106'::bigint << 32) | 'events'::regclass::oid::bigint)"
+)
+COLUMN_NAMES: Final = "position, event_id, run_id, seq, type, schema_version, recorded_at, payload"
+SQLITE_INSERT: Final = f"INSERT INTO events ({COLUMN_NAMES}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_SQLITE_PLACE: Final = (
+    "SELECT (SELECT max(seq) FROM events WHERE run_id = ?), (SELECT max(position) FROM events)"
+)
+"""The run's last seq and the log's last position (two indexed look-ups), read under the write
+lock. A plain ``INSERT`` follows: an ``INSERT ... SELECT`` from ``events`` itself (with
+``RETURNING``) costs SQLite two temporary tables per statement, more than this look-up."""
+_PG_APPEND: Final = (
+    "SELECT steplog_append(%s::text, %s::integer, %s::timestamptz, %s::text, %s::text, "
+    "%s::text, %s::text, %s::text)"
+)
+"""The server-side append (migration 0007): one statement, one round trip in autocommit."""
+_PG_APPEND_ONE: Final = (
+    "SELECT steplog_append_one(%s::text, %s::integer, %s::timestamptz, %s::uuid, %s::text, "
+    "%s::integer, %s::timestamptz, %s::jsonb)"
+)
+"""A single event's append (migration 0008): its columns as scalars, one ``VALUES`` row."""
+_PG_CHUNK_EVENTS: Final = 10_000
+_PG_CHUNK_CHARS: Final = 64 * 1024 * 1024
+"""A larger batch is sent in chunks (PostgreSQL caps a JSON document's size), one function call
+each, inside one explicit transaction: still atomic."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Positions of an appended batch; ``duplicate`` when it was a re-send already stored."""
+
+    positions: list[int]
+    duplicate: bool = False
+
+
+class _Conflict(Exception):
+    """The fast path stored nothing: the run's version was not the expected one."""
+
+    def __init__(self, current: int) -> None:
+        super().__init__(current)
+        self.current = current
+
+
+GC_PAUSE_MIN_EVENTS: Final = 64
+"""Batches from this size on are prepared and written with the cyclic collector paused."""
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for one batch (as projections do per page).
+
+    A batch's prepared events hold their UUIDs, so they stay tracked and a collection that runs
+    mid-batch promotes them, until a full collection walks the caller's whole heap -- for
+    objects that reference counting frees anyway at the end of the batch (appending creates no
+    cycles). Re-enabled only if it was enabled on entry.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def chunks(items: list[T], size: int) -> Iterable[list[T]]:
+    """``items`` in slices of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class BatchWriter:
+    """Appends one prepared batch atomically on an engine (see the module docstring)."""
+
+    def __init__(self, engine: Engine, catalogue: Callable[[], Catalogue]) -> None:
+        self.engine = engine
+        self._catalogue = catalogue
+        self._sqlite = engine.dialect.name == "sqlite"
+        # PostgreSQL: a pool of its own (a copy of the engine's: same connect arguments and
+        # hooks), as its connections are switched to autocommit.
+        self._pg_pool: Pool | None = None if self._sqlite else engine.pool.recreate()
+        self._park = ConnectionPark(lambda: self._appending_pool)
+
+    @property
+    def _appending_pool(self) -> Pool:
+        """The pool appends check connections out of when none is parked.
+
+        SQLite: the engine's own. PostgreSQL: a copy of the engine's pool; its pre-ping runs at
+        checkout only, which parking makes rare (a first append, concurrent appends): a dead
+        parked connection fails its append, the park is emptied and this pool replaced, and
+        the retry (safe: re-sent ids are recognised) runs on a fresh connection.
+        """
+        return self._pg_pool if self._pg_pool is not None else self.engine.pool
+
+    def _replace_pg_pool(self) -> None:
+        """After a dead connection: its siblings most likely died with it (a server restart),
+        so later appends start on fresh ones (what ``Engine.dispose`` does)."""
+        self._park.clear()
+        old = self._pg_pool
+        if old is not None:
+            self._pg_pool = old.recreate()
+            old.dispose()
+
+    def close(self) -> None:
+        """Release the parked connections and the PostgreSQL append pool's idle ones."""
+        self._park.clear()
+        if self._pg_pool is not None:
+            self._pg_pool.dispose()
+
+    def append_once(
+        self, run_id: str, batch: PreparedBatch, expected_version: int | None
+    ) -> AppendResult:
+        """One attempt: the fast path, and the idempotency look-up only if it stored nothing."""
+        try:
+            return AppendResult(self._driver_call(run_id, batch, expected_version))
+        except _Conflict as conflict:
+            with self.engine.connect() as conn:
+                stored = self.already_stored(conn, run_id, batch)
+            if stored is not None:
+                return AppendResult(stored, duplicate=True)
+            assert expected_version is not None  # a conflict needs an expected version
+            raise ConcurrencyError(run_id, expected_version, conflict.current) from None
+        except IntegrityError:
+            # One of these event ids is stored already: a re-send (perhaps of a batch whose
+            # commit went through although its connection died), or a clash.
+            with self.engine.connect() as conn:
+                stored = self.already_stored(conn, run_id, batch)
+            if stored is not None:
+                return AppendResult(stored, duplicate=True)
+            raise IdempotencyError(
+                f"run {run_id!r}: the batch conflicts with stored events but is not a re-send "
+                "of them"
+            ) from None
+
+    def _driver_call(
+        self, run_id: str, batch: PreparedBatch, expected_version: int | None
+    ) -> list[int]:
+        """One transaction on a pooled driver connection, below SQLAlchemy's execution layer.
+
+        The engine's dialect commits (``do_commit``: the hook fault drills patch); driver
+        errors, the pool's connect errors included, are wrapped as SQLAlchemy's (a dead
+        connection invalidated) so retries and messages treat them like any other.
+        """
+        dialect = self.engine.dialect
+        pool: Pool | None = None
+        pooled: Any = None
+        dbapi: Any = None
+        try:
+            pool, pooled = self._park.take()
+            dbapi = pooled.dbapi_connection
+            if self._sqlite:
+                dbapi.execute("BEGIN IMMEDIATE")
+                try:
+                    positions = _sqlite_append(dbapi, run_id, batch, expected_version)
+                    dialect.do_commit(pooled)
+                except BaseException:
+                    if dbapi.in_transaction:
+                        dbapi.rollback()
+                    raise
+            else:
+                positions = _pg_append(dbapi, run_id, batch, expected_version)
+                dialect.do_commit(pooled)  # autocommit: committed already; no round trip
+            self._park.give_back(pool, pooled)  # ended cleanly: no transaction open
+            pooled = None
+            return positions
+        except dialect.loaded_dbapi.Error as exc:
+            gone = dialect.is_disconnect(exc, dbapi, None)
+            if gone and pooled is not None:
+                pooled.invalidate(exc)
+                pooled = None
+            if gone:
+                self._replace_pg_pool()
+            raise wrapped(dialect, "append", (), exc, gone=gone) from exc
+        finally:
+            if pooled is not None:
+                pooled.close()
+
+    def already_stored(
+        self, conn: Connection, run_id: str, prepared: PreparedBatch
+    ) -> list[int] | None:
+        """Original positions if the whole batch is stored already with the same content."""
+        batch = prepared.items()
+        ids = prepared.ids
+        columns = events_table.c
+        rows = {
+            row.event_id: row
+            for chunk in chunks(ids, 500)
+            for row in conn.execute(
+                select(
+                    columns.position,
+                    columns.event_id,
+                    columns.run_id,
+                    columns.seq,
+                    columns.type,
+                    columns.schema_version,
+                    columns.payload,
+                ).where(columns.event_id.in_(chunk))
+            ).all()
+        }
+        if not rows:
+            return None
+        catalogue = self._catalogue()
+        for item in batch:
+            row = rows.get(item.event_id)
+            if row is None:
+                raise IdempotencyError(
+                    f"run {run_id!r}: event {item.event_id} ({item.type}) is new but other events "
+                    "of its batch are already stored; a batch is stored whole or not at all"
+                )
+            payload = row.payload
+            stored_version, stored_payload = catalogue.upcast(
+                row.type,
+                row.schema_version,
+                json.loads(payload) if isinstance(payload, str | bytes) else payload,
+            )
+            same = (
+                row.run_id == run_id
+                and row.type == item.type
+                and stored_version == item.schema_version
+                and stored_payload == json.loads(item.payload_json)
+            )
+            if not same:
+                raise IdempotencyError(
+                    f"event id {item.event_id} is already stored (run {row.run_id!r}, seq "
+                    f"{row.seq}, {row.type}) with different content; event ids must be unique"
+                )
+        return [rows[item.event_id].position for item in batch]
+
+
+def _sqlite_append(
+    dbapi: Any, run_id: str, batch: PreparedBatch, expected_version: int | None
+) -> list[int]:
+    """``batch`` in the open ``BEGIN IMMEDIATE`` transaction (the write lock: nothing else
+    commits until it ends): the run's version and the last position looked up, the version
+    checked, then every row in one ``executemany``."""
+    ((last_seq, last_position),) = dbapi.execute(_SQLITE_PLACE, (run_id,)).fetchall()
+    version = 0 if last_seq is None else last_seq + 1
+    if expected_version is not None and version != expected_version:
+        raise _Conflict(version)
+    position = 1 if last_position is None else last_position + 1
+    now_text = sqlite_datetime(datetime.now(UTC))
+    dbapi.executemany(SQLITE_INSERT, batch_rows(run_id, version, position, batch, now_text))
+    return list(range(position, position + len(batch)))
+
+
+def _pg_append(
+    dbapi: Any, run_id: str, batch: PreparedBatch, expected_version: int | None
+) -> list[int]:
+    """``batch`` through ``steplog_append`` on an autocommit connection: one statement (its own
+    transaction), or one explicit transaction around a huge batch's chunks."""
+    if not dbapi.autocommit:
+        dbapi.autocommit = True
+    now = datetime.now(UTC)
+    if len(batch) == 1:
+        first = _pg_call_one(dbapi, run_id, expected_version, now, batch)
+        return [first]
+    parts = list(_pg_chunks(batch))
+    if len(parts) == 1:
+        first = _pg_call(dbapi, run_id, expected_version, now, batch)
+    else:
+        with dbapi.transaction():
+            first = _pg_call(dbapi, run_id, expected_version, now, parts[0])
+            version = None if expected_version is None else expected_version + len(parts[0])
+            for part in parts[1:]:
+                _pg_call(dbapi, run_id, version, now, part)
+                version = None if version is None else version + len(part)
+    return list(range(first, first + len(batch)))
+
+
+def _pg_call(
+    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: PreparedBatch
+) -> int:
+    """One ``steplog_append`` call: the first position (a stale version raises _Conflict)."""
+    times = None
+    if batch.times.count(None) != len(batch):
+        times = (
+            "{"
+            + ",".join("NULL" if at is None else utc(at).isoformat() for at in batch.times)
+            + "}"
+        )
+    params = (
+        run_id,
+        expected_version,
+        now,
+        "{" + ",".join(batch.hexes) + "}",
+        json.dumps(list(batch.types)),
+        "{" + ",".join(map(str, batch.versions)) + "}",
+        times,
+        "[" + ",".join(batch.payloads) + "]",
+    )
+    return _pg_first_position(dbapi, _PG_APPEND, params)
+
+
+def _pg_call_one(
+    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: PreparedBatch
+) -> int:
+    """:func:`_pg_call` for a batch of one event, through ``steplog_append_one``: no arrays
+    for the server to parse and unnest."""
+    ((type_name, _, version),) = batch.kinds
+    (at,) = batch.times
+    params = (
+        run_id,
+        expected_version,
+        now,
+        batch.hexes[0],
+        type_name,
+        version,
+        None if at is None else utc(at),
+        batch.payloads[0],
+    )
+    return _pg_first_position(dbapi, _PG_APPEND_ONE, params)
+
+
+def _pg_first_position(dbapi: Any, sql: str, params: tuple[Any, ...]) -> int:
+    """Run one of the append functions; the batch's first position (a stale expected version,
+    which the function answers with ``-1 - current version``, raises :class:`_Conflict`)."""
+    with dbapi.cursor() as cursor:
+        cursor.execute(sql, params)
+        (first,) = cursor.fetchone()
+    if first < 0:  # nothing inserted: the run's version was not the expected one
+        raise _Conflict(-1 - first)
+    return int(first)
+
+
+def _pg_chunks(batch: PreparedBatch) -> Iterable[PreparedBatch]:
+    """``batch`` in parts of at most ``_PG_CHUNK_EVENTS`` events and about ``_PG_CHUNK_CHARS``
+    characters of payload (one part, itself, almost always)."""
+    sizes = list(map(len, batch.payloads))
+    if len(batch) <= _PG_CHUNK_EVENTS and sum(sizes) < _PG_CHUNK_CHARS:
+        yield batch
+        return
+    start = 0
+    size = 0
+    for index, length in enumerate(sizes):
+        if index > start and (index - start >= _PG_CHUNK_EVENTS or size + length > _PG_CHUNK_CHARS):
+            yield batch.part(start, index)
+            start, size = index, 0
+        size += length
+    yield batch.part(start, len(sizes))
+
+
+def insert_rows(
+    conn: Connection, run_id: str, seq: int, position: int, batch: list[Prepared]
+) -> None:
+    """Insert ``batch`` from ``seq`` at ``position`` on ``conn`` (the caller's transaction)."""
+    now = datetime.now(UTC)
+    if conn.dialect.name == "sqlite":
+        now_text = sqlite_datetime(now)
+        conn.exec_driver_sql(SQLITE_INSERT, sqlite_rows(run_id, seq, position, batch, now_text))
+        return
+    conn.exec_driver_sql(
+        f"INSERT INTO events ({COLUMN_NAMES}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        [
+            (
+                position + i,
+                item.event_id,
+                run_id,
+                seq + i,
+                item.type,
+                item.schema_version,
+                now if item.recorded_at is None else utc(item.recorded_at),
+                item.payload_json,
+            )
+            for i, item in enumerate(batch)
+        ],
+    )
+
+
+def lock_positions(conn: Connection) -> None:
+    """Take the position lock in ``conn``'s transaction (SQLite's ``BEGIN IMMEDIATE`` holds it
+    already)."""
+    if conn.dialect.name != "sqlite":
+        conn.exec_driver_sql(POSITION_LOCK_SQL)
+
+
+__all__ = [  # the write path's names, those of .store_prepare included (imported from here)
+    "COLUMN_NAMES",
+    "GC_PAUSE_MIN_EVENTS",
+    "POSITION_LOCK_SQL",
+    "SQLITE_INSERT",
+    "AppendResult",
+    "BatchWriter",
+    "NewEvent",
+    "Prepared",
+    "PreparedBatch",
+    "chunks",
+    "gc_paused",
+    "insert_rows",
+    "lock_positions",
+    "not_in_catalogue",
+    "prepare",
+    "prepare_batch",
+    "sqlite_datetime",
+    "sqlite_rows",
+    "utc",
+]
