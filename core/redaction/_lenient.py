@@ -12,14 +12,22 @@ or a bare number). What lies between literals is scanned as text.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import re2
 
 from ._scan import MASK
 
-if TYPE_CHECKING:
-    from ._redactor import Redactor
+
+class Redactor(Protocol):
+    """What this module asks of the redactor."""
+
+    def text(self, value: str) -> str: ...
+
+    def string(self, value: str) -> str: ...
+
+    def names_a_secret(self, key: str) -> bool: ...
+
 
 _LITERAL: Final = re2.compile(r'"(?:[^"\\]|\\[\s\S])*"?')
 _NUMBER: Final = re2.compile(r"^(\s*:\s*)(-?[0-9][0-9.eE+-]*)")

@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from ..errors import SteplogError
 from ._kinds import KINDS, SECRET_KEY, Kind
+from ._lenient import redact_lenient
 from ._linear import unbounded_inside
 from ._scan import MASK, Scanner, compile_pattern
 
@@ -124,8 +125,6 @@ class Redactor:
             if parsed is not None or raw.strip() == "null":
                 redacted = self.value(parsed)
                 return raw if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
-        from ._lenient import redact_lenient
-
         return redact_lenient(raw, self)
 
 

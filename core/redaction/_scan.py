@@ -50,11 +50,10 @@ whole (a text made of secrets is not worth keeping, and each costs a call into R
 
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
 _BASE64_RUN: Final = rb"[A-Za-z0-9+/_-]{20,}={0,2}"
-_RUN: Final = re.compile(rb"[A-Za-z0-9+/_-]{20,}={0,2}")
-"""A base64 run, found by Python's ``re`` (one class, a bounded minimum: linear, and iterating
-its matches costs no call into RE2 per run)."""
-_PRINTABLE: Final = re.compile(rb"[\x21-\x7e]{6}")
-"""Six printable ASCII characters in a row (a charset run: no backtracking)."""
+_RUN: Final = re.compile(rb"([A-Za-z0-9+/]{20,})={0,2}")
+"""A base64 run (URL-safe ones translated first), found by Python's ``re``: one class with a
+bounded minimum is linear, and iterating its matches costs no call into RE2 per run."""
+_FILL: Final = (b"", b"AAA", b"AA", b"A")
 _UNANCHORED: Final = re2._Anchor.UNANCHORED
 _BOTH: Final = re2._Anchor.ANCHOR_BOTH
 _NONE: Final = (-1, -1)
@@ -248,23 +247,22 @@ class Scanner:
     def _base64_runs(self, data: bytes) -> bytes | None:
         """``data`` with secrets inside base64 runs replaced (re-encoded), or ``None``.
 
-        Every run is decoded, the decoded runs are joined (NUL between them: no kind can start
-        at a NUL, and a match running on past one only masks more) and scanned at once."""
-        runs: list[tuple[int, int, bool]] = []
-        pieces: list[bytes] = []
-        for match in _RUN.finditer(data):
-            run = match.group()
-            decoded, urlsafe = _decoded_run(run)
-            if decoded is not None and _PRINTABLE.search(decoded) is not None:
-                runs.append((match.start(), match.end(), urlsafe))
-                pieces.append(decoded)
-        if not pieces:
+        All runs are decoded by one call and scanned as one text: each run is read in the
+        standard alphabet (the URL-safe one translated), filled with ``A`` (zero bits) to whole
+        quartets, and the runs joined by ``AAAA`` (three NUL bytes: no kind starts at a NUL, and
+        a match running on past one only replaces more)."""
+        std = data.translate(_FROM_URLSAFE)
+        runs = [(m.start(), m.end(1), m.end()) for m in _RUN.finditer(std)]
+        runs = [run for run in runs if (run[1] - run[0]) & 3 != 1]
+        if not runs:
             return None
-        joined = b"\x00".join(pieces)
-        spans = self.spans(joined)
+        pieces = [std[start:end] + _FILL[(end - start) & 3] for start, end, _ in runs]
+        decoded = binascii.a2b_base64(b"AAAA".join(pieces))
+        offsets = list(accumulate((len(p) // 4 * 3 + 3 for p in pieces), initial=0))
+        spans = self.spans(decoded)
         if not spans:
             return None
-        return self._reencoded(data, runs, pieces, spans)
+        return self._reencoded(data, runs, decoded, offsets, spans)
 
     def _unescaped(self, data: bytes) -> bytes | None:
         """``data`` with its escapes (``\\uXXXX``, ``\\xXX``, ``\\/``) decoded and redacted, if
@@ -278,39 +276,41 @@ class Scanner:
     def _reencoded(
         self,
         data: bytes,
-        runs: list[tuple[int, int, bool]],
-        pieces: list[bytes],
+        runs: list[tuple[int, int, int]],
+        decoded: bytes,
+        offsets: list[int],
         spans: list[tuple[int, int]],
     ) -> bytes:
-        """``data`` with each run that holds a part of ``spans`` (offsets into the joined
-        decoded runs) masked and encoded again in its own alphabet and padding."""
-        starts = list(accumulate((len(p) + 1 for p in pieces), initial=0))
+        """``data`` with each run that holds a part of ``spans`` (offsets into the decoded
+        runs) masked and encoded again in its own alphabet, padded as it came."""
         masks: dict[int, list[tuple[int, int]]] = {}
         for start, end in spans:
-            first, last = (
-                bisect_right(starts, start) - 1,
-                bisect_right(starts, max(end - 1, start)) - 1,
-            )
-            for index in range(first, min(last, len(pieces) - 1) + 1):
-                low, high = (
-                    max(start - starts[index], 0),
-                    min(end - starts[index], len(pieces[index])),
-                )
+            first = bisect_right(offsets, start) - 1
+            last = bisect_right(offsets, max(end - 1, start)) - 1
+            for index in range(first, min(last, len(runs) - 1) + 1):
+                size = (runs[index][1] - runs[index][0]) * 3 // 4  # without the fill
+                low = max(start - offsets[index], 0)
+                high = min(end - offsets[index], size)
                 if high > low:
                     masks.setdefault(index, []).append((low, high))
         out = bytearray()
         position = 0
         for index, parts in sorted(masks.items()):
-            run_start, run_end, urlsafe = runs[index]
-            piece, masked, last = pieces[index], bytearray(), 0
-            for low, high in parts:
-                masked += piece[last:low] + _MASK
+            run_start, body_end, run_end = runs[index]
+            size = (body_end - run_start) * 3 // 4
+            piece = decoded[offsets[index] : offsets[index] + size]
+            masked, last = bytearray(), 0
+            for low, high in sorted(parts):
+                if high <= last:
+                    continue
+                masked += piece[last : max(low, last)] + _MASK
                 last = high
             masked += piece[last:]
+            original = data[run_start:run_end]
             encoded = binascii.b2a_base64(bytes(masked), newline=False)
-            if urlsafe:
+            if b"-" in original or b"_" in original:
                 encoded = encoded.translate(_TO_URLSAFE)
-            if (run_end - run_start) % 4:  # it came without padding: so it goes
+            if run_end == body_end:  # it came without padding: so it goes
                 encoded = encoded.rstrip(b"=")
             out += data[position:run_start] + encoded
             position = run_end
@@ -349,20 +349,6 @@ def _without_groups(pattern: str) -> str:
         out.append(char)
         index += 1
     return "".join(out)
-
-
-def _decoded_run(run: bytes) -> tuple[bytes | None, bool]:
-    """A base64 run decoded (standard or URL-safe alphabet), or ``None`` when it is neither."""
-    body = run.rstrip(b"=")
-    urlsafe = b"-" in body or b"_" in body
-    if (urlsafe and (b"+" in body or b"/" in body)) or len(body) % 4 == 1:
-        return None, urlsafe
-    if urlsafe:
-        body = body.translate(_FROM_URLSAFE)
-    try:
-        return binascii.a2b_base64(body + b"=" * (-len(body) % 4)), urlsafe
-    except binascii.Error:
-        return None, urlsafe
 
 
 def _decoded_escapes(text: str) -> str:
