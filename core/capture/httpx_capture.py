@@ -21,7 +21,7 @@ from typing import Any
 from ..canonical import fingerprint
 from ..events import ModelCalled
 from ..harness.playback import Divergence
-from ..recorder.calls import inside_call, serve
+from ..recorder.calls import inside_call, serve, stored
 from ..recorder.context import RecordedRun, current_run, current_step_index, replaying_anywhere
 
 KEPT_HEADERS = ("content-type", "x-request-id", "request-id")
@@ -213,7 +213,7 @@ def _request_of(request: Any, body: bytes) -> tuple[str, dict[str, Any]]:
     model = parsed.get("model") if isinstance(parsed, dict) else None
     query = f"?{request.url.query.decode()}" if request.url.query else ""
     canonical = {"method": request.method, "path": request.url.path + query, "body": parsed}
-    return str(model or request.url.host or "http"), canonical
+    return str(model or request.url.host or "http"), stored(canonical)
 
 
 def _parse(body: bytes, content_type: str) -> Any:
@@ -262,7 +262,8 @@ class _Capture:
             }
             input_tokens, output_tokens = _tokens(parsed)
         latency = round((time.perf_counter() - self.started) * 1000, 3)
-        failure = None if error is None else f"{type(error).__name__}: {error}"
+        failure = None if error is None else stored(f"{type(error).__name__}: {error}")
+        answer = stored(answer)
         step_index = self.step_index
         self.run.recorder.record_call(
             lambda index: ModelCalled(

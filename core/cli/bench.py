@@ -128,6 +128,22 @@ def bench_record(
         )
 
 
+@bench_app.command("redact")
+def bench_redact(
+    size_mb: Annotated[float, typer.Option(min=0.01, max=64, help="Size of each input, MB.")] = 1.0,
+    repeat: Annotated[int, typer.Option(min=1, max=20, help="Runs per input; best kept.")] = 3,
+    as_json: JsonOption = False,
+) -> None:
+    """Redaction s/MB: worst adversarial input against typical spans (target <= 0.5 s/MB)."""
+    from ..bench.redact import run_redact_benchmark
+
+    report = run_redact_benchmark(size=int(size_mb * (1 << 20)), repeat=repeat)
+    if as_json:
+        _print_json(report.as_dict())
+        return
+    console.print("\n".join(report.lines()), highlight=False, markup=False)
+
+
 @bench_app.command("rebuild")
 def bench_rebuild(
     events: Annotated[int, typer.Option(min=10_000, help="Events in the store.")] = 1_000_000,

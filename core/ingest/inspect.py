@@ -43,6 +43,7 @@ from .inspect_values import _is_correct as _is_correct  # re-exported
 from .jsonl import REFUSALS
 from .redaction import Redactor
 from .report import ImportReport, Rejected
+from .scrub import scrubbed_events
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -75,7 +76,7 @@ def import_inspect(
     total = sum(log.planned for log in logs)
     done = 0
     for log in logs:
-        source = f"{SOURCE}:{log.file}"
+        source = f"{SOURCE}:{redactor.text(str(log.file))}"
         seen = 0
         mark = report.mark()
         batch = _Batch(store, report, source, redactor)
@@ -139,8 +140,10 @@ class _Batch:
     def add(self, log: _Log, sample: Any) -> None:
         """Map ``sample`` (quarantining it if it cannot be) and store when the batch is full."""
         try:
-            run_id = run_id_for(log.eval_key, sample.id, sample.epoch)
-            events = _SampleMapper(log, sample, self.redactor).events()
+            run_id = self.redactor.text(run_id_for(log.eval_key, sample.id, sample.epoch))
+            events = scrubbed_events(
+                _SampleMapper(log, sample, self.redactor).events(), self.redactor
+            )
         except (ValueError, TypeError, OverflowError) as exc:  # ValidationError is a ValueError
             raw = _sample_raw(sample, self.redactor)
             reason = f"cannot map the sample: {_describe(exc)}"

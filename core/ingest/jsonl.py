@@ -97,6 +97,7 @@ def _parse(
     try:
         run_id = record["run_id"]
         check_run_id(run_id)
+        run_id = run_id if redactor is None else redactor.text(run_id)
         payload = record["payload"] if redactor is None else redactor.value(record["payload"])
         event = using.parse(record["type"], payload, _opt_int(record, "schema_version"))
         seq = _opt_int(record, "seq")
@@ -169,8 +170,8 @@ def import_jsonl(
     ``on_progress`` receives the number of bytes read so far.
     """
     report = ImportReport()
-    source = f"jsonl:{path}"
     redactor = redactor or default_redactor()
+    source = f"jsonl:{redactor.text(str(path))}"
     pending: list[ParsedLine] = []
 
     def flush() -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -393,11 +393,13 @@ def import_messages(
 ) -> ImportReport:
     """Store one run per conversation in ``path``; quarantine records that are not one."""
     report = ImportReport()
-    origin = f"{source}:{path}"
+    origin = f"{source}:{redactor.text(str(path))}"  # a token in a file name stays out too
     now = clock()
     for item in read_records(path):
-        if isinstance(item, Rejected):
-            report.reject(store, origin, item)
+        if isinstance(item, Rejected):  # unparseable: kept redacted, structurally
+            text = redactor.text
+            clean = Rejected(text(item.location), text(item.reason), redactor.document(item.raw))
+            report.reject(store, origin, clean)
             continue
         location, record = item
         where = location or "file"
@@ -416,15 +418,25 @@ def import_messages(
                 conversation.scenario = scenario
             if model:
                 conversation.model = model
-            conversation.messages = redactor.value(conversation.messages)
-            conversation.error_message = redactor.text(conversation.error_message)
+            conversation = redacted(conversation, redactor)
             events = conversation_events(conversation, now)
         except (SteplogError, ValueError, TypeError) as exc:
             raw = json.dumps(redactor.value(record), default=str)[:65536]
-            report.reject(store, origin, Rejected(where, str(exc), raw))
+            report.reject(store, origin, Rejected(where, redactor.text(str(exc)), raw))
             continue
         _store(store, conversation.run_id, events, report, origin, where, record, redactor)
     return report
+
+
+def redacted(conversation: Conversation, redactor: Redactor) -> Conversation:
+    """``conversation`` with every string it carries redacted: messages, errors, output, and
+    the fields taken from the record or the file name (ids, scenario, model, task)."""
+    changes = {
+        item.name: redactor.value(getattr(conversation, item.name))
+        for item in fields(conversation)
+        if isinstance(getattr(conversation, item.name), str | list | dict)
+    }
+    return replace(conversation, **changes)
 
 
 def _store(
@@ -440,7 +452,7 @@ def _store(
     try:
         result = store.append_batch(run_id, events, expected_version=0)
     except (ConcurrencyError, IdempotencyError, InvalidEventError) as exc:
-        reason = f"run {run_id} cannot be stored: {exc}"
+        reason = redactor.text(f"run {run_id} cannot be stored: {exc}")
         raw = json.dumps(redactor.value(record), default=str)[:65536]
         report.reject(store, origin, Rejected(where, reason, raw))
         return

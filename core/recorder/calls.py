@@ -12,6 +12,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from ..canonical import fingerprint, jsonable
 from ..events import ModelCalled, ToolCalled
+from ..redaction import recording_redactor
 from .context import (
     RecordedRun,
     current_run,
@@ -80,7 +81,7 @@ def tool_call(
             "latency_ms": elapsed_ms(started),
         }
         if error is not None:
-            error_type, message = type(error).__name__, str(error)
+            error_type, message = type(error).__name__, recording_redactor().text(str(error))
             run.recorder.record_call(
                 lambda index: ToolCalled(
                     **common,
@@ -91,7 +92,7 @@ def tool_call(
                 )
             )
         else:
-            value = jsonable(result)
+            value = stored(jsonable(result))
             run.recorder.record_call(
                 lambda index: ToolCalled(**common, call_index=index, result=value)
             )
@@ -110,8 +111,8 @@ def record_model(
     """Buffer one ``ModelCalled`` of ``run``."""
     input_tokens, output_tokens = usage(response)
     step_index = current_step_index()
-    body = jsonable(response)
-    failure = None if error is None else f"{type(error).__name__}: {error}"
+    body = stored(jsonable(response))
+    failure = None if error is None else stored(f"{type(error).__name__}: {error}")
     run.recorder.record_call(
         lambda index: ModelCalled(
             step_index=step_index,
@@ -144,6 +145,14 @@ def serve(run: RecordedRun, kind: str, name: str, request: Any, scope: dict[str,
             str(payload.get("error_type") or "ToolError"), str(payload.get("result")), scope
         )
     return payload.get("response") if kind == "ModelCalled" else payload.get("result")
+
+
+def stored(value: Any) -> Any:
+    """``value`` (JSON-like) as a recording keeps it: secrets redacted, like every door's
+    (:mod:`steplog.redaction`). Requests are redacted before they are fingerprinted, in a
+    recording and in its replay alike, so a secret in a request never decides a match, and a
+    replay serves what was kept."""
+    return recording_redactor().value(value)
 
 
 _WARNED: set[str] = set()
@@ -207,7 +216,7 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return await function(*args, **kwargs)
-                request = jsonable({"args": args, "kwargs": kwargs})
+                request = stored(jsonable({"args": args, "kwargs": kwargs}))
                 if replaying(run):
                     return rehydrate(serve(run, kind, name, request, scope))
                 started = time.perf_counter()
@@ -232,7 +241,7 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return (yield from function(*args, **kwargs))
-                request = jsonable({"args": args, "kwargs": kwargs})
+                request = stored(jsonable({"args": args, "kwargs": kwargs}))
                 if replaying(run):
                     served = serve(run, kind, name, request, scope) or []
                     if decode is not None:  # the user's decoder, item by item
@@ -260,7 +269,7 @@ def _instrument(
             if run is None:
                 _outside_context(name)
                 return function(*args, **kwargs)
-            request = jsonable({"args": args, "kwargs": kwargs})
+            request = stored(jsonable({"args": args, "kwargs": kwargs}))
             if replaying(run):
                 return rehydrate(serve(run, kind, name, request, scope))  # type: ignore[no-any-return]
             started = time.perf_counter()

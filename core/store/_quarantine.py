@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from ..models import quarantine_table
+from ..redaction import builtin_redactor
 from ._engine import write_transaction
 from ._faults import classify, explain
 from ._prepare import utc
@@ -63,15 +64,19 @@ def quarantine(engine: Engine, *, source: str, location: str, reason: str, raw: 
 def quarantine_in(conn: Connection, *, source: str, location: str, reason: str, raw: str) -> int:
     """:func:`quarantine` on ``conn``, inside its transaction; return the record's id.
 
+    Everything kept is redacted with the built-in kinds (structurally: see
+    :meth:`~steplog.redaction.Redactor.document`), whichever door it came through.
+
     The same record (source, location and raw content) still waiting in quarantine is kept
     once: re-running an import does not pile up copies; the reason is brought up to date.
     """
+    scrub = builtin_redactor()  # the last line: every door redacted already, with its patterns
     row = {
         "received_at": datetime.now(UTC),
-        "source": storable(source)[:500],
-        "location": storable(location)[:200],
-        "reason": storable(reason),
-        "raw": storable(raw),
+        "source": storable(scrub.text(source))[:500],
+        "location": storable(scrub.text(location))[:200],
+        "reason": storable(scrub.text(reason)),
+        "raw": storable(scrub.document(raw)),
     }
     q = quarantine_table.c
     same = select(q.id).where(

@@ -231,17 +231,15 @@ class OtlpIngest:
         }
 
     def redacted(self, bad: Rejected) -> Rejected:
-        """``bad`` with secrets redacted from its reason and raw content (parsed when it is
-        JSON, so secret-named keys and OTLP key/value pairs are masked too)."""
-        raw = bad.raw
-        try:
-            raw = json.dumps(self.redactor.value(json.loads(raw)))
-        except (ValueError, RecursionError):
-            raw = self.redactor.text(raw)
-        return Rejected(bad.location, self.redactor.text(bad.reason), raw)
+        """``bad`` with secrets redacted from its location, reason and raw content (structurally,
+        even when it is JSON cut short: see :meth:`Redactor.document`)."""
+        text = self.redactor.text
+        return Rejected(text(bad.location), text(bad.reason), self.redactor.document(bad.raw))
 
     def _redacted_compact(self, span: Span, resource: Any) -> list[Any]:
-        """``span.to_compact()`` with every secret redacted (``resource`` already is)."""
+        """``span.to_compact()`` with every string redacted: names, event names, the scope,
+        attribute keys and values (JSON inside them structurally, base64 decoded), the status
+        message (``resource`` already is). Ids are hex by construction: kept."""
         redact, text = self.redactor.value, self.redactor.text
         return [
             span.trace_id,
@@ -254,9 +252,9 @@ class OtlpIngest:
             redact(span.attributes),
             span.status_code,
             text(span.status_message),
-            [[e.name, e.time_ns, redact(e.attributes)] for e in span.events],
+            [[text(e.name), e.time_ns, redact(e.attributes)] for e in span.events],
             resource,
-            span.scope,
+            text(span.scope),
         ]
 
     # --- assembling ----------------------------------------------------------------------------

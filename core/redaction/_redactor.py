@@ -1,0 +1,160 @@
+"""The redactor: secrets replaced in text, in JSON-like values and in raw documents."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..errors import SteplogError
+from ._kinds import KINDS, SECRET_KEY, Kind
+from ._lenient import redact_lenient
+from ._linear import unbounded_inside
+from ._scan import MASK, Scanner, compile_pattern
+
+MAX_CACHED_KEY: Final = 256
+MAX_CACHED_KEYS: Final = 65536
+"""Mapping keys up to this length, and this many, are remembered (keys repeat endlessly)."""
+MAX_DEPTH: Final = 200
+"""JSON nested deeper than this (inside a string, in a document) is scanned as text."""
+_JSON_TOKEN: Final = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
+_JSON_OPENERS: Final = ("{", "[")
+_JSON_CLOSERS: Final = ("}", "]")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Redactor:
+    """Replaces secrets in strings and in JSON-like values (see :mod:`steplog.redaction`)."""
+
+    kinds: tuple[Kind, ...] = KINDS
+    scanner: Scanner = field(init=False, repr=False)
+    _key: Callable[[str], tuple[str, bool]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scanner", Scanner(self.kinds))
+        secret_key = compile_pattern(SECRET_KEY, where="the secret key names")
+        redact = self.scanner.redact
+
+        cache: dict[str, tuple[str, bool]] = {}
+
+        def key(name: str) -> tuple[str, bool]:
+            found = cache.get(name)
+            if found is None:
+                data = name.encode("utf-8", "surrogatepass")
+                found = redact(name), secret_key.fullmatch(data) is not None
+                if len(name) <= MAX_CACHED_KEY and len(cache) < MAX_CACHED_KEYS:
+                    cache[name] = found
+            return found
+
+        object.__setattr__(self, "_key", key)
+
+    @classmethod
+    def from_patterns(cls, patterns: Iterable[str], *, origin: str = "pattern") -> Redactor:
+        """The built-in kinds plus ``patterns`` (RE2 syntax; a bad one is a clear error naming
+        ``origin`` and its number)."""
+        extra = []
+        for number, text in enumerate(patterns, start=1):
+            where = f"{origin} {number}"
+            compile_pattern(text, where=where)
+            if unbounded_inside(text):
+                raise SteplogError(
+                    f"{where}: {text!r} repeats without bound before its match is complete; "
+                    "use a bounded repetition there ({0,64} instead of *): only the end of a "
+                    "pattern may repeat without bound, which keeps redaction linear in time"
+                )
+            extra.append(Kind(where, text))
+        return cls(KINDS + tuple(extra))
+
+    # --- strings -------------------------------------------------------------------------------
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret replaced by ``[REDACTED]``."""
+        return self.scanner.redact(value)
+
+    def names_a_secret(self, key: str) -> bool:
+        """Whether a mapping key names a secret (``api_key``, ``authorization``...)."""
+        return self._key(key)[1]
+
+    def string(self, value: str) -> str:
+        """A string value: JSON inside it redacted structurally (then re-serialised, only if
+        something was replaced), any other text as :meth:`text`."""
+        if value[:1] in _JSON_OPENERS or value.lstrip()[:1] in _JSON_OPENERS:
+            parsed = _json_of(value)
+            if isinstance(parsed, dict | list):
+                redacted = self.value(parsed)
+                if redacted == parsed:
+                    return value
+                return json.dumps(redacted, ensure_ascii=False)
+        return self.text(value)
+
+    # --- structures ----------------------------------------------------------------------------
+
+    def value(self, value: Any) -> Any:
+        """A copy of a JSON-like value with secrets redacted: every string (keys too, JSON inside
+        strings structurally), and the whole value of a key that names a secret."""
+        if isinstance(value, str):
+            return self.string(value)
+        if isinstance(value, Mapping):
+            pair_key = value.get("key")  # OTLP's {"key": name, "value": {...}} attributes
+            secret_pair = (
+                isinstance(pair_key, str) and "value" in value and self.names_a_secret(pair_key)
+            )
+            result = {}
+            for key, item in value.items():
+                if isinstance(key, str):
+                    key, secret = self._key(key)
+                    secret = secret or (secret_pair and key == "value")
+                else:
+                    secret = False
+                result[key] = MASK if secret and _maskable(item) else self.value(item)
+            return result
+        if isinstance(value, list | tuple):
+            return [self.value(item) for item in value]
+        return value
+
+    def document(self, raw: str) -> str:
+        """Raw input kept for the quarantine, redacted structurally: parsed as JSON when it is
+        (and returned unchanged when it held no secret); when it is not (cut short, broken), its
+        string literals are still decoded and redacted one by one, keys naming a secret mask
+        what follows them (:mod:`._lenient`), and the rest is scanned as text."""
+        if raw.lstrip()[:1] in (*_JSON_OPENERS, '"'):
+            parsed = _json_of(raw)
+            if parsed is not None or raw.strip() == "null":
+                redacted = self.value(parsed)
+                return raw if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
+        return redact_lenient(raw, self)
+
+
+def _too_deep(text: str) -> bool:
+    """Whether JSON ``text`` nests deeper than :data:`MAX_DEPTH` (strings skipped whole, so
+    brackets inside them do not count; possessive quantifiers: linear)."""
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text):
+        first = match.group()[0]
+        if first in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif first in "]}":
+            depth = max(depth - 1, 0)
+    return False
+
+
+def _maskable(item: Any) -> bool:
+    """A secret-named key's value is replaced unless it cannot be a secret (null, a flag)."""
+    return item is not None and not isinstance(item, bool)
+
+
+def _json_of(text: str) -> Any:
+    """``text`` parsed as JSON (nesting bounded first), or ``None``."""
+    stripped = text.strip()
+    if not stripped or (stripped[:1] in _JSON_OPENERS and stripped[-1:] not in _JSON_CLOSERS):
+        return None
+    if _too_deep(stripped):
+        return None
+    with suppress(ValueError, RecursionError):
+        return json.loads(stripped)
+    return None
