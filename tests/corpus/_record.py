@@ -28,7 +28,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ._server import CONTEXT_TOO_LONG, MODEL, ScriptedLLM, Turn, scripted_llm, text, tool
+from ._server import (
+    CONTEXT_TOO_LONG,
+    MODEL,
+    MODEL_PATHS,
+    ScriptedLLM,
+    Turn,
+    scripted_llm,
+    text,
+    tool,
+)
 
 # no framework phones home, fetches a price list or a model card while recording
 for _name, _value in {
@@ -78,10 +87,11 @@ class Toolbox:
 
     calls: list[dict[str, Any]] = field(default_factory=list)
 
-    def lookup(self, city: str) -> str:
-        """Look up the current weather in a city."""
+    def lookup(self, city: str, *, name: str = "lookup") -> str:
+        """Look up the current weather in a city (``name``: the tool's name as the model sees it,
+        where the framework renames it)."""
         ok = city != "Atlantis"
-        self.calls.append({"name": "lookup", "args": {"city": city}, "ok": ok})
+        self.calls.append({"name": name, "args": {"city": city}, "ok": ok})
         if not ok:
             raise ValueError(f"no such city: {city}")
         return f"sunny, 24 C in {city}"
@@ -128,6 +138,7 @@ def main(
     trace.set_tracer_provider(provider)
     instrument(provider)
     problems: list[str] = []
+    recorded: dict[str, list[Any]] = {}
     with scripted_llm([]) as llm:
         os.environ["OPENAI_BASE_URL"] = llm.base_url
         os.environ["OPENAI_API_BASE"] = llm.base_url
@@ -143,14 +154,19 @@ def main(
                 raised = exc
             time.sleep(settle)  # spans some frameworks end on a background thread
             provider.force_flush()
-            spans = list(exporter.get_finished_spans())
+            recorded[mode] = list(exporter.get_finished_spans())
             exporter.clear()
             observed = _observed(llm, toolbox, raised, reported)
             problems += [f"{framework}/{mode}: {p}" for p in _check(framework, mode, observed)]
-            print(f"{framework}/{mode}: {len(spans)} spans, {json.dumps(observed)}")
-            if not options.check_only:
-                _write_trace(CORPUS / "traces" / framework / f"{mode}.jsonl", spans)
-    if not options.check_only:
+            print(f"{framework}/{mode}: {len(recorded[mode])} spans, {json.dumps(observed)}")
+            if os.environ.get("CORPUS_DEBUG"):
+                for request in llm.requests:
+                    body = request["body"]
+                    summary = {k: body.get(k) for k in ("model", "stream", "max_tokens")}
+                    print(f"  {request['path']} {summary} {len(body.get('messages') or [])} msgs")
+    if not options.check_only and not problems:  # a trace is only kept with a true expectation
+        for mode, spans in recorded.items():
+            _write_trace(CORPUS / "traces" / framework / f"{mode}.jsonl", spans)
         meta = {
             "framework": framework,
             "instrumentation": instrumentation,
@@ -181,7 +197,7 @@ def _observed(
         "tokens": dict(llm.returned),
         "error_chain": chain,
         "error_message": message[:200] if message else None,
-        "other_requests": [r["path"] for r in llm.requests if "/chat/completions" not in r["path"]],
+        "other_requests": [r["path"] for r in llm.requests if not r["path"].endswith(MODEL_PATHS)],
     }
 
 

@@ -1,11 +1,13 @@
-"""A scripted fake of the OpenAI chat-completions API on 127.0.0.1, for real clients to talk to.
+"""A scripted fake of the OpenAI chat-completions and Anthropic messages APIs on 127.0.0.1, for
+real clients to talk to.
 
 Unlike ``tests/helpers/fake_llm.py`` (answers that are a pure function of the request), this one
 plays a script: the k-th request (1-based) gets the k-th :class:`Turn` -- a tool call, a final
 answer or an HTTP error -- whatever it asks. Usage is ``100 + k`` prompt tokens and ``10 + k``
 completion tokens, so an expected run's token totals can be written by hand. Answers are JSON or
 server-sent events (``"stream": true``; usage in a last chunk only when the client asks with
-``stream_options.include_usage``, as OpenAI does). Every request is kept in :attr:`requests`.
+``stream_options.include_usage``, as OpenAI does; Anthropic streams always carry it). Every
+request is kept in :attr:`requests`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MODEL = "gpt-4o-mini"
+MODEL_PATHS = ("/chat/completions", "/messages")
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class ScriptedLLM:
 
     @property
     def model_requests(self) -> int:
-        return sum(1 for r in self.requests if r["path"].endswith("/chat/completions"))
+        return sum(1 for r in self.requests if r["path"].endswith(MODEL_PATHS))
 
     def next_turn(self, path: str, body: dict[str, Any]) -> tuple[int, Turn]:
         with self.lock:
@@ -145,6 +148,47 @@ def chunks(k: int, turn: Turn, model: str, *, usage: bool) -> Iterator[dict[str,
         yield base | {"choices": [], "usage": _usage(k)}
 
 
+def anthropic_message(k: int, turn: Turn, model: str) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [
+        {"type": "tool_use", "id": f"toolu_{k}_{n}", "name": name, "input": arguments}
+        for n, (name, arguments) in enumerate(turn.tools)
+    ]
+    if turn.text is not None:
+        content = [{"type": "text", "text": turn.text}]
+    return {
+        "id": f"msg_{k}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if turn.tools else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 100 + k, "output_tokens": 10 + k},
+    }
+
+
+def anthropic_events(k: int, turn: Turn, model: str) -> Iterator[dict[str, Any]]:
+    message = anthropic_message(k, turn, model)
+    usage = message["usage"]
+    start = message | {"content": [], "stop_reason": None}
+    yield {"type": "message_start", "message": start | {"usage": usage | {"output_tokens": 1}}}
+    for n, block in enumerate(message["content"]):
+        if block["type"] == "text":
+            yield {"type": "content_block_start", "index": n,
+                   "content_block": {"type": "text", "text": ""}}  # fmt: skip
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            yield {"type": "content_block_start", "index": n,
+                   "content_block": block | {"input": {}}}  # fmt: skip
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        yield {"type": "content_block_delta", "index": n, "delta": delta}
+        yield {"type": "content_block_stop", "index": n}
+    yield {"type": "message_delta",
+           "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+           "usage": {"output_tokens": usage["output_tokens"]}}  # fmt: skip
+    yield {"type": "message_stop"}
+
+
 def _handler(state: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -158,14 +202,17 @@ def _handler(state: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
-            if not self.path.endswith("/chat/completions"):
+            path = self.path.split("?")[0]
+            if not path.endswith(MODEL_PATHS):
                 with state.lock:
-                    state.requests.append({"path": self.path, "body": body})
+                    state.requests.append({"path": path, "body": body})
                 self._json(404, {"error": {"message": f"no {self.path}", "type": "not_found"}})
                 return
-            k, turn = state.next_turn(self.path, body)
+            k, turn = state.next_turn(path, body)
             model = str(body.get("model") or MODEL)
-            if turn.error:
+            if path.endswith("/messages"):
+                self._anthropic(k, turn, model, body)
+            elif turn.error:
                 status, code, message = turn.error
                 kind = "invalid_request_error" if status < 500 else "server_error"
                 error = {"message": message, "type": kind, "param": None, "code": code}
@@ -179,6 +226,19 @@ def _handler(state: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
                 state.count(_usage(k))
                 self._json(200, completion(k, turn, model))
 
+        def _anthropic(self, k: int, turn: Turn, model: str, body: dict[str, Any]) -> None:
+            if turn.error:
+                status, _code, message = turn.error
+                kind = "invalid_request_error" if status < 500 else "api_error"
+                self._json(status, {"type": "error", "error": {"type": kind, "message": message}})
+                return
+            state.count({"prompt_tokens": 100 + k, "completion_tokens": 10 + k})
+            if body.get("stream"):
+                events = anthropic_events(k, turn, model)
+                self._sse(events, named=True, done=False)
+            else:
+                self._json(200, anthropic_message(k, turn, model))
+
         def _json(self, status: int, payload: dict[str, Any]) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
@@ -187,9 +247,14 @@ def _handler(state: ScriptedLLM) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _sse(self, events: Iterator[dict[str, Any]]) -> None:
-            lines = [f"data: {json.dumps(event)}\n\n" for event in events]
-            data = ("".join(lines) + "data: [DONE]\n\n").encode()
+        def _sse(
+            self, events: Iterator[dict[str, Any]], *, named: bool = False, done: bool = True
+        ) -> None:
+            lines = [
+                (f"event: {event['type']}\n" if named else "") + f"data: {json.dumps(event)}\n\n"
+                for event in events
+            ]
+            data = ("".join(lines) + ("data: [DONE]\n\n" if done else "")).encode()
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("content-length", str(len(data)))

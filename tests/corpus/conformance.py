@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,19 @@ def import_files(url: str, files: list[list[str]], folder: Path) -> list[StoredR
         return runs
     finally:
         store.close()
+
+
+_TEMPLATE: list[Path] = []
+
+
+def fresh_sqlite(folder: Path) -> str:
+    """The URL of a new, migrated SQLite store in ``folder`` (a copy of one migrated once)."""
+    if not _TEMPLATE:
+        template = Path(tempfile.mkdtemp(prefix="steplog-corpus-")) / "template.db"
+        EventStore.open(f"sqlite:///{template}").close()
+        _TEMPLATE.append(template)
+    shutil.copyfile(_TEMPLATE[0], folder / "store.db")
+    return f"sqlite:///{folder}/store.db"
 
 
 # --- the comparison with the hand-written expectation ------------------------------------------

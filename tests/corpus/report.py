@@ -13,14 +13,14 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from .conformance import CASES, VARIANTS, conformance
+from .conformance import CASES, VARIANTS, conformance, fresh_sqlite
 
 
 def outcome(framework: str, mode: str, variant: str) -> str:
-    with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{folder}/store.db"
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
         try:
-            problems = conformance(url, framework, mode, variant, Path(folder))
+            problems = conformance(fresh_sqlite(folder), framework, mode, variant, folder)
         except AssertionError as exc:
             problems = [str(exc).splitlines()[0]]
     return "pass" if not problems else "; ".join(problems).replace("|", "/")

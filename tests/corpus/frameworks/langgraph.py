@@ -2,7 +2,8 @@
 
 ``ToolNode(handle_tool_errors=True)`` hands a tool's exception back to the model as the tool
 message; the 400 propagates out of ``invoke`` as langchain-openai's
-``OpenAIContextOverflowError`` (from the client's ``BadRequestError``).
+``OpenAIInvalidRequestError`` (from the client's ``BadRequestError``; langchain-openai 1.1 with
+openai 2 called it ``OpenAIContextOverflowError``).
 """
 
 from __future__ import annotations

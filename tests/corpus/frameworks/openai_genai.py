@@ -1,7 +1,9 @@
-"""No framework: a hand-written tool loop on the ``openai`` client, traced the way the
-OpenTelemetry GenAI semantic conventions say -- the official OpenAI instrumentation
-(opentelemetry-instrumentation-openai-v2) for the chat calls, opentelemetry-util-genai's
-``TelemetryHandler`` for the agent and tool invocations, message content on spans.
+"""No framework: a hand-written tool loop on the ``openai`` client, traced by hand with
+opentelemetry-util-genai's ``TelemetryHandler`` (the GenAI semantic-convention spans that
+OpenTelemetry's own instrumentations are built on): an agent invocation, an inference per
+request with the usage the response reported, a tool invocation per call with its arguments.
+(opentelemetry-instrumentation-openai-v2 2.4b0 does not import beside util-genai 1.3b0, whose
+agent and tool API this needs.)
 
 A tool's exception is recorded on its tool span and its text goes back to the model; the 400
 ends the loop with the client's ``BadRequestError``.
@@ -34,13 +36,11 @@ HANDLER: Any = None
 
 
 def instrument(provider: Any) -> None:
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
     from opentelemetry.util.genai.handler import TelemetryHandler
 
     global HANDLER
     os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_ONLY"
     os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
-    OpenAIInstrumentor().instrument(tracer_provider=provider)
     HANDLER = TelemetryHandler(tracer_provider=provider)
 
 
@@ -54,7 +54,13 @@ def run(mode: str, llm: ScriptedLLM, toolbox: Toolbox) -> None:
     ]
     with HANDLER.invoke_local_agent(agent_name="weather", request_model=MODEL):
         for _ in range(5):
-            reply = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+            with HANDLER.inference("openai", request_model=MODEL) as call:
+                reply = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+                call.response_model, call.response_id = reply.model, reply.id
+                call.response_finish_reasons = [c.finish_reason for c in reply.choices]
+                if reply.usage:
+                    call.input_tokens = reply.usage.prompt_tokens
+                    call.output_tokens = reply.usage.completion_tokens
             message = reply.choices[0].message
             if not message.tool_calls:
                 return
@@ -76,7 +82,6 @@ if __name__ == "__main__":
         "openai_genai",
         instrument,
         run,
-        packages=("openai", "opentelemetry-instrumentation-openai-v2", "opentelemetry-util-genai"),
-        instrumentation="OpenTelemetry GenAI semconv (opentelemetry-instrumentation-openai-v2 "
-        "+ opentelemetry-util-genai)",
+        packages=("openai", "opentelemetry-util-genai"),
+        instrumentation="OpenTelemetry GenAI semconv by hand (opentelemetry-util-genai)",
     )
