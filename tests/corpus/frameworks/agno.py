@@ -1,7 +1,8 @@
 """Agno ``Agent`` over its ``OpenAIChat`` model, traced by OpenInference.
 
-A tool's exception becomes an error tool result the model sees. The 400 does not raise: Agno
-logs its ``ModelProviderError`` and ``run`` returns an output whose status is ``error``.
+A tool's exception becomes an error tool result the model sees. The 400 does not reach the
+caller: ``OpenAIChat`` raises Agno's ``ContextWindowExceededError`` (a ``ModelProviderError``),
+the agent logs it and ``run`` returns an output whose status is ``error``.
 """
 
 from __future__ import annotations
