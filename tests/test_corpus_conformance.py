@@ -24,6 +24,7 @@ from corpus.conformance import (
     VARIANTS,
     conformance,
     frameworks,
+    fresh_sqlite,
     is_root,
     lines_of,
     variant_files,
@@ -51,8 +52,7 @@ def test_variants_keep_every_span_and_change_what_they_say() -> None:
 def test_corpus_run_reads_as_the_agent_ran(
     framework: str, mode: str, variant: str, tmp_path: Path
 ) -> None:
-    url = f"sqlite:///{tmp_path}/store.db"
-    problems = conformance(url, framework, mode, variant, tmp_path)
+    problems = conformance(fresh_sqlite(tmp_path), framework, mode, variant, tmp_path)
     assert not problems, "; ".join(problems)
 
 
