@@ -8,10 +8,11 @@ framework's requirements (``python -m tests.corpus.regenerate`` does both)::
 
     python -m tests.corpus.frameworks.smolagents [--mode ok] [--check-only]
 
-The check compares the real HTTP requests the server saw and the tool calls the tool function
-received (name, arguments, raised or not) with the expectation, and the exception the agent
-raised with its ``error``: a script whose agent did something else fails loudly, so the
-committed expectations stay true statements about the committed traces.
+The check compares the real HTTP requests the server saw, the tokens it reported and the tool
+calls the tool function received (name, arguments, raised or not) with the expectation, and the
+exception the agent raised with its ``error``: a script whose agent did something else fails
+loudly and writes nothing, so the committed expectations stay true statements about the
+committed traces. ``CORPUS_DEBUG=1`` also prints each request the server saw.
 """
 
 from __future__ import annotations
