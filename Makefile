@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench corpus clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit("steplog needs Python >= 3.11, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -38,6 +38,10 @@ pytest: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/steplog bench append
+
+# Record the conformance corpus again (tests/corpus/README.md): one venv per framework, from PyPI.
+corpus: $(STAMP)
+	$(BIN)/python -m tests.corpus.regenerate
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
