@@ -31,8 +31,8 @@ from corpus.conformance import (
 )
 from sqlalchemy import text
 
-from steplog.database import create_engine_for
 from steplog.models import metadata
+from steplog.store import create_engine_for
 
 
 def test_variants_keep_every_span_and_change_what_they_say() -> None:

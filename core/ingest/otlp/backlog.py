@@ -23,10 +23,9 @@ from typing import Any
 from sqlalchemy import func, literal, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from ...database import connect_or_explain
 from ...errors import SteplogError
 from ...models import staged_spans_table
-from ...store import EventStore
+from ...store import EventStore, connect_or_explain
 
 WINDOW_SECONDS = 10.0
 RESUME = 0.8

@@ -23,9 +23,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from ...database import connect_or_explain, is_sqlite
 from ...errors import SteplogError
-from ...store import EventStore
+from ...store import EventStore, connect_or_explain, is_sqlite
 
 FAILURE_MEMORY = 60.0
 LOCK_SECONDS = 10.0
