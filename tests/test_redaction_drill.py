@@ -367,10 +367,8 @@ def stored_bytes(store: EventStore, url: str, folder: Path) -> bytes:
     spans = archive.load(store, list(archive.trace_ids(store)))
     unpacked = json.dumps([s.to_json() for t in spans.values() for s in t.spans]).encode()
     if url.startswith("sqlite"):
-        database = b"".join(
-            p.read_bytes() for p in folder.iterdir() if p.name.startswith("drill.db")
-        )
-        return database + unpacked
+        files = b"".join(p.read_bytes() for p in folder.iterdir() if p.name.startswith("drill.db"))
+        return files + _sqlite_dump(folder / "drill.db") + unpacked
     parsed = make_url(url)
     schema = parsed.query["options"].split("search_path%3D")[-1].split("=")[-1]
     dump = subprocess.run(
@@ -380,6 +378,15 @@ def stored_bytes(store: EventStore, url: str, folder: Path) -> bytes:
     ).stdout  # fmt: skip
     assert b"COPY" in dump and b"events" in dump
     return dump + unpacked
+
+
+def _sqlite_dump(path: Path) -> bytes:
+    """Every row as SQL text: a value longer than a page is split across overflow pages in the
+    file, so the file's bytes alone could hide a secret that straddles two."""
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        return "\n".join(conn.iterdump()).encode("utf-8", "surrogatepass")
 
 
 def test_no_planted_secret_is_recoverable_from_the_store(
@@ -405,3 +412,23 @@ def test_no_planted_secret_is_recoverable_from_the_store(
         if form in stored
     }
     assert found == {}
+
+
+def test_names_and_messages_are_cut_only_once_redacted(tmp_path: Path) -> None:
+    """A name is cut to 1,000 characters and a status message to 64 KiB: cut first, a secret
+    across the cut would keep its head, which no longer looks like a secret."""
+    from steplog.ingest.otlp.spans import MAX_MESSAGE, MAX_NAME, decode_document
+
+    secret = secret_of("openai_anthropic_key")
+    document = planted_request(40)
+    span = document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["name"] = "n" * (MAX_NAME - 8) + " " + secret
+    span["status"] = {"code": 2, "message": "m" * (MAX_MESSAGE - 8) + " " + secret}
+    store = EventStore.open(f"sqlite:///{tmp_path}/cut.db")
+    try:
+        OtlpIngest(store, builtin_redactor()).receive(decode_document(document))
+    finally:
+        store.close()
+    stored = _sqlite_dump(tmp_path / "cut.db")
+    assert secret[:7].encode() not in stored  # not even its head
+    assert (b"n" * (MAX_NAME - 8) + b" [REDACTED]")[:MAX_NAME] + b'"' in stored  # cut after

@@ -52,8 +52,8 @@ RedactOption = Annotated[
     typer.Option(
         "--redact-patterns",
         envvar="STEPLOG_REDACT_PATTERNS",
-        help="File of extra secret patterns (one regular expression per line) to redact on "
-        "ingest, on top of the built-in ones.",
+        help="File of extra secret patterns (one RE2 regular expression per line) to redact "
+        "on ingest, on top of the built-in ones.",
         exists=True,
         dir_okay=False,
     ),

@@ -54,6 +54,8 @@ from .ready import ReadyTraces
 from .revise import revise
 from .rounds import Outcome, RoundContext, assemble_round, merge
 from .spans import (
+    MAX_MESSAGE,
+    MAX_NAME,
     DecodedRequest,
     RejectedSpan,
     RequestError,
@@ -245,16 +247,16 @@ class OtlpIngest:
             span.trace_id,
             span.span_id,
             span.parent_span_id,
-            text(span.name),
+            text(span.name)[:MAX_NAME],
             span.kind,
             span.start_ns,
             span.end_ns,
             redact(span.attributes),
             span.status_code,
-            text(span.status_message),
-            [[text(e.name), e.time_ns, redact(e.attributes)] for e in span.events],
+            text(span.status_message)[:MAX_MESSAGE],
+            [[text(e.name)[:MAX_NAME], e.time_ns, redact(e.attributes)] for e in span.events],
             resource,
-            text(span.scope),
+            text(span.scope)[:MAX_NAME],
         ]
 
     # --- assembling ----------------------------------------------------------------------------

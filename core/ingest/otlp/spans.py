@@ -29,7 +29,8 @@ from ..bounds import json_depth_error
 
 STATUS_ERROR = 2
 MAX_NAME = 1000
-"""Span and event names are cut here (they become step names)."""
+"""Span and event names are cut here (they become step names), once redacted: a cut first
+could leave the head of a secret that no longer looks like one."""
 MAX_MESSAGE = 64 * 1024
 """Status messages are cut here (they become failure messages)."""
 
@@ -237,13 +238,13 @@ def _decode_protobuf(body: bytes) -> DecodedRequest:
                                 trace_id=pb.trace_id.hex(),
                                 span_id=pb.span_id.hex(),
                                 parent_span_id=pb.parent_span_id.hex() or None,
-                                name=_text(pb.name)[:MAX_NAME],
+                                name=_text(pb.name),  # cut once redacted (pipeline)
                                 kind=pb.kind,
                                 start_ns=pb.start_time_unix_nano,
                                 end_ns=pb.end_time_unix_nano,
                                 attributes=_pb_attributes(pb.attributes),
                                 status_code=pb.status.code,
-                                status_message=_text(pb.status.message)[:MAX_MESSAGE],
+                                status_message=_text(pb.status.message),
                                 events=tuple(
                                     SpanEvent(
                                         _text(e.name),
@@ -424,13 +425,13 @@ def _json_span(doc: Any, resource: dict[str, Any], scope: str) -> Span:
             trace_id=_json_id(doc, "traceId", "trace_id", 16, required=True) or "",
             span_id=_json_id(doc, "spanId", "span_id", 8, required=True) or "",
             parent_span_id=_json_id(doc, "parentSpanId", "parent_span_id", 8, required=False),
-            name=_text(_field(doc, "name", "name", ""))[:MAX_NAME],
+            name=_text(_field(doc, "name", "name", "")),  # cut once redacted (pipeline)
             kind=_int(_field(doc, "kind", "kind", 0), "kind"),
             start_ns=_int(_field(doc, "startTimeUnixNano", "start_time_unix_nano", 0), "start"),
             end_ns=_int(_field(doc, "endTimeUnixNano", "end_time_unix_nano", 0), "end"),
             attributes=_json_attributes(doc.get("attributes")),
             status_code=_int(status.get("code", 0), "status.code"),
-            status_message=_text(status.get("message", ""))[:MAX_MESSAGE],
+            status_message=_text(status.get("message", "")),
             events=tuple(_json_event(e) for e in events),
             resource=resource,
             scope=scope,
