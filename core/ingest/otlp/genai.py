@@ -118,10 +118,7 @@ class _Builder:
         self.root = tree.root
         self.wrappers, steps = tree.step_level()
         self.steps = active_steps(tree, steps)
-        kind_of = tree.kind_of
-        self.names = [  # step_name(), with the kinds the tree already read
-            operation(s) if kind_of(s) == "model" else (s.name or "(unnamed)") for s in self.steps
-        ]
+        self.names = [step_name(s) for s in self.steps]  # read once (steps are named 3 times)
         self.calls = calls
         self.events: list[NewEvent] = []
         self.call_index = 0
