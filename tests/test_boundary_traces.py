@@ -124,7 +124,8 @@ def _smolagents_crash() -> dict[str, Any]:
     return request(
         span(TRACE, A, "Step 1", parent=MISSING, start=1, end=4, openinference__span__kind="CHAIN"),
         span(TRACE, B, "LiteLLMModel.generate", parent=A, start=2, end=3,
-             openinference__span__kind="LLM", llm__model_name="gpt-4o"),
+             openinference__span__kind="LLM", llm__model_name="gpt-4o",
+             llm__token_count__prompt=120, llm__token_count__completion=14),
         span(TRACE, C, "Step 2", parent=MISSING, start=5, end=6, error="AgentExecutionError",
              message="tool get_weather failed", openinference__span__kind="CHAIN"),
     )  # fmt: skip

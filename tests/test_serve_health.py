@@ -101,7 +101,9 @@ def test_health_is_not_ready_while_writes_fail(unwritable: EventStore) -> None:
     server, thread = start(unwritable)
     try:
         big = json.loads(trace(1))
-        big["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"] = "x" * 900  # new pages
+        big["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"].append(
+            {"key": "input.value", "value": {"stringValue": "lorem ipsum " * 2000}}
+        )  # 24 KB: new pages (names are cut to a bounded length, values are not)
         for seed in range(2, 6):
             status, answer, headers = call(server, "/v1/traces", json.dumps(big).encode())
             big = json.loads(trace(seed))

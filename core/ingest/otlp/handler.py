@@ -11,7 +11,7 @@ import time
 from contextlib import suppress
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -24,7 +24,7 @@ from .body import Framing, TooLarge, framing, inflate, linger, read_chunked, rea
 from .spans import DecodedRequest, RequestError, TooManyValues, decode_json, decode_protobuf
 
 if TYPE_CHECKING:
-    from .server import OtlpReceiver
+    from .receiver_view import Receiver
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -81,15 +81,19 @@ class _DeadlineReader(io.RawIOBase):
 
 
 class Handler(BaseHTTPRequestHandler):
-    server: OtlpReceiver
     protocol_version = "HTTP/1.1"
     server_version = "steplog-otlp"
     _framing: Framing | None = None
     _body_read = False
 
+    @property
+    def receiver(self) -> Receiver:
+        """The receiver this request came to (an :class:`~.server.OtlpReceiver`)."""
+        return cast("Receiver", self.server)
+
     def setup(self) -> None:
         super().setup()
-        limits = self.server.limits
+        limits = self.receiver.limits
         self._reader = _DeadlineReader(self.connection, limits.request_seconds, limits.idle_seconds)
         self.rfile.close()  # the plain reader: replaced by one that keeps the deadline
         self.rfile = io.BufferedReader(self._reader, 65536)
@@ -104,8 +108,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0].rstrip("/") in ("/health", "/healthz"):
-            details = self.server.authorized(self.headers.get("Authorization"))
-            healthy, report = self.server.health(details=details)
+            details = self.receiver.authorized(self.headers.get("Authorization"))
+            healthy, report = self.receiver.health(details=details)
             status = HTTPStatus.OK if healthy else HTTPStatus.SERVICE_UNAVAILABLE
             self._send(status, json.dumps(report).encode(), JSON)
             return
@@ -116,8 +120,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self._post(content_type)
         except TimeoutError as exc:
-            with self.server.lock:
-                self.server.stats.timed_out += 1
+            with self.receiver.lock:
+                self.receiver.stats.timed_out += 1
             self.close_connection = True
             self._reply_status(HTTPStatus.REQUEST_TIMEOUT, f"{exc}; send faster", content_type)
         except OSError:
@@ -131,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
             )
 
     def _post(self, content_type: str) -> None:
-        server = self.server
+        server = self.receiver
         frame = framing(self.headers)
         self._framing = frame if isinstance(frame, Framing) else None
         if not server.authorized(self.headers.get("Authorization")):
@@ -197,7 +201,7 @@ class Handler(BaseHTTPRequestHandler):
     def _read_and_receive(
         self, frame: Framing, encoding: str, content_type: str, ticket: Ticket
     ) -> None:
-        limit = self.server.max_body_bytes
+        limit = self.receiver.max_body_bytes
         try:
             if frame.length is None:
                 body = read_chunked(self.rfile, limit, ticket.grow)
@@ -220,7 +224,7 @@ class Handler(BaseHTTPRequestHandler):
     def _decode_and_receive(
         self, body: bytes, encoding: str, content_type: str, ticket: Ticket
     ) -> None:
-        limits = self.server.limits
+        limits = self.receiver.limits
         try:
             plain = inflate(body, encoding, limits.max_body_bytes, ticket.grow)
             ticket.grow(len(plain) * limits.decoded_factor)
@@ -248,7 +252,7 @@ class Handler(BaseHTTPRequestHandler):
         self._receive(decoded, content_type)
 
     def _receive(self, decoded: DecodedRequest, content_type: str) -> None:
-        server = self.server
+        server = self.receiver
         try:
             received = server.ingest.receive(decoded)
         except (SteplogError, SQLAlchemyError) as exc:  # incl. a pool timeout
@@ -288,8 +292,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.OK, json.dumps(body).encode(), JSON)
 
     def _busy(self, exc: Busy, content_type: str) -> None:
-        with self.server.lock:
-            self.server.stats.refused_busy += 1
+        with self.receiver.lock:
+            self.receiver.stats.refused_busy += 1
         self._refuse(
             HTTPStatus.SERVICE_UNAVAILABLE,
             str(exc),
@@ -302,9 +306,9 @@ class Handler(BaseHTTPRequestHandler):
     ) -> None:
         """Quarantine the reason with what can be kept safely: decoded JSON text, redacted, or
         else only the size and a hash (raw bytes could hold secrets the redactor cannot see)."""
-        with self.server.lock:
-            self.server.stats.bad_requests += 1
-        ingest = self.server.ingest
+        with self.receiver.lock:
+            self.receiver.stats.bad_requests += 1
+        ingest = self.receiver.ingest
         try:  # the 400 still tells the client if the database is down: that is not its fault
             ingest.store.quarantine(
                 source=ingest.source,
@@ -313,7 +317,7 @@ class Handler(BaseHTTPRequestHandler):
                 raw=kept_for_quarantine(body, plain, content_type, ingest.redactor),
             )
         except (SteplogError, DBAPIError) as exc:
-            self.server.writes.failed("quarantining", first_line(exc))
+            self.receiver.writes.failed("quarantining", first_line(exc))
         self._reply_status(HTTPStatus.BAD_REQUEST, reason, content_type)
 
     def _refuse(
@@ -328,7 +332,7 @@ class Handler(BaseHTTPRequestHandler):
         discarded first (the connection stays usable); any other is answered with the
         connection closed, then drained for a moment so the client reads the answer."""
         length = self._framing.length if self._framing is not None else None
-        if not self._body_read and length is not None and length <= self.server.max_body_bytes:
+        if not self._body_read and length is not None and length <= self.receiver.max_body_bytes:
             left = length
             while left > 0:
                 chunk = self.rfile.read(min(left, 65536))
@@ -342,7 +346,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self._body_read:
             with suppress(OSError):
                 self.wfile.flush()
-            linger(self.connection, LINGER_SECONDS, self.server.limits.idle_seconds)
+            linger(self.connection, LINGER_SECONDS, self.receiver.limits.idle_seconds)
 
     def _reply_status(
         self,
@@ -368,7 +372,7 @@ class Handler(BaseHTTPRequestHandler):
         headers: dict[str, str] | None = None,
     ) -> None:
         try:
-            self.connection.settimeout(self.server.limits.idle_seconds)
+            self.connection.settimeout(self.receiver.limits.idle_seconds)
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))

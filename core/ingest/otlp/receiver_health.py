@@ -13,10 +13,10 @@ from .backlog import staged_summary
 from .health import _first_line, assembler_problem, summarise
 
 if TYPE_CHECKING:
-    from .server import OtlpReceiver
+    from .receiver_view import Receiver
 
 
-def receiver_health(receiver: OtlpReceiver, *, details: bool) -> tuple[bool, dict[str, Any]]:
+def receiver_health(receiver: Receiver, *, details: bool) -> tuple[bool, dict[str, Any]]:
     """``(ready, report)``; without ``details`` (a caller without the token) the report says
     only ``ok`` or ``not ready``."""
     report: dict[str, Any] = {}
@@ -34,7 +34,7 @@ def receiver_health(receiver: OtlpReceiver, *, details: bool) -> tuple[bool, dic
             "oldest_seconds": staged["oldest_seconds"],
         }
         if receiver.shared_health is not None:
-            from .workers import parent_backlog
+            from .shared_health import parent_backlog
 
             report["backlog"].update(parent_backlog(receiver.shared_health))
         problem = receiver.probe.problem() if receiver.probe is not None else None
@@ -56,7 +56,7 @@ def receiver_health(receiver: OtlpReceiver, *, details: bool) -> tuple[bool, dic
     return ready, dict(sorted(report.items(), key=lambda item: item[0] != "status"))
 
 
-def _assembler_reasons(receiver: OtlpReceiver, report: dict[str, Any]) -> list[str]:
+def _assembler_reasons(receiver: Receiver, report: dict[str, Any]) -> list[str]:
     reasons: list[str] = []
     assembler = receiver.assembler
     if assembler is not None:
@@ -79,7 +79,7 @@ def _assembler_reasons(receiver: OtlpReceiver, report: dict[str, Any]) -> list[s
             "restarts": receiver.children.restarts,
         }
     if receiver.shared_health is not None:  # a worker answers with its parent's view
-        from .workers import parent_view
+        from .shared_health import parent_view
 
         assembler_view, workers = parent_view(receiver.shared_health)
         if assembler_view is not None:

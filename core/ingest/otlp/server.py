@@ -23,7 +23,6 @@ import hmac
 import socket
 import sys
 import threading
-from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -34,6 +33,7 @@ from .handler import JSON, PROTOBUF, Handler, kept_for_quarantine
 from .health import WriteProbe, WriteWatch
 from .pipeline import OtlpIngest
 from .receiver_health import receiver_health
+from .receiver_view import ReceiverStats
 
 DEFAULT_MAX_BODY = Limits().max_body_bytes
 LISTEN_BACKLOG = 1024
@@ -42,22 +42,6 @@ _CANNED_BUSY = (
     b"Connection: close\r\nContent-Length: 71\r\n\r\n"
     b'{"code": 14, "message": "too many connections to the receiver; retry"}\n'
 )
-
-
-@dataclass(slots=True)
-class ReceiverStats:
-    """Counters since the receiver started (read by the CLI and the benchmark)."""
-
-    requests: int = 0
-    spans_accepted: int = 0
-    spans_rejected: int = 0
-    bad_requests: int = 0
-    unavailable: int = 0
-    refused_busy: int = 0
-    refused_backlog: int = 0
-    unauthorized: int = 0
-    timed_out: int = 0
-    connection_errors: int = 0
 
 
 class OtlpReceiver(ThreadingHTTPServer):
@@ -204,7 +188,7 @@ class OtlpReceiver(ThreadingHTTPServer):
     def backlog_refusal(self) -> str | None:
         """Why spans are refused now for the backlog (``None``: they are taken)."""
         if self.shared_health is not None:  # a worker follows its parent's look
-            from .workers import parent_backlog_refusal
+            from .shared_health import parent_backlog_refusal
 
             return parent_backlog_refusal(self.shared_health)
         return self.backlog.refusal()
