@@ -26,11 +26,12 @@ from typing import Annotated, Any, Final
 from annotated_types import Ge, Le
 from pydantic import BaseModel, Field
 
-MAX_COUNT: Final = 2**53 - 1
-MAX_INDEX: Final = 2**31 - 1
-MAX_MEASURE: Final = 1e15
-MIN_SEED: Final = -(2**63)
-MAX_SEED: Final = 2**63 - 1
+from ._limits import MAX_COUNT as MAX_COUNT
+from ._limits import MAX_INDEX as MAX_INDEX
+from ._limits import MAX_MEASURE as MAX_MEASURE
+from ._limits import MAX_SEED as MAX_SEED
+from ._limits import MIN_SEED as MIN_SEED
+from ._limits import saturate as saturate
 
 
 class Clamped:
@@ -98,11 +99,6 @@ def clamp_measures(model: type[BaseModel], data: Any) -> dict[str, Any] | None:
         return None
     fixed["clamped"] = notes
     return fixed
-
-
-def saturate(value: int, high: int = MAX_COUNT) -> int:
-    """``value`` held within ``0 .. high`` (a fold's total that must fit its column)."""
-    return value if 0 <= value <= high else (high if value > high else 0)
 
 
 def _short(number: float) -> str:

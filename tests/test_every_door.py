@@ -46,7 +46,7 @@ DOORS = [
     ("otlp", {"bad.json": '{"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "zz"}]}]}]}'},
      ["import", "otlp", "{tmp}/bad.json", "--db", "{db}"], 1, "traceId is missing"),
     ("otlp file", {"noise.json": "\u0000\u0001 not json"},
-     ["import", "otlp", "{tmp}/noise.json", "--db", "{db}"], 1, "not JSON"),
+     ["import", "otlp", "{tmp}/noise.json", "--db", "{db}"], 1, "binary file, not text"),
     ("inspect", {"results.json": '{"accuracy": 0.5}'},
      ["import", "inspect", "{tmp}/results.json", "--db", "{db}"], 1, "not a readable Inspect"),
     ("redact patterns", {"patterns.txt": "([unclosed\n"},

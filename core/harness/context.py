@@ -220,6 +220,7 @@ class RunContext:
                     "step_index": step.index,
                     "call_index": self.recorder.next_call_index(),
                     "fingerprint": fingerprint_str_keyed(version, request),
+                    "clamped": None,  # in the model's field order: the stored JSON is the same
                     "model": version,
                     "request": request,
                     "response": response,
@@ -230,7 +231,6 @@ class RunContext:
                     "cost_usd": round(reply.cost_usd, 8),
                     "cached_input_tokens": 0,
                     "reasoning_tokens": 0,
-                    "clamped": None,
                 },
             )
         )
@@ -265,6 +265,7 @@ class RunContext:
                     "step_index": step.index,
                     "call_index": self.recorder.next_call_index(),
                     "fingerprint": _tool_fingerprint(tool, self.instance.id, step.name),
+                    "clamped": None,
                     "tool": tool,
                     "args": args,
                     "result": reply.result,
@@ -272,7 +273,6 @@ class RunContext:
                     "error_type": reply.error_type,
                     "latency_ms": reply.latency_ms,
                     "error": None,
-                    "clamped": None,
                 },
             )
         )

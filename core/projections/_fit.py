@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Float, Integer, Table
 
-from .._numbers import MAX_MEASURE
+from .._limits import MAX_MEASURE
 
 _INT4 = (-(2**31), 2**31 - 1)
 _INT8 = (-(2**63), 2**63 - 1)

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from .._numbers import saturate
+from .._limits import saturate
 from ..store import EventStore, RawRow, recorded_at_of
 from .signature import Signature, signature_of
 
