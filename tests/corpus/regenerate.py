@@ -79,6 +79,18 @@ def _conformance_cells(framework: str) -> tuple[str, list[str]]:
     return " · ".join(counts), reasons
 
 
+def _not_in_trace() -> str:
+    """What the traces do not carry, by framework (the expectations' ``not_in_trace``): the
+    stored runs show nothing there rather than invent it."""
+    lines = ["What a framework's traces do not carry (stored as nothing, never invented):", ""]
+    for framework in frameworks():
+        path = CORPUS / "expected" / framework / "ok.json"
+        missing = json.loads(path.read_text()).get("not_in_trace", {}) if path.exists() else {}
+        for field, why in missing.items():
+            lines.append(f"- **{framework}** {field.replace('_', ' ')}: {why}")
+    return "\n".join(lines) if len(lines) > 2 else "Every trace carries everything compared."
+
+
 def write_readme(*, with_results: bool) -> None:
     rows, reasons = [], []
     for framework in frameworks():
@@ -101,10 +113,13 @@ def write_readme(*, with_results: bool) -> None:
         rule += " --- |"
     table = "\n".join([header, rule, *rows])
     if with_results:
-        table += "\n\nWhere a run does not yet read as the agent ran (first difference):\n\n"
-        table += "\n".join(
-            ["| framework | mode | variants | difference |", "| --- | --- | --- | --- |", *reasons]
-        )
+        if reasons:
+            table += "\n\nWhere a run does not yet read as the agent ran (first difference):\n\n"
+            head = ["| framework | mode | variants | difference |", "| --- | --- | --- | --- |"]
+            table += "\n".join([*head, *reasons])
+        else:
+            table += "\n\nEvery run of every variant reads as the agent ran."
+        table += "\n\n" + _not_in_trace()
     readme = CORPUS / "README.md"
     before, rest = readme.read_text().split(TABLE_START, 1)
     after = rest.split(TABLE_END, 1)[1]

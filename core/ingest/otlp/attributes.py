@@ -32,6 +32,7 @@ MAX_VALUE_CHARS = 64 * 1024
 MAX_DETAIL_CHARS = 16 * 1024
 
 _TRACEBACK = "Traceback (most recent call last)"
+_CALL_METHOD = re.compile(r"\.(?:__a?call__|acall)\Z")
 _SUMMARY = re.compile(r"^([^{:]{1,200}): (\{.*\})$", re.DOTALL)
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
 _OPENINFERENCE_OPERATIONS = {"LLM": "chat", "TOOL": "execute_tool", "AGENT": "invoke_agent"}
@@ -130,11 +131,13 @@ def model_of(span: Span) -> str | None:
 
 
 def tool_name_of(span: Span) -> str:
-    return (
-        first_text(span.attributes, "gen_ai.tool.name", "tool.name", "tool_call.function.name")
-        or span.name
-        or "tool"
-    )
+    """The tool's name: the conventions' attributes, else the span's name without the Python
+    call method an instrumentor names its span after (DSPy 3.4 with OpenInference 0.1.48:
+    ``lookup.__call__``, ``lookup.acall``)."""
+    named = first_text(span.attributes, "gen_ai.tool.name", "tool.name", "tool_call.function.name")
+    if named:
+        return named
+    return _CALL_METHOD.sub("", span.name) or span.name or "tool"
 
 
 def tool_args_of(span: Span) -> Any:

@@ -11,7 +11,13 @@ request (LangChain over the OpenAI SDK). The rule, by kind and nesting:
   itself;
 * a **tool** span with exactly one nested tool call of the same tool name, whose arguments do not
   differ where both have them, is the same call; any other nesting (a tool that runs other
-  tools, an agent used as a tool) keeps every call;
+  tools, an agent used as a tool) keeps every call. Two names are the same tool when equal or
+  when one is the other under a namespace (``mcp__weather__lookup`` and ``lookup``: a
+  ``__``, ``.``, ``/`` or ``:`` before it);
+* a tool span that lies, in time, inside another tool span with the same parent counts as
+  nested in it: the context was lost on the way (the Claude Agent SDK 0.2 with OpenInference
+  0.1.22 exports the MCP client's ``tools/call lookup`` span beside its own
+  ``mcp__weather__lookup`` span, not under it);
 * a merged call is reported once: its content (arguments, result, request, response, tokens)
   from the member that has the most of it, each field it lacks filled from the others, and in
   error if any member is, with the error of the innermost member in error.
@@ -21,6 +27,7 @@ A model-kind span that made no request is not a call at all (:func:`~.attributes
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any, NamedTuple
 
 from .attributes import (
@@ -59,11 +66,15 @@ class Calls:
         kind_of = tree.kind_of
         skipped: set[str] = set()
         member_of = self._member_of
-        for span in tree.spans:  # start order: an outer call before the calls nested in it
+        self._inside = _inside_siblings(tree)
+        spans = tree.spans  # start order: an outer call before the calls nested in it
+        if self._inside:  # ... and of two starting together, the longer first
+            spans = sorted(spans, key=lambda s: (s.start_ns, -s.end_ns, s.span_id))
+        for span in spans:
             kind = kind_of(span)
             if not kind or span.span_id in member_of or span.span_id in skipped:
                 continue
-            if not tree.children_of(span):  # the common case: a call with nothing inside
+            if not tree.children_of(span) and span.span_id not in self._inside:  # the common case
                 member_of[span.span_id] = span.span_id
                 self.by_start[span.span_id] = Call(kind, (span,), span if span.failed else None)
                 continue
@@ -85,7 +96,7 @@ class Calls:
 
     def _nested(self, span: Span) -> list[Span]:
         """The call spans below ``span`` with no other call span between."""
-        found: list[Span] = []
+        found: list[Span] = list(self._inside.get(span.span_id, ()))
         stack = list(self.tree.children_of(span))
         kind_of = self.tree.kind_of
         while stack:
@@ -100,7 +111,7 @@ class Calls:
     def _same_call(kind: str, outer: Span, inner: Span) -> bool:
         if kind == "model":
             return True
-        if tool_name_of(outer) != tool_name_of(inner):
+        if not _same_tool(tool_name_of(outer), tool_name_of(inner)):
             return False
         mine, theirs = tool_args_of(outer), tool_args_of(inner)
         return mine is None or theirs is None or _comparable(mine) == _comparable(theirs)
@@ -138,6 +149,45 @@ def model_content(spans: tuple[Span, ...]) -> tuple[Any, Any, Usage, str | None]
     )
     model = next((found[i][3] for i in order if found[i][3] is not None), None)
     return request, response, usage, model
+
+
+def _inside_siblings(tree: SpanTree) -> dict[str, list[Span]]:
+    """``{tool span id: the tool spans with the same parent that lie inside it in time}``, for
+    the tool spans that have any. A sweep in start order: linear for calls one after another."""
+    kind_of = tree.kind_of
+    by_parent: defaultdict[str | None, list[Span]] = defaultdict(list)
+    for span in tree.spans:
+        if kind_of(span) == "tool":
+            by_parent[span.parent_span_id].append(span)
+    found: dict[str, list[Span]] = {}
+    for group in by_parent.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda s: (s.start_ns, -s.end_ns, s.span_id))
+        for n, outer in enumerate(group):
+            inside = []
+            for other in group[n + 1 :]:
+                if other.start_ns > outer.end_ns:
+                    break
+                if other.end_ns <= outer.end_ns and (other.start_ns, other.end_ns) != (
+                    outer.start_ns,
+                    outer.end_ns,
+                ):
+                    inside.append(other)
+            if inside:
+                found[outer.span_id] = inside
+    return found
+
+
+_NAMESPACE_MARKS = ("__", ".", "/", ":")
+
+
+def _same_tool(one: str, other: str) -> bool:
+    """Whether two tool names name one tool: equal, or one the other under a namespace."""
+    if one == other:
+        return True
+    short, long = sorted((one, other), key=len)
+    return any(long.endswith(mark + short) for mark in _NAMESPACE_MARKS)
 
 
 def _comparable(value: Any) -> Any:

@@ -19,9 +19,11 @@ OpenInference (see :mod:`.attributes`). The mapping:
   :mod:`.calls`);
 * every call in error under a step is a failed attempt of that step;
 * the run fails when a wrapper (agent, chain, root) is in error, or when its last step failed
-  and the root did not say OK; the failing step is the last one in error. Its error is read from
-  the innermost span the exception came from: ``exception.type`` / ``exception.message`` for the
-  signature, the stack trace kept apart as ``detail``.
+  and the root did not say OK; the failing step is the last one in error. A run whose root never
+  arrived is failed until its spans prove otherwise: its last step must hold a model call that
+  answered (else ``RootMissing``: a crash reported only on the lost root stays a failure). Its
+  error is read from the innermost span the exception came from: ``exception.type`` /
+  ``exception.message`` for the signature, the stack trace kept apart as ``detail``.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from .attributes import (
     tool_result_of,
 )
 from .calls import Call, Calls, model_content
+from .dialects import in_conventions
 from .spans import Span
 from .tree import SpanTree, find_roots
 
@@ -97,7 +100,7 @@ def map_trace(spans: list[Span]) -> MappedRun:
     """The run of one trace's spans (all sharing one trace id)."""
     if not spans:
         raise ValueError("a trace without spans")
-    tree = SpanTree(spans)
+    tree = SpanTree(in_conventions(spans))
     calls = Calls(tree)
     if not calls.by_start and is_phantom(tree):
         return MappedRun(run_id_for(tree.trace_id), tree.trace_id, [], frozenset(tree.by_id), True)
@@ -178,10 +181,26 @@ class _Builder:
     def _run_failed(self) -> bool:
         if any(w.failed for w in self.wrappers):
             return True  # an agent, chain or the root itself ended in error
+        if self._unproven():
+            return True
         if not self.steps or not self.steps[-1].failed:
             return False
         explicit_ok = bool(self.wrappers) and self.root.status_code == STATUS_OK
         return not explicit_ok  # the last step failed and nothing after it succeeded
+
+    def _unproven(self) -> bool:
+        """Whether the root never arrived and nothing shows the run ended well: the last step
+        holds no model call that answered. (A trace of plain spans, which speaks no GenAI
+        convention, is judged by its steps' statuses alone, as before.)"""
+        tree = self.tree
+        if not tree.synthetic or not self.steps or self.steps[-1].failed:
+            return False
+        kind_of = tree.kind_of
+        if not any(kind_of(span) for span in tree.spans):
+            return False
+        return not any(
+            kind_of(span) == "model" and not span.failed for span in tree.subtree(self.steps[-1])
+        )
 
     def _fatal_step(self) -> int | None:
         """The last step that failed with the run's error; else the last step (the one under
@@ -227,6 +246,14 @@ class _Builder:
 
     def _find_failure(self, fatal: int | None) -> ErrorInfo:
         failed_wrappers = [w for w in self.wrappers if w.failed]
+        if not failed_wrappers and self._unproven():
+            return ErrorInfo(
+                "RootMissing",
+                "the trace's root span never arrived and its last step shows no model answer: "
+                "failed until a root says how the run ended",
+                None,
+                False,
+            )
         if fatal is not None:
             step = self.steps[fatal]
             calls = self._errored_calls(step)
