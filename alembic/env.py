@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import Connection
+from sqlmodel import SQLModel
 
-from steplog.models import metadata
+import steplog.models  # noqa: F401  # declares the tables on SQLModel.metadata
 from steplog.store import WRITE_OPTION, create_engine_for, resolve_url
 
 config = context.config
@@ -14,7 +15,7 @@ config = context.config
 def run_migrations(connection: Connection) -> None:
     context.configure(
         connection=connection,
-        target_metadata=metadata,
+        target_metadata=SQLModel.metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
     )
@@ -25,7 +26,7 @@ def run_migrations(connection: Connection) -> None:
 def run_migrations_offline() -> None:
     context.configure(
         url=resolve_url(context.get_x_argument(as_dictionary=True).get("db")),
-        target_metadata=metadata,
+        target_metadata=SQLModel.metadata,
         literal_binds=True,
     )
     with context.begin_transaction():

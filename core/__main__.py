@@ -11,6 +11,11 @@ import sys
 
 def main() -> None:
     """Run the ``steplog`` command line; Ctrl-C exits 130 with one line on stderr."""
+    if sys.argv[1:] == ["--version"]:  # answered before typer, rich and the commands load
+        from . import __version__
+
+        sys.stdout.write(f"steplog {__version__}\n")
+        return
     try:
         from .cli import main as cli_main
 

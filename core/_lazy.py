@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from importlib import import_module
+from types import ModuleType
 from typing import Any
 
 
@@ -32,3 +33,22 @@ def lazy_exports(
         return sorted([*namespace, *module_of])
 
     return __getattr__, __dir__
+
+
+class _CallablePackage(ModuleType):
+    """A package that is also its main function: ``steplog.replay(run_id)`` calls it, while
+    ``steplog.replay.check_set`` and ``from steplog.replay import ...`` keep working."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module, name = self.__dict__["__call_target__"]
+        return getattr(import_module(module, self.__name__), name)(*args, **kwargs)
+
+
+def callable_package(package: str, module: str, name: str) -> None:
+    """Make ``package`` callable: a call runs ``name`` of its (relative) ``module``, loaded on
+    first call. The public API uses it for ``steplog.compare`` and ``steplog.replay``, which are
+    packages and, as the facade promises, functions too (an import of the package would
+    otherwise replace the function of the same name on ``steplog``)."""
+    namespace = sys.modules[package]
+    namespace.__dict__["__call_target__"] = (module, name)
+    namespace.__class__ = _CallablePackage

@@ -282,10 +282,11 @@ def test_regress_cli_fork_at_refuses_bad_input(store_url: str) -> None:
     store.close()
     common = ["regress", "one", "--model-version", "uniform-0.0", "--db", store_url]
     bad = runner.invoke(app, [*common, "--fork-at", "sideways"])
-    assert bad.exit_code == 1
-    assert bad.output.strip() == (
-        "error: --fork-at must be one of earliest, decisive, not 'sideways'"
+    assert bad.exit_code == 2
+    assert bad.output.strip().startswith(
+        "error: Invalid value for '--fork-at': 'sideways' is not one of 'earliest', 'decisive'."
     )
+    assert bad.output.strip().endswith(" regress --help)")  # the command path: steplog regress
     rerun = runner.invoke(app, [*common, "--mode", "rerun", "--fork-at", "decisive"])
     assert rerun.exit_code == 1 and "it needs --mode fork" in rerun.output
     shown = runner.invoke(app, [*common, "--fork-at", "decisive", "--json"])

@@ -151,13 +151,62 @@ def test_quarantine_list_and_show(store_url: str, tmp_path: Path) -> None:
     assert code == 0 and "Nope" not in out
 
 
-def test_read_commands_do_not_create_a_database_at_a_mistyped_path(tmp_path: Path) -> None:
-    typo = tmp_path / "typo" / "stor.db"
-    for command in (["info"], ["events", "tail"], ["quarantine", "list"]):
-        code, _, err = invoke(*command, "--db", str(typo))
-        assert code == 1
-        assert f"there is no steplog database at {typo}" in " ".join(err.split())
-    assert not typo.parent.exists()
+@pytest.mark.parametrize("where", ["typo/stor.db", "stor.db"])
+def test_read_commands_do_not_create_a_database_at_a_mistyped_path(
+    tmp_path: Path, where: str
+) -> None:
+    """A read command given a path that does not exist says so in one line, exits 1 and
+    creates nothing (neither the file nor its folder); only writing commands create a store."""
+    typo = tmp_path / where
+    for command in (
+        ["info"],
+        ["events", "tail"],
+        ["quarantine", "list"],
+        ["runs"],
+        ["failures"],
+        ["failure", "abcdef"],
+        ["show", "some-run"],
+        ["metrics"],
+        ["compare", "--baseline", "sim-v1", "--candidate", "sim-v2"],
+        ["replay", "some-run"],
+        ["diff", "run-a", "run-b"],
+        ["regression-set", "list"],
+        ["export", "--run", "some-run"],
+    ):
+        code, out, err = invoke(*command, "--db", str(typo))
+        assert code == 1, (command, out, err)
+        assert err.strip().splitlines() == [f"error: there is no steplog database at {typo}"], (
+            command,
+            err,
+        )
+        assert not typo.exists(), command
+    assert sorted(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "choices"),
+    [
+        (["runs", "--status", "bogus"], "'running', 'awaiting_approval', 'completed', 'failed'"),
+        (["failures", "--status", "bogus"], "'new', 'triaged', 'fixed', 'regressed'"),
+        (["failures", "--sort", "bogus"], "'count', 'last_seen', 'first_seen'"),
+        (["failures", "--group-by", "bogus"], "'step', 'error-type'"),
+        (["compare", "--baseline", "a", "--candidate", "b", "--paired", "bogus"], "'auto', 'on'"),
+        (["compare", "--baseline", "a", "--candidate", "b", "--ci-method", "bogus"], "'wilson'"),
+        (["regress", "some-set", "--mode", "bogus"], "'fork', 'rerun'"),
+    ],
+)
+def test_enum_options_refuse_other_values_in_one_line(
+    tmp_path: Path, args: list[str], choices: str
+) -> None:
+    """`runs --status bogus` used to print an empty table and exit 0: a value outside the
+    choices is a usage error (exit 2), one line naming the choices, before any store opens."""
+    db = tmp_path / "store.db"
+    code, out, err = invoke(*args, "--db", str(db))
+    assert code == 2, (out, err)
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: Invalid value for '--") and "'bogus' is not one of" in line
+    assert choices in line and "--help)" in line
+    assert not db.exists()
 
 
 def test_info_json(store_url: str) -> None:

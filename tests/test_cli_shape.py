@@ -132,7 +132,8 @@ def test_bench_cli_measures_each_command_against_python() -> None:
         assert timing["ratio"] == timing["median_s"] / timing["baseline_s"]
         assert timing["verdict"] in ("ok", "MISSED", "-")
     assert by_command["steplog --help"]["target_s"] == 0.3
-    assert by_command["steplog runs"]["target_s"] == 0.5
+    assert by_command["steplog --version"]["target_s"] == 0.1
+    assert by_command["steplog runs"]["target_s"] == 0.6
 
 
 def test_the_cli_imports_no_heavy_library_until_a_command_needs_it() -> None:
@@ -147,3 +148,24 @@ def test_the_cli_imports_no_heavy_library_until_a_command_needs_it() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert loaded == "", f"importing steplog.cli loads {loaded}: import it inside the command"
+
+
+def test_help_and_version_load_neither_sqlmodel_nor_the_tables() -> None:
+    """`steplog --help` and `--version` run the real entry point without loading the model layer
+    (SQLModel, SQLAlchemy, pydantic, the tables): only commands that open a store pay for it."""
+    import subprocess
+    import sys
+
+    heavy = ("sqlmodel", "sqlalchemy", "pydantic", "steplog.models", "steplog.store._engine")
+    for flag in ("--help", "--version"):
+        probe = (
+            "import sys\n"
+            "from steplog.__main__ import main\n"
+            f"sys.argv = ['steplog', {flag!r}]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            f"print('LOADED=' + ','.join(m for m in {heavy!r} if m in sys.modules))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout
+        assert out.strip().splitlines()[-1] == "LOADED=", f"steplog {flag}: {out[-300:]}"

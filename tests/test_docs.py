@@ -47,6 +47,7 @@ READING_ORDER = (
     "attribution",
     "ui",
     "store",
+    "api",
     "development",
     "cli",
     "performance",

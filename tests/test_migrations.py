@@ -10,8 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
+from sqlmodel import SQLModel
 
-from steplog.models import metadata
+from steplog.models import RunSummaryRow, metadata, run_summaries_table
 from steplog.resources import migrations_dir
 from steplog.store import create_engine_for, current_revision, downgrade, head_revision, upgrade
 from steplog.store._migrations import _alembic_config
@@ -58,8 +59,18 @@ def test_models_and_migrations_do_not_differ(empty_engine: Engine) -> None:
     upgrade(empty_engine)
     with empty_engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
-        differences = compare_metadata(context, metadata)
+        differences = compare_metadata(context, SQLModel.metadata)
     assert differences == []
+
+
+def test_the_tables_are_the_sqlmodel_classes_tables() -> None:
+    """One declaration: the Core tables the hot paths use are the SQLModel classes' tables."""
+    assert metadata is SQLModel.metadata
+    assert run_summaries_table is RunSummaryRow.__table__
+    assert set(metadata.tables) == {
+        "events", "quarantine", "run_summaries", "failure_signatures", "regression_set_members",
+        "projection_checkpoints", "otlp_spans", "otlp_traces",
+    }  # fmt: skip
 
 
 def test_schema_head_constant_is_alembics_head() -> None:

@@ -5,11 +5,12 @@ import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer._click.exceptions import UsageError  # typer vendors its own click
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from ..errors import SteplogError
@@ -26,6 +27,14 @@ console = (
     Console(markup=False) if sys.stdout.isatty() else Console(width=160, markup=False)
 )  # no wrapping when piped
 err_console = Console(stderr=True, soft_wrap=True, markup=False)  # one line per message
+
+
+# The choices of enum-like options: typer lists them in --help and refuses any other value
+# with one error line (``_Group``). They mirror the values the projections write.
+RunStatus = Literal["running", "awaiting_approval", "completed", "failed", "aborted"]
+FailureStatus = Literal["new", "triaged", "fixed", "regressed"]
+FailureSort = Literal["count", "last_seen", "first_seen"]
+FailureGrouping = Literal["step", "error-type"]
 
 
 def description_column() -> "ProgressColumn":
@@ -49,6 +58,8 @@ class _Group(TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # a click Context (typer vendors its own click)
         try:
             return super().invoke(ctx)
+        except UsageError as exc:
+            _print_usage_error(exc)
         except SteplogError as exc:
             _print_error(str(exc))
         except KeyboardInterrupt:
@@ -78,6 +89,16 @@ def interrupted(message: str = "interrupted") -> NoReturn:
 def interrupt_reported() -> bool:
     """Whether :func:`interrupted` has already told the user."""
     return _reported["interrupt"]
+
+
+def _print_usage_error(exc: Any) -> NoReturn:
+    """A bad option or argument of a command (``--status bogus``): one ``error:`` line naming
+    the choices and where to find help, exit 2 (typer draws a box of several lines)."""
+    message = " ".join(exc.format_message().replace("Value error, ", "").split())
+    where = getattr(exc.ctx, "command_path", None)
+    hint = f" (see {where} --help)" if where else ""
+    err_console.print(styled(("error:", "bold red"), " ", message, hint), highlight=False)
+    raise typer.Exit(2)
 
 
 def _print_error(message: str) -> None:

@@ -1,6 +1,6 @@
 """Commands that compare model versions statistically."""
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
@@ -38,12 +38,17 @@ def compare_cmd(
     candidate: Annotated[str, typer.Option(help="Candidate model version.")],
     scenario: ScenarioFilterOption = None,
     paired: Annotated[
-        str, typer.Option(help="auto: pair runs of the same items when >= 10 exist; on; off.")
+        Literal["auto", "on", "off"],
+        typer.Option(help="auto: pair runs of the same items when >= 10 exist; on; off."),
     ] = "auto",
     confidence: ConfidenceOption = 0.95,
-    ci_method: Annotated[str, typer.Option(help="wilson, clopper-pearson or jeffreys.")] = "wilson",
+    ci_method: Annotated[
+        Literal["wilson", "clopper-pearson", "jeffreys"],
+        typer.Option(help="Interval of each completion rate."),
+    ] = "wilson",
     difference_method: Annotated[
-        str, typer.Option(help="newcombe or miettinen-nurminen.")
+        Literal["newcombe", "miettinen-nurminen"],
+        typer.Option(help="Interval of the independent difference."),
     ] = "newcombe",
     sequential: Annotated[
         bool,
@@ -66,12 +71,10 @@ def compare_cmd(
             baseline=baseline,
             candidate=candidate,
             scenario=scenario,
-            paired_mode=_choice("--paired", paired, ("auto", "on", "off")),
+            paired_mode=paired,
             confidence=confidence,
-            ci_method=_choice("--ci-method", ci_method, ("wilson", "clopper-pearson", "jeffreys")),
-            difference_method=_choice(
-                "--difference-method", difference_method, ("newcombe", "miettinen-nurminen")
-            ),
+            ci_method=ci_method,
+            difference_method=difference_method,
             sequential=sequential,
             margin=margin,
         )
@@ -110,12 +113,6 @@ def compare_counts_cmd(
         margin=margin,
     )
     _print_report(report, as_json)
-
-
-def _choice(option: str, value: str, allowed: tuple[str, ...]) -> Any:
-    if value not in allowed:
-        raise SteplogError(f"{option} must be one of {', '.join(allowed)}, not {value!r}")
-    return value
 
 
 def _ints(option: str, text: str, separator: str, count: int) -> list[int]:

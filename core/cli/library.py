@@ -8,6 +8,9 @@ from rich.table import Table
 from ..errors import SteplogError
 from ._shared import (
     DbOption,
+    FailureGrouping,
+    FailureSort,
+    FailureStatus,
     JsonOption,
     ScenarioFilterOption,
     _opened,
@@ -30,12 +33,14 @@ def failures_cmd(
     model_version: Annotated[
         str | None, typer.Option(help="Only failures this version produced.")
     ] = None,
-    status: Annotated[str | None, typer.Option(help="new, triaged, fixed or regressed.")] = None,
+    status: Annotated[
+        FailureStatus | None, typer.Option(help="Only signatures in this state.")
+    ] = None,
     label: Annotated[str | None, typer.Option(help="Only signatures with this label.")] = None,
     search: Annotated[str | None, typer.Option(help="Text in message, step or type.")] = None,
-    sort: Annotated[str, typer.Option(help="count, last_seen or first_seen.")] = "count",
+    sort: Annotated[FailureSort, typer.Option(help="Order of the signatures.")] = "count",
     group_by: Annotated[
-        str | None, typer.Option(help="Distribution instead: step or error-type.")
+        FailureGrouping | None, typer.Option(help="A distribution of failed runs instead.")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most N signatures.")] = 30,
     offset: Annotated[int, typer.Option(min=0, help="Skip the first N (paging).")] = 0,
@@ -44,10 +49,6 @@ def failures_cmd(
     """The failure-sample library: failed runs grouped by signature, most frequent first."""
     from ..projections.queries import distributions, list_failures, refresh
 
-    if sort not in ("count", "last_seen", "first_seen"):
-        raise SteplogError(f"--sort must be count, last_seen or first_seen, not {sort!r}")
-    if group_by not in (None, "step", "error-type"):
-        raise SteplogError(f"--group-by must be step or error-type, not {group_by!r}")
     with _opened(db) as store:
         refresh(store)
         if group_by is not None:
@@ -69,7 +70,7 @@ def failures_cmd(
             status=status,
             label=label,
             search=search,
-            sort=sort,  # type: ignore[arg-type]  # checked against SortKey above
+            sort=sort,
             limit=limit + 1,  # one more tells whether there is a next page
             offset=offset,
         )

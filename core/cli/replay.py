@@ -1,7 +1,7 @@
 """Commands that re-run recorded runs: replay, fork, diff, regress."""
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
@@ -16,7 +16,6 @@ from ._shared import (
     console,
     description_column,
 )
-from .compare import _choice
 
 # --- replay ----------------------------------------------------------------------------------
 
@@ -246,16 +245,15 @@ def regress_cmd(
         str | None, typer.Option(help="The candidate version to run the samples on.")
     ] = None,
     mode: Annotated[
-        str,
+        Literal["fork", "rerun"],
         typer.Option(
             help="fork (at the earliest step that can change each sample's outcome) or rerun "
             "(the whole task again)."
         ),
     ] = "fork",
     fork_at: Annotated[
-        str,
+        Literal["earliest", "decisive"],
         typer.Option(
-            metavar="WHERE",
             help="With --mode fork: earliest (the first step that can change the outcome) or "
             "decisive (each sample's decisive step from a recorded steplog attribute).",
         ),
@@ -290,8 +288,8 @@ def regress_cmd(
             store,
             regression_set,
             model_version=model_version,
-            mode=_choice("--mode", mode, ("fork", "rerun")),
-            fork_at=_choice("--fork-at", fork_at, ("earliest", "decisive")),
+            mode=mode,
+            fork_at=fork_at,
         )
     if as_json:
         _print_json(result)

@@ -11,6 +11,7 @@ from ._runs_print import print_outcomes, print_state
 from ._shared import (
     DbOption,
     JsonOption,
+    RunStatus,
     ScenarioFilterOption,
     _opened,
     _print_json,
@@ -302,7 +303,7 @@ def runs_cmd(
     db: DbOption = None,
     scenario: ScenarioFilterOption = None,
     model_version: Annotated[str | None, typer.Option(help="Only this model version.")] = None,
-    status: Annotated[str | None, typer.Option(help="completed, failed, aborted, ...")] = None,
+    status: Annotated[RunStatus | None, typer.Option(help="Only runs in this state.")] = None,
     signature: Annotated[str | None, typer.Option(help="Only runs of this failure.")] = None,
     session: Annotated[
         str | None, typer.Option(help="Only runs of this session (or conversation).")

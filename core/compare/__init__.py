@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import callable_package, lazy_exports
 
 if TYPE_CHECKING:
     from ._decide import decide as decide
+    from ._facade import compare_versions
     from ._metrics import step_success_by_task as step_success_by_task
     from ._report import compare, compare_counts, sequential_verdict
     from ._runs import RunTable, comparable, load_runs
@@ -25,6 +26,7 @@ __all__ = [
     "comparable",
     "compare",
     "compare_counts",
+    "compare_versions",
     "level_text",
     "load_runs",
     "power_report",
@@ -37,6 +39,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
         __name__,
         {
             "._decide": ("decide",),
+            "._facade": ("compare_versions",),
             "._metrics": ("step_success_by_task",),
             "._report": ("compare", "compare_counts", "sequential_verdict"),
             "._sections": ("level_text", "power_report", "verdict"),
@@ -44,3 +47,6 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
             "._sequential": ("run_until_decided",),
         },
     )
+
+# steplog.compare(baseline, candidate, db) -> ComparisonReport
+callable_package(__name__, "._facade", "compare_versions")

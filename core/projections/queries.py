@@ -25,6 +25,7 @@ from ..models import checkpoints_table
 from ..models import failure_signatures_table as sig_t
 from ..models import regression_members_table as members_t
 from ..models import run_summaries_table as runs_t
+from ..read_models import FailureSample
 from ..store import EventStore, classify, explain
 from .signature import normalize_step
 
@@ -151,35 +152,13 @@ def related_runs(store: EventStore, run_id: str) -> list[dict[str, Any]]:
 # --- failures --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class FailureView:
-    """A failure signature as shown to users."""
-
-    signature: str
-    scenario: str
-    step: str
-    error_type: str
-    message: str
-    count: int
-    counts_by_version: dict[str, int]
-    first_seen_at: datetime
-    last_seen_at: datetime
-    exemplars: list[str]
-    labels: list[dict[str, Any]]
-    regression_sets: list[str]
-    status: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form."""
-        data = asdict(self)
-        data["first_seen_at"] = self.first_seen_at.isoformat()
-        data["last_seen_at"] = self.last_seen_at.isoformat()
-        return data
+FailureView = FailureSample
+"""A failure signature as shown to users (the read model :class:`FailureSample`)."""
 
 
-def _failure(row: dict[str, Any]) -> FailureView:
-    fields = FailureView.__dataclass_fields__
-    return FailureView(**{key: value for key, value in row.items() if key in fields})
+def _failure(row: dict[str, Any]) -> FailureSample:
+    fields = FailureSample.model_fields
+    return FailureSample(**{key: value for key, value in row.items() if key in fields})
 
 
 SortKey = Literal["count", "last_seen", "first_seen"]
@@ -268,7 +247,7 @@ def list_failures(
     sort: SortKey = "count",
     limit: int = 50,
     offset: int = 0,
-) -> list[FailureView]:
+) -> list[FailureSample]:
     """Failure signatures, filtered and sorted; ``model_version`` keeps those it produced."""
     query = _failure_filters(
         select(sig_t),
@@ -289,7 +268,7 @@ def list_failures(
     return [_failure(row) for row in _rows(store, query)]
 
 
-def get_failure(store: EventStore, signature: str) -> FailureView:
+def get_failure(store: EventStore, signature: str) -> FailureSample:
     """One signature; a clear error when there is none (prefixes of 6+ characters work)."""
     query = select(sig_t).where(sig_t.c.signature == signature)
     rows = _rows(store, query)

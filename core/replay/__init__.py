@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import callable_package, lazy_exports
 
 if TYPE_CHECKING:
     from ._buffer import BufferedStore
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ._diff import align as align
     from ._diff import canonical, diff_runs, first_difference
     from ._diff import digest as digest
+    from ._facade import outcome_of, replay_run
     from ._header import HEADER_EVENTS as HEADER_EVENTS
     from ._header import header
     from ._recording import NO_ID as NO_ID
@@ -42,7 +43,9 @@ __all__ = [
     "diff_runs",
     "first_difference",
     "header",
+    "outcome_of",
     "replay",
+    "replay_run",
     "same_stream",
     "set_members",
 ]
@@ -71,9 +74,12 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
                 "digest",
                 "first_difference",
             ),
+            "._facade": ("outcome_of", "replay_run"),
             "._header": ("HEADER_EVENTS", "header"),
             "._recording": ("NOT_READ", "NO_ID", "read_recording"),
             "._replay": ("replay",),
             "._result": ("ReplayResult",),
         },
     )
+
+callable_package(__name__, "._facade", "replay_run")  # steplog.replay(run_id, db) -> ReplayOutcome

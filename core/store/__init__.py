@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ._migrations import ensure_schema as ensure_schema
     from ._migrations import head_revision as head_revision
     from ._migrations import upgrade as upgrade
+    from ._opened import StoreLike as StoreLike
+    from ._opened import opened as opened
     from ._prepare import MAX_RUN_ID_LENGTH as MAX_RUN_ID_LENGTH
     from ._prepare import NewEvent
     from ._prepare import Prepared as Prepared
@@ -69,6 +71,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
         __name__,
         {
             "._append": ("AppendResult", "GC_PAUSE_MIN_EVENTS", "SQLITE_INSERT"),
+            "._opened": ("StoreLike", "opened"),
             "._engine": (
                 "SQLITE_BUSY_TIMEOUT_MS",
                 "WRITE_OPTION",

@@ -1,0 +1,181 @@
+"""The typed results of the public API: SQLModel read models (``SQLModel`` classes without a
+table), validated on construction and serializable with ``model_dump()`` / ``model_dump_json()``.
+
+They are built from what the readers already compute (rows of the read-model tables, the
+comparison document, a replay's result); nothing here touches a database. The tables
+themselves are the ``table=True`` classes in :mod:`steplog.models`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlmodel import Field, SQLModel
+
+
+class FailureSample(SQLModel):
+    """A failure mode of the library: failed runs grouped by scenario, step, error type and
+    message pattern (one row of ``steplog failures``)."""
+
+    signature: str
+    scenario: str
+    step: str
+    error_type: str
+    message: str
+    count: int
+    counts_by_version: dict[str, int] = Field(default_factory=dict)
+    first_seen_at: datetime
+    last_seen_at: datetime
+    exemplars: list[str] = Field(default_factory=list)
+    """Run ids of failed runs with this signature (the first few)."""
+    labels: list[dict[str, Any]] = Field(default_factory=list)
+    regression_sets: list[str] = Field(default_factory=list)
+    status: str
+    """new, triaged, fixed or regressed."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (the objects of ``steplog failures --json``): times in ISO 8601
+        with their offset (``+00:00``), as ``datetime.isoformat`` writes them."""
+        data = self.model_dump()
+        data["first_seen_at"] = self.first_seen_at.isoformat()
+        data["last_seen_at"] = self.last_seen_at.isoformat()
+        return data
+
+
+class RunSummary(SQLModel):
+    """One run as the library sees it (one row of ``steplog runs``)."""
+
+    run_id: str
+    scenario: str
+    task_instance_id: str | None = None
+    task_type: str | None = None
+    model_version: str
+    agent: str
+    agent_version: str
+    seed: int | None = None
+    source: str
+    status: str
+    steps_planned: int
+    steps_done: int
+    failed_step: str | None = None
+    failed_step_index: int | None = None
+    error_type: str | None = None
+    failure_message: str | None = None
+    signature: str | None = None
+    retries: int
+    tokens: int
+    cost_usd: float
+    duration_s: float | None = None
+    first_step_correct: bool | None = None
+    mid_run_errors: int
+    mid_run_recovered: int
+    replay_of: str | None = None
+    forked_from: str | None = None
+    fork_step: int | None = None
+    rerun_of: str | None = None
+    session_id: str | None = None
+    incomplete: bool = False
+    started_at: datetime
+    ended_at: datetime | None = None
+    last_position: int
+
+
+class VersionCompletion(SQLModel):
+    """How often one model version's finished runs completed, with its interval."""
+
+    model_version: str
+    runs: int
+    completed: int
+    completion_rate: float
+    ci_low: float
+    ci_high: float
+    ci_method: str
+    task_instances: int
+
+
+class ComparisonReport(SQLModel):
+    """The headline of ``steplog compare``: both versions' completion, the decision on the
+    difference (candidate minus baseline) and the one-sentence verdict. ``report`` holds the
+    whole document (``steplog compare --json``): per task type, metrics, survival, power..."""
+
+    scenario: str | None
+    confidence: float
+    baseline: VersionCompletion
+    candidate: VersionCompletion
+    difference: float
+    """Candidate minus baseline completion rate (the decision's estimate)."""
+    difference_ci_low: float
+    difference_ci_high: float
+    method: str
+    """The interval's method (the decision rule's family: paired, clustered, independent)."""
+    test: str
+    p_value: float | None
+    design: str
+    paired: bool
+    """Whether the decision used runs paired by (scenario, task instance, seed)."""
+    verdict: str
+    report: dict[str, Any] = Field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_report(cls, report: dict[str, Any]) -> ComparisonReport:
+        """The read model of a comparison document (``steplog.compare.compare``'s result)."""
+        decision = report["decision"]
+        return cls(
+            scenario=report["scenario"],
+            confidence=report["confidence"],
+            baseline=_completion(report["baseline"]),
+            candidate=_completion(report["candidate"]),
+            difference=decision["estimate"],
+            difference_ci_low=decision["ci"][0],
+            difference_ci_high=decision["ci"][1],
+            method=decision["method"],
+            test=decision["test"],
+            p_value=decision["p_value"],
+            design=decision["design"],
+            paired=bool(report["pairing"]["used"]),
+            verdict=report["verdict"],
+            report=report,
+        )
+
+
+def _completion(section: dict[str, Any]) -> VersionCompletion:
+    low, high = section["ci"]
+    return VersionCompletion(
+        model_version=section["model_version"],
+        runs=section["runs"],
+        completed=section["completed"],
+        completion_rate=section["completion_rate"],
+        ci_low=low,
+        ci_high=high,
+        ci_method=section["ci_method"],
+        task_instances=section["task_instances"],
+    )
+
+
+class ReplayOutcome(SQLModel):
+    """What an exact replay, a check-only replay or a fork produced (``steplog replay``)."""
+
+    mode: Literal["exact", "fork"]
+    original: str
+    """The recorded run replayed."""
+    run_id: str
+    """The new run (a check-only replay writes none: then it is the id it would have had)."""
+    status: str
+    original_status: str
+    identical: bool | None
+    """Exact replays: whether the replay's events equal the recording's."""
+    behaviour_changed: bool
+    """Whether the replay departed from the recording (a check fails on it)."""
+    summary: str
+    """One line for people."""
+    written: bool
+    fork_step: int | None = None
+    model_version: str | None = None
+    agent_error: str | None = None
+    divergence: dict[str, Any] | None = None
+    first_difference: dict[str, Any] | None = None
+    departure: dict[str, Any] | None = None
+    nondeterminism: list[str] = Field(default_factory=list)
+    declared: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
