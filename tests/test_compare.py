@@ -120,9 +120,22 @@ def test_text_report_ends_with_the_verdict(seeded: str) -> None:
         "customer-service",
     )
     assert code == 0
-    last = out.strip().splitlines()[-1]
-    assert last.startswith(("candidate better", "candidate worse", "no clear difference"))
-    assert "pts [" in last
+    _code, raw, _ = invoke(
+        "compare",
+        "--baseline",
+        "sim-v1",
+        "--candidate",
+        "sim-v2",
+        "--db",
+        seeded,
+        "--scenario",
+        "customer-service",
+        "--json",
+    )
+    sentence = json.loads(raw)["verdict"]
+    assert sentence.startswith(("candidate better", "candidate worse", "no clear difference"))
+    assert "pts [" in sentence and "assumes" in sentence
+    assert " ".join(out.split()).endswith(" ".join(sentence.split()))
 
 
 def test_compare_counts_independent_and_paired() -> None:
@@ -434,7 +447,7 @@ def test_a_non_default_confidence_is_labelled_and_used() -> None:
     _code, out, _ = invoke(
         "compare-counts", "--baseline", "38/50", "--candidate", "45/50", "--confidence", "0.999"
     )
-    assert "(99.9% CI)" in out and "100%" not in out
+    assert "(99.9% CI" in out and "100%" not in out
     _code, out, _ = invoke(
         "compare-counts",
         "--baseline",
