@@ -37,8 +37,14 @@ def completion(
     clusters = len(runs.clusters)
     repeated = clusters < len(runs)
     chosen = wilson
-    # Nothing varies when every run agrees (0/n, n/n) or there is one task: Wilson.
-    if repeated and clusters >= 2 and 0 < completed < len(runs):
+    if repeated and completed in (0, len(runs)):
+        # every run agrees: each task instance one trial, exact (runs of a task that agree
+        # carry at most one trial of information)
+        exact = proportions.proportion(
+            clusters if completed else 0, clusters, method="clopper-pearson", confidence=confidence
+        )
+        chosen = replace(exact, method=exact.method + " over task instances, each one trial")
+    elif repeated and clusters >= 2:
         chosen = clustered.cluster_bootstrap(
             runs.clusters,
             runs.completed,
