@@ -387,7 +387,13 @@ def _print_survival(surv: dict[str, Any], level: str) -> None:
     console.print(table)
     trends = [(side, surv[side]["hazard_trend"]) for side in ("baseline", "candidate")]
     for side, trend in trends:
-        if trend:
+        if not trend:
+            console.print(
+                f"{side} hazard trend per step: not estimable (no failures, one step index "
+                "or one task instance)",
+                highlight=False,
+            )
+        else:
             console.print(
                 f"{side} hazard trend per step: log-odds {trend['slope_per_step']:+.3f} "
                 f"[{trend['ci'][0]:+.3f}, {trend['ci'][1]:+.3f}], t={trend['statistic']:.2f} "
@@ -398,7 +404,11 @@ def _print_survival(surv: dict[str, Any], level: str) -> None:
     if named:
         console.print(f"  (hazard trend: {named}; > 0 is a rising hazard)", highlight=False)
     logrank = surv["logrank"]
-    console.print(
-        f"do the survival curves differ? {logrank['test']} p={logrank['p_value']:.3g}",
-        highlight=False,
+    answer = (
+        f"{logrank['test']} p={logrank['p_value']:.3g}"
+        if logrank["p_value"] is not None
+        else logrank.get("note") or "not estimable"
     )
+    console.print(f"do the survival curves differ? {answer}", highlight=False)
+    if logrank.get("warning"):
+        console.print(f"  (the test warned: {logrank['warning']})", highlight=False)

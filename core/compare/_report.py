@@ -282,7 +282,14 @@ def sequential_verdict(cs: ConfidenceSequence) -> str:
     """The sentence for ``--sequential``: decided once the confidence sequence excludes 0."""
     level = level_text(cs.confidence)
     span = f"{cs.estimate * 100:+.1f} pts, {level} CS [{cs.low * 100:+.1f}, {cs.high * 100:+.1f}]"
-    tail = f"after {cs.pairs} pairs (anytime-valid; e-value {cs.e_value:.3g} against no difference)"
+    threshold = 1 / (1 - cs.confidence)
+    peak = cs.e_value if cs.e_value_max is None else cs.e_value_max
+    reached = ">=" if peak >= threshold else "<"
+    tail = (
+        f"after {cs.pairs} pairs (anytime-valid; decided on the running maximum e-value "
+        f"against no difference, {peak:.3g} {reached} 1/alpha = {threshold:.3g}; now "
+        f"{cs.e_value:.3g}; assumes pairs are independent draws)"
+    )
     if cs.decided:
         return f"{cs.decided}: {span} {tail}"
     return f"undecided, keep running: {span} {tail}"
