@@ -151,7 +151,10 @@ def test_batch_over_a_signature_against_planted_steps(store: EventStore, planted
     back = attributions_of(store, list(truth))
     for found in results:
         [again] = back[found.run_id]
-        assert again.as_dict() == found.as_dict()
+        call_only = ("forks_new", "probed_steps")  # what one call did, not in the log
+        assert {k: v for k, v in again.as_dict().items() if k not in call_only} == {
+            k: v for k, v in found.as_dict().items() if k not in call_only
+        }
     assert recorded_histogram(store, signature) == group
     # a repeated batch reads every fork back: no new fork runs
     before = store.last_position()
@@ -169,8 +172,11 @@ def test_readback_curve_equals_the_attribute_run(store: EventStore, planted: Pat
     back = attribution_of(store, run_id, rescuer="sim-strong")
     assert back is not None
     assert back.located.curve == found.located.curve
-    assert back.as_dict() == found.as_dict()
-    assert attribution_of(store, run_id, rescuer="sim-weak") == weak
+    call_only = ("forks_new", "probed_steps")  # what one call did, not in the log
+    assert {k: v for k, v in back.as_dict().items() if k not in call_only} == {
+        k: v for k, v in found.as_dict().items() if k not in call_only
+    }
+    assert attribution_of(store, run_id, rescuer="sim-weak").located == weak.located  # type: ignore[union-attr]
     # a second attribution with more forks pools with the first: one curve, repeated forks once
     more = attribute(store, run_id, rescuer="sim-strong", forks=8)
     pooled = attribution_of(store, run_id, rescuer="sim-strong")

@@ -416,3 +416,21 @@ def test_the_progress_bar_goes_to_stderr(
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["forks_spent"] == 3 * 1 * 2
     assert "chaos forks" in stderr.getvalue()  # drawn on the (terminal) stderr, not stdout
+
+
+def test_a_second_chaos_call_forks_nothing(store: EventStore, kyc: Path) -> None:
+    # issue 35: chaos re-forked on every call (960 forks after four calls; text then --json
+    # doubled the cost). Recorded forks with the same step, seed and fault are read back.
+    run_id = _kyc_run(store, seed=3)
+    first = chaos(store, run_id, faults=("empty", "timeout"), forks=3)
+    assert first.forks_reused == 0 and first.forks_spent == 3 * 3 * 3
+    before = store.last_position()
+    again = chaos(store, run_id, faults=("empty", "timeout"), forks=3)
+    assert store.last_position() == before  # nothing forked, nothing written
+    assert again.forks_reused == again.forks_spent == first.forks_spent
+    assert again.as_dict()["steps"] == first.as_dict()["steps"]
+    assert "read back from the log" in again.summary
+    # more samples or another fault fork only what is new
+    more = chaos(store, run_id, faults=("empty", "timeout", "truncated"), forks=4)
+    assert more.forks_reused == first.forks_spent
+    assert more.forks_spent - more.forks_reused == 3 * 4 * 4 - first.forks_spent

@@ -140,3 +140,45 @@ def test_alignment_against_an_independent_implementation() -> None:
     for (left, right), expected in cases.items():
         marks = "".join(r["mark"] for r in align(steps(*left), steps(*right)))
         assert marks in ((expected,) if isinstance(expected, str) else expected), marks
+
+
+def _scenario_run(store: EventStore, run_id: str, steps: list[str]) -> None:
+    """A scenario-like run whose header plans ``steps`` (as the harness records it)."""
+    from steplog.events import RunCompleted, RunStarted, StepCompleted, StepStarted
+
+    events: list[Any] = [
+        RunStarted(scenario="trip", model_version="v1", agent="a", planned_steps=steps)
+    ]
+    for index, name in enumerate(steps):
+        events += [
+            StepStarted(step=name, step_index=index),
+            StepCompleted(step=name, step_index=index, output={"text": name}),
+        ]
+    events.append(RunCompleted())
+    store.append(run_id, events, expected_version=0)
+
+
+@pytest.mark.parametrize(
+    ("other", "index", "name", "mark"),
+    [
+        (["plan", "book", "extra", "pay"], 2, "extra", "+"),  # inserted
+        (["plan", "pay"], 1, "book", "-"),  # removed
+        (["plan", "pay", "book"], 1, "pay", "+"),  # swapped: B runs pay at step 1
+    ],
+)
+def test_the_first_differing_step_is_named_not_the_header(
+    db: tuple[EventStore, str], other: list[str], index: int, name: str, mark: str
+) -> None:
+    # issue 35: with planned steps in the header, the first differing event is the header,
+    # and diff said "at the run: planned_steps" instead of naming the step
+    store, url = db
+    _scenario_run(store, "a", ["plan", "book", "pay"])
+    _scenario_run(store, "b", other)
+    result = diff_runs(store, "a", "b")
+    assert result["first_difference"]["step_index"] is None  # the header differs first
+    step = result["first_differing_step"]
+    assert (step["name"], step["mark"]) == (name, mark)
+    assert (step["index_a"] if mark == "-" else step["index_b"]) == index
+    out = cli(url, "a", "b").output
+    assert f"first behavioural divergence at step {index} {name}" in out
+    assert "at the run:" not in out and "planned_steps" in out

@@ -195,7 +195,8 @@ def test_regress_check_passes_then_lists_each_changed_sample(home: dict[str, Any
     assert shown.exit_code == 1
     for run_id in home["failed"]:
         assert f"{run_id}: diverged at step 0 (fetch), call 1" in shown.stdout
-    assert f"{total}/{total} samples of 'gate' behave differently" in shown.stdout
+    assert f"regression set 'gate': {total}/{total} samples behave differently" in shown.stdout
+    assert "could not be checked" not in shown.stdout
     document = json.loads(
         runner.invoke(app(), ["regress", "gate", "--check", "--json", "--db", home["db"]]).stdout
     )
@@ -632,3 +633,24 @@ def test_loop_detection_in_a_check_is_the_fingerprint_comparison(home: dict[str,
         context._response = response
         expected = fingerprint("response", response) == fingerprint("response", previous)
         assert context.repeats(previous) == expected, (previous, response)
+
+
+def test_samples_that_could_not_be_checked_are_not_said_to_behave_differently() -> None:
+    # issue 35: the gate said "13/13 samples ... behave differently" when none could be checked
+    from steplog.replay import SampleCheck, SetCheck
+
+    why = "run 'r0' is a run of scenario 'gone', which is not registered"
+    unchecked = [
+        SampleCheck(f"r{i}", False, f"cannot be checked: {why}", error=why) for i in range(13)
+    ]
+    gate = SetCheck("gate", unchecked)
+    assert not gate.passed and len(gate.unchecked) == 13
+    assert gate.verdict == f"regression set 'gate': 13/13 could not be checked ({why})"
+    assert "behave differently" not in gate.verdict
+    changed = SampleCheck("c", False, "diverged at step 0 (fetch), call 1")
+    mixed = SetCheck("gate", [changed, *unchecked[:2]])
+    assert mixed.verdict == (
+        "regression set 'gate': 1/3 samples behave differently with the current code; "
+        f"2/3 could not be checked ({why})"
+    )
+    assert mixed.as_dict()["unchecked"] == 2 and mixed.as_dict()["failed"] == 3

@@ -182,11 +182,12 @@ class Batch:
         verdicts = Counter(a.verdict for a in self.results)
         spent = sum(a.located.forks_spent for a in self.results)
         reused = sum(a.forks_reused for a in self.results)
+        new = sum(a.forks_new or 0 for a in self.results)
         return (
             f"{len(self.results)} run(s) attributed onto {self.rescuer}: "
             f"{verdicts['decisive']} decisive, {verdicts['plateau']} plateau, "
             f"{verdicts['not_rescuable']} not rescuable; {spent} forks "
-            f"({reused} read back from earlier attributions, {spent - reused} new)"
+            f"({reused} read back from earlier attributions, {new} new)"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -200,5 +201,6 @@ class Batch:
             "histogram": self.histograms,
             "forks_spent": sum(a.located.forks_spent for a in self.results),
             "forks_reused": sum(a.forks_reused for a in self.results),
+            "forks_new": sum(a.forks_new or 0 for a in self.results),
             "summary": self.summary,
         }

@@ -35,6 +35,8 @@ class Attribution:
     scan: bool
     forks_reused: int = 0
     """Forks whose recorded outcome was read back instead of forking again (``reuse=True``)."""
+    forks_new: int | None = None
+    """Forks this call ran (None when read back from the log)."""
 
     @property
     def verdict(self) -> Verdict:
@@ -59,6 +61,8 @@ class Attribution:
             if not self.scan
             else f"{self.located.forks_spent} forks (full scan)"
         )
+        if self.forks_new is not None and self.forks_reused:
+            spent += f", {self.forks_new} new and {self.forks_reused} read back from the log"
         failure = f"the failure is recorded at step {self.failure_step}"
         located = self.located
         if located.verdict == "decisive":
@@ -76,12 +80,22 @@ class Attribution:
                 f"the step after it; {failure}; {spent}"
             )
         rescued = sum(p.rescued for p in located.curve)
-        why = (
-            f"{rescued} fork(s) completed, never significantly above the rate after them"
-            if rescued
-            else "no fork completed"
+        if rescued:
+            why = f"{rescued} fork(s) completed, never significantly above the rate after them"
+            return f"not rescuable by {self.rescuer}: {why}; {failure}; {spent}"
+        steps = sorted({p.step for p in located.curve})
+        if len(steps) >= self.failure_step + 1 and (self.scan or located.unprobed_checked):
+            return (
+                f"not rescued by {self.rescuer} at any step 0..{self.failure_step} (every step "
+                f"probed); {failure}; {spent}"
+            )
+        probed = list(located.probed) or steps
+        rest = self.failure_step + 1 - len(steps)
+        return (
+            f"not rescued by {self.rescuer} at steps {probed} (search assumes rescue gets harder "
+            f"with depth); {rest} step(s) were not probed: --check-unprobed probes them; "
+            f"{failure}; {spent}"
         )
-        return f"not rescuable by {self.rescuer}: {why}; {failure}; {spent}"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -102,5 +116,11 @@ class Attribution:
             "search": "scan" if self.scan else "binary",
             "session": self.session,
             "forks_reused": self.forks_reused,
+            "forks_new": self.forks_new,
+            "probed_steps": list(located.probed),
+            "unprobed_checked": located.unprobed_checked,
+            "assumption": None
+            if self.scan or located.unprobed_checked
+            else "rescue gets harder with depth (binary search)",
             "summary": self.summary,
         }

@@ -15,14 +15,15 @@ attribution is reproducible and each fork replays exactly) and the session
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import SteplogError
 from ..store import EventStore
 from .forkable import load_forkable
-from .readback import recorded_forks
+from .readback import RecordedFork, fold_forks, judge, recorded_forks
 from .result import Attribution, fork_seed, session_of
-from .search import locate
+from .search import Located, locate
 
 if TYPE_CHECKING:
     from ..projections.run_state import RunState
@@ -87,13 +88,17 @@ def attribute(
     forks: int = 10,
     probe_forks: int | None = None,
     scan: bool = False,
-    reuse: bool = False,
+    reuse: bool = True,
+    check_unprobed: bool = False,
 ) -> Attribution:
     """Find the decisive step of the failed run ``run_id`` by forking onto ``rescuer``.
 
-    Refuses, before forking anything, what :func:`check_attributable` refuses. With ``reuse``, a
-    fork already recorded in the attribution's session (same step, same seed: the same future)
-    is read back instead of run again, so repeating an attribution costs no new forks.
+    Refuses, before forking anything, what :func:`check_attributable` refuses. With ``reuse`` (the
+    default), a fork already recorded in the attribution's session (same step, same seed, same
+    rescuer: the same future) is read back instead of run again, so repeating an attribution
+    costs no new forks; and the verdict reads every fork the session holds (an earlier scan's
+    too), not only those this search probed. ``check_unprobed``: when the search rescues
+    nowhere, probe the steps it skipped (see :func:`.search.locate`).
     """
     from ..replay import replay
 
@@ -104,6 +109,7 @@ def attribute(
     session = session_of(run_id, rescuer)
     recorded = _recorded(store, run_id, rescuer) if reuse else {}
     reused = [0]
+    new: list[RecordedFork] = []
 
     def fork(step: int, sample: int) -> bool:
         seed = fork_seed(original.seed, step, sample)
@@ -125,9 +131,20 @@ def attribute(
                 f"the fork of {run_id!r} at step {step} diverged from its recording "
                 f"({result.summary}): its {code} changed since the run was recorded"
             )
-        return result.status == "completed"
+        completed = result.status == "completed"
+        new.append(RecordedFork(step, seed, completed))
+        return completed
 
-    located = locate(fork, failure, forks=forks, probe_forks=probe_forks, scan=scan)
+    located = locate(
+        fork,
+        failure,
+        forks=forks,
+        probe_forks=probe_forks,
+        scan=scan,
+        check_unprobed=check_unprobed,
+    )
+    if reuse:
+        located = _every_fork(located, recorded, new, failure)
     names = original.planned_steps or tuple(s.name for s in original.steps)
     return Attribution(
         run_id=run_id,
@@ -139,7 +156,24 @@ def attribute(
         session=session,
         scan=scan,
         forks_reused=reused[0],
+        forks_new=len(new),
     )
+
+
+def _every_fork(
+    located: Located,
+    recorded: dict[tuple[int, int | None], bool],
+    new: list[RecordedFork],
+    failure: int,
+) -> Located:
+    """The verdict on every fork the session holds (recorded before, and this call's), with
+    what this search probed. Unchanged when the search saw every one of them."""
+    held = [RecordedFork(step, seed, done) for (step, seed), done in recorded.items()] + new
+    curve = fold_forks(held)
+    if sum(p.forks for p in curve) <= located.forks_spent:
+        return located
+    judged = judge(curve, failure)
+    return replace(judged, probed=located.probed, unprobed_checked=located.unprobed_checked)
 
 
 def _recorded(store: EventStore, run_id: str, rescuer: str) -> dict[tuple[int, int | None], bool]:

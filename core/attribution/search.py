@@ -37,8 +37,11 @@ Fork = Callable[[int, int], bool]
 class _Samples:
     fork: Fork
     outcomes: dict[int, list[bool]] = field(default_factory=dict)
+    probed: list[int] = field(default_factory=list)
 
     def at(self, step: int) -> list[bool]:
+        if step not in self.probed:
+            self.probed.append(step)
         return self.outcomes.setdefault(step, [])
 
     def draw(self, step: int) -> bool:
@@ -82,6 +85,10 @@ class Located:
     last_rescuable: int | None
     curve: tuple[RescuePoint, ...]
     forks_spent: int
+    probed: tuple[int, ...] = field(default=(), compare=False)
+    """The steps the search forked at, in the order it first did (a read-back has none)."""
+    unprobed_checked: bool = field(default=False, compare=False)
+    """Whether the steps the binary search skipped were probed too (``check_unprobed``)."""
 
 
 def locate(
@@ -91,14 +98,21 @@ def locate(
     forks: int = 10,
     probe_forks: int | None = None,
     scan: bool = False,
+    check_unprobed: bool = False,
 ) -> Located:
-    """Locate the decisive step of a run that failed at ``failure_step`` (see the module doc)."""
+    """Locate the decisive step of a run that failed at ``failure_step`` (see the module doc).
+
+    The binary search assumes rescue gets harder with depth. When it finds no rescuable step
+    and ``check_unprobed`` is set, every step it skipped is probed too (highest first, up to
+    ``probe_forks`` forks each, stopping at the first rescue): a bounded scan that finds rescue
+    a slip of the rescuer's own hides from the bisection."""
     if failure_step < 0:
         raise ValueError(f"failure_step must be >= 0, not {failure_step}")
     if forks < 1:
         raise ValueError(f"forks must be >= 1, not {forks}")
     limit = min(forks, probe_forks or (forks + 1) // 2)
     samples = _Samples(fork)
+    checked = False
     if scan:
         for step in range(failure_step + 1):
             samples.fill(step, forks)
@@ -106,16 +120,29 @@ def locate(
         last = max(rescued) if rescued else -1
     else:
         last = _binary_search(samples, failure_step, forks, limit)
+        if last < 0 and check_unprobed:
+            checked = True
+            last = _probe_the_rest(samples, failure_step, limit)
     if last < 0:
-        return _located(samples, "not_rescuable", None, None, None)
+        return _located(samples, "not_rescuable", None, None, None, checked)
     top = samples.fill(last, forks)
     after = samples.fill(last + 1, forks) if last < failure_step else None
     if above(top, after):
-        return _located(samples, "decisive", last, None, last)
+        return _located(samples, "decisive", last, None, last, checked)
     for step in range(last - 1, -1, -1):
         if above(samples.fill(step, forks), after):
-            return _located(samples, "plateau", None, (step, last), last)
-    return _located(samples, "not_rescuable", None, None, last)
+            return _located(samples, "plateau", None, (step, last), last, checked)
+    return _located(samples, "not_rescuable", None, None, last, checked)
+
+
+def _probe_the_rest(samples: _Samples, failure_step: int, limit: int) -> int:
+    """The highest step not yet probed that ``limit`` forks rescue, or -1 (bounded scan)."""
+    for step in range(failure_step, -1, -1):
+        if step in samples.outcomes and len(samples.outcomes[step]) >= limit:
+            continue
+        if samples.rescuable(step, limit):
+            return step
+    return -1
 
 
 def _binary_search(samples: _Samples, failure_step: int, forks: int, limit: int) -> int:
@@ -143,6 +170,8 @@ def _located(
     decisive: int | None,
     plateau: tuple[int, int] | None,
     last: int | None,
+    checked: bool = False,
 ) -> Located:
     curve = tuple(samples.point(step) for step in sorted(samples.outcomes))
-    return Located(verdict, decisive, plateau, last, curve, samples.spent)
+    probed = tuple(samples.probed)
+    return Located(verdict, decisive, plateau, last, curve, samples.spent, probed, checked)

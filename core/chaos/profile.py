@@ -146,16 +146,18 @@ def _profile(
         FaultPlan(0, fault)  # an unknown fault: refused before anything is written
     total = sum(len(t.tool_steps) for t in targets) * forks * (1 + len(faults))
     done = 0
+    reused = [0]
     steps: dict[tuple[str, str], StepProfile] = {}
     for target in targets:
         scenario = target.original.scenario or ""
+        fork = _reader(store, target.run_id, reused)
         for index, step_name, tool in target.tool_steps:
             profile = steps.setdefault(
                 (scenario, step_name), StepProfile(scenario, step_name, index, tool)
             )
             for sample in range(forks):
                 seed = chaos_seed(target.original.seed, index, sample)
-                unfaulted = _fork(store, target.run_id, index, seed, None)
+                unfaulted = fork(index, seed, None)
                 profile.baseline_forks += 1
                 profile.baseline_completed += unfaulted
                 done += 1
@@ -163,7 +165,7 @@ def _profile(
                     on_fork(done, total)
                 for fault in faults:
                     plan = FaultPlan(index, fault, fault_calls(fault, seed))
-                    faulted = _fork(store, target.run_id, index, seed, plan)
+                    faulted = fork(index, seed, plan)
                     profile.faults.setdefault(fault, Pairs()).add(faulted, unfaulted)
                     done += 1
                     if on_fork is not None:
@@ -179,7 +181,63 @@ def _profile(
         forks_spent=done,
         sessions=tuple(session_of(t.run_id) for t in targets),
         skipped=tuple(skipped),
+        forks_reused=reused[0],
     )
+
+
+def _reader(
+    store: EventStore, run_id: str, reused: list[int]
+) -> Callable[[int, int, FaultPlan | None], bool]:
+    """A fork of ``run_id`` that reads a recorded one back (same step, seed and fault)."""
+    recorded = recorded_chaos_forks(store, run_id)
+
+    def fork(index: int, seed: int, plan: FaultPlan | None) -> bool:
+        key = (index, seed, plan.fault if plan is not None else None)
+        if key in recorded:
+            reused[0] += 1
+            return recorded[key]
+        return _fork(store, run_id, index, seed, plan)
+
+    return fork
+
+
+def recorded_chaos_forks(store: EventStore, run_id: str) -> dict[tuple[int, int, str | None], bool]:
+    """The finished chaos forks of ``run_id`` already recorded: (step, seed, fault or None) ->
+    completed. The fault is the ``injected`` mark its faulted tool result carries at the fork
+    step; a key seen twice (a fault that hit nothing) is left out rather than guessed."""
+    from sqlalchemy import select
+
+    from ..models import run_summaries_table as runs_t
+    from ..projections.queries import refresh
+
+    refresh(store)
+    query = select(runs_t.c.run_id, runs_t.c.fork_step, runs_t.c.seed, runs_t.c.status).where(
+        runs_t.c.forked_from == run_id,
+        runs_t.c.session_id == session_of(run_id),
+        runs_t.c.status.in_(("completed", "failed", "aborted")),
+    )
+    with store.engine.connect() as conn:
+        rows = list(conn.execute(query))
+    found: dict[tuple[int, int, str | None], bool] = {}
+    twice: set[tuple[int, int, str | None]] = set()
+    for row in rows:
+        if row.fork_step is None or row.seed is None:
+            continue
+        key = (int(row.fork_step), int(row.seed), _injected(store, row.run_id, int(row.fork_step)))
+        if key in found:
+            twice.add(key)
+        found[key] = row.status == "completed"
+    return {key: done for key, done in found.items() if key not in twice}
+
+
+def _injected(store: EventStore, fork_id: str, step: int) -> str | None:
+    """The fault a chaos fork injected at ``step`` (its tool result's mark), or None."""
+    for event in store.read_run(fork_id):
+        if event.type == "ToolCalled" and int(event.payload.get("step_index", -1)) == step:
+            result = event.payload.get("result")
+            if isinstance(result, dict) and "injected" in result:
+                return str(result["injected"])
+    return None
 
 
 def _fork(store: EventStore, run_id: str, step: int, seed: int, plan: FaultPlan | None) -> bool:

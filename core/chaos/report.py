@@ -151,6 +151,9 @@ class ChaosProfile:
     forks_spent: int
     sessions: tuple[str, ...]
     skipped: tuple[str, ...] = ()
+    forks_reused: int = 0
+    """Of ``forks_spent``, forks read back from the log (same step, seed and fault) instead of
+    forked again."""
 
     @property
     def adjusted(self) -> list[dict[str, float]]:
@@ -176,6 +179,11 @@ class ChaosProfile:
         """One line for people."""
         found = self.fragile
         spent = f"{self.forks_spent} forks"
+        if self.forks_reused:
+            spent += (
+                f": {self.forks_spent - self.forks_reused} new, {self.forks_reused} read back "
+                "from the log"
+            )
         if not found:
             return (
                 f"no fragile step: no fault lowered completion significantly below the "
@@ -205,6 +213,7 @@ class ChaosProfile:
                 for s, f in self.fragile
             ],
             "forks_spent": self.forks_spent,
+            "forks_reused": self.forks_reused,
             "sessions": list(self.sessions),
             "skipped": list(self.skipped),
             "rule": "fragile: completion fell and Tango's paired score test (faulted vs the "

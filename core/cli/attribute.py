@@ -30,6 +30,14 @@ def attribute_cmd(
     scan: Annotated[
         bool, typer.Option(help="Fork every step up to the failure (exhaustive, costly).")
     ] = False,
+    check_unprobed: Annotated[
+        bool,
+        typer.Option(
+            "--check-unprobed",
+            help="When the search rescues nowhere, also probe the steps it skipped (its "
+            "bisection assumes rescue gets harder with depth); at most --forks/2 forks each.",
+        ),
+    ] = False,
     by_agent: Annotated[
         bool,
         typer.Option(
@@ -110,7 +118,9 @@ def attribute_cmd(
             show_blame(blamed)
         return
     with _opened(db) as store:
-        result = attribute(store, run_id, rescuer=rescuer, forks=forks, scan=scan)
+        result = attribute(
+            store, run_id, rescuer=rescuer, forks=forks, scan=scan, check_unprobed=check_unprobed
+        )
     if as_json:
         _print_json(result.as_dict())
         return

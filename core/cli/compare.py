@@ -150,6 +150,8 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     def pts(low: float, high: float) -> str:
         return f"[{low * 100:+.1f}, {high * 100:+.1f}] pts"
 
+    if report.get("reversal"):
+        console.print(Text(report["reversal"], style="bold yellow"), highlight=False)
     table = Table("version", "runs", "completed", "rate", f"{level} interval", "method", box=None)
     for side in ("baseline", "candidate"):
         s = report[side]
@@ -276,7 +278,8 @@ def _units(n: int, unit: str | None, tasks: int | None) -> str:
 
 def _print_decision(report: dict[str, Any], pts: Any) -> None:
     """The one decision (head, interval, test, unit, alpha), then other views labelled as such."""
-    from ..compare import level_text
+    from ..compare import assumption, level_text
+    from ..stats.small import NO_INFORMATION, TOO_FEW
 
     d = report["decision"]
     level = level_text(d["confidence"])
@@ -285,15 +288,15 @@ def _print_decision(report: dict[str, Any], pts: Any) -> None:
         name = d["check_test"]
         check = f"; exact check {name}{'=' if name.endswith('-p') else ' p='}"
         check += f"{d['check_p_value']:.3g}"
-    console.print(
-        styled(
-            ("decision", "bold"),
+    if d["head"] in (TOO_FEW, NO_INFORMATION):
+        body = f": {d['head']}: observed {d['estimate'] * 100:+.1f} pts; no interval, no test"
+    else:
+        body = (
             f": {d['head']}: {d['estimate'] * 100:+.1f} {pts(*d['ci'])} "
             f"({level} CI, {d['method']}); {d['test']} p={d['p_value']:.3g}{check}; "
-            f"better/worse only when p < {d['alpha']:g}",
-        ),
-        highlight=False,
-    )
+            f"better/worse only when p < {d['alpha']:g}"
+        )
+    console.print(styled(("decision", "bold"), body), highlight=False)
     unit = f"{d['n']} {d['unit']}"
     if d["unit"] == "runs":
         unit = f"{report['baseline']['runs']}+{report['candidate']['runs']} runs"
@@ -302,6 +305,7 @@ def _print_decision(report: dict[str, Any], pts: Any) -> None:
     if d.get("design_effect") is not None:
         unit += f", design effect {d['design_effect']:.2f}"
     console.print(f"  unit: {unit} ({d['design'].replace(':', ' -')})", highlight=False)
+    console.print(f"  {assumption(d)}", highlight=False)
     if d.get("reason"):
         console.print(f"  why: {d['reason']}", highlight=False)
     p = report.get("paired")
@@ -317,6 +321,13 @@ def _print_decision(report: dict[str, Any], pts: Any) -> None:
             f"pairs as if independent: {p['estimate'] * 100:+.1f} {pts(*p['ci'])} "
             f"({p['method']}), {p['test']} p={p['p_value']:.3g}, McNemar mid-p="
             f"{p['mid_p_value']:.3g}"
+        )
+    crude = report.get("crude")
+    if crude:
+        others.append(
+            f"pooled over scenarios, ignoring them: {crude['head']}, "
+            f"{crude['estimate'] * 100:+.1f} {pts(*crude['ci'])} ({crude['method']}), "
+            f"{crude['test']} p={crude['p_value']:.3g}; {assumption(crude)}"
         )
     diff = report.get("difference")
     # paired runs are not independent samples: no independent test on them
@@ -373,7 +384,13 @@ def _print_survival(surv: dict[str, Any], level: str) -> None:
     console.print(table)
     trends = [(side, surv[side]["hazard_trend"]) for side in ("baseline", "candidate")]
     for side, trend in trends:
-        if trend:
+        if not trend:
+            console.print(
+                f"{side} hazard trend per step: not estimable (no failures, one step index "
+                "or one task instance)",
+                highlight=False,
+            )
+        else:
             console.print(
                 f"{side} hazard trend per step: log-odds {trend['slope_per_step']:+.3f} "
                 f"[{trend['ci'][0]:+.3f}, {trend['ci'][1]:+.3f}], t={trend['statistic']:.2f} "
@@ -384,7 +401,11 @@ def _print_survival(surv: dict[str, Any], level: str) -> None:
     if named:
         console.print(f"  (hazard trend: {named}; > 0 is a rising hazard)", highlight=False)
     logrank = surv["logrank"]
-    console.print(
-        f"do the survival curves differ? {logrank['test']} p={logrank['p_value']:.3g}",
-        highlight=False,
+    answer = (
+        f"{logrank['test']} p={logrank['p_value']:.3g}"
+        if logrank["p_value"] is not None
+        else logrank.get("note") or "not estimable"
     )
+    console.print(f"do the survival curves differ? {answer}", highlight=False)
+    if logrank.get("warning"):
+        console.print(f"  (the test warned: {logrank['warning']})", highlight=False)

@@ -197,6 +197,14 @@ def _print_diff(result: dict[str, Any]) -> None:
         verdict = "identical event streams"
     elif first is None:
         verdict = "same behaviour (they differ only in clock, model identity or tokens)"
+    elif first["step_index"] is None and first.get("first_step"):
+        step = first["first_step"]
+        index = step["index_a"] if step["index_a"] is not None else step["index_b"]
+        header = ", ".join(first["fields"]) or _kinds(first)
+        verdict = (
+            f"first behavioural divergence at step {index} {step['name']}: {step['kind']} "
+            f"(the run's header differs too: {header})"
+        )
     else:
         where = "the run" if first["step_index"] is None else f"step {first['step_index']}"
         names = ""

@@ -292,6 +292,7 @@ def _run_compare(
             cs["pairs"],
             cs["e_value_no_difference"],
             cs["confidence"],
+            cs.get("e_value_max_no_difference"),
         )
     )
     console.print(f"stopped: {result['stopped_because']}", highlight=False)

@@ -14,18 +14,20 @@ if TYPE_CHECKING:
     from ._decide import decide as decide
     from ._facade import compare_versions
     from ._metrics import step_success_by_task as step_success_by_task
-    from ._report import compare, compare_counts, sequential_verdict
+    from ._report import compare, compare_counts, compare_tables, sequential_verdict
     from ._runs import RunTable, comparable, load_runs
     from ._runs import pair_up as pair_up
-    from ._sections import level_text, power_report
+    from ._sections import assumption, level_text, power_report
     from ._sections import verdict as verdict
     from ._sequential import run_until_decided
 
 __all__ = [
     "RunTable",
+    "assumption",
     "comparable",
     "compare",
     "compare_counts",
+    "compare_tables",
     "compare_versions",
     "level_text",
     "load_runs",
@@ -41,8 +43,8 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
             "._decide": ("decide",),
             "._facade": ("compare_versions",),
             "._metrics": ("step_success_by_task",),
-            "._report": ("compare", "compare_counts", "sequential_verdict"),
-            "._sections": ("level_text", "power_report", "verdict"),
+            "._report": ("compare", "compare_counts", "compare_tables", "sequential_verdict"),
+            "._sections": ("assumption", "level_text", "power_report", "verdict"),
             "._runs": ("RunTable", "comparable", "load_runs", "pair_up"),
             "._sequential": ("run_until_decided",),
         },

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -176,22 +178,46 @@ def survival_report(baseline: RunTable, candidate: RunTable, confidence: float) 
                     outcomes["candidate"].failed[c],
                 )
             )
-        unclustered = hazard.stratified_logrank(strata).as_dict()
+        unclustered = _caught(lambda: hazard.stratified_logrank(strata), "logrank, stratified")
     else:
-        unclustered = survival.logrank_test(outcomes["baseline"], outcomes["candidate"]).as_dict()
+        unclustered = _caught(
+            lambda: survival.logrank_test(outcomes["baseline"], outcomes["candidate"]), "logrank"
+        )
     base_codes, cand_codes = shared_codes(baseline, candidate)
     clusters = np.concatenate([base_codes, cand_codes])
     report["logrank_unclustered"] = unclustered
     report["logrank"] = unclustered
-    if len(np.unique(clusters)) < len(clusters):  # tasks repeat: the task is the unit
-        report["logrank"] = hazard.clustered_logrank(
-            np.concatenate([outcomes["baseline"].steps, outcomes["candidate"].steps]),
-            np.concatenate([outcomes["baseline"].failed, outcomes["candidate"].failed]),
-            np.r_[np.zeros(len(baseline), bool), np.ones(len(candidate), bool)],
-            np.concatenate([_scenario_ids(baseline), _scenario_ids(candidate)]),
-            clusters,
-        ).as_dict()
+    if unclustered["p_value"] is not None and len(np.unique(clusters)) < len(clusters):
+        # tasks repeat: the task is the unit
+        report["logrank"] = _caught(
+            lambda: hazard.clustered_logrank(
+                np.concatenate([outcomes["baseline"].steps, outcomes["candidate"].steps]),
+                np.concatenate([outcomes["baseline"].failed, outcomes["candidate"].failed]),
+                np.r_[np.zeros(len(baseline), bool), np.ones(len(candidate), bool)],
+                np.concatenate([_scenario_ids(baseline), _scenario_ids(candidate)]),
+                clusters,
+            ),
+            "logrank, clustered",
+        )
     return report
+
+
+def _caught(test: Callable[[], Any], name: str) -> dict[str, Any]:
+    """A survival test's dict with any warning it raised caught and said in one line; "not
+    estimable" (p null) when it has nothing to test (no run failed, a NaN statistic)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result: dict[str, Any] = test().as_dict()
+        except (ValueError, ZeroDivisionError, np.linalg.LinAlgError) as error:
+            result = {"test": name, "statistic": None, "p_value": None, "note": str(error)}
+    said = sorted({str(w.message) for w in caught})
+    result["warning"] = "; ".join(said) if said else None
+    p = result.get("p_value")
+    if p is None or not np.isfinite(p):
+        result.update(statistic=None, p_value=None)
+        result["note"] = "not estimable: " + (result.get("note") or "no failure to compare")
+    return result
 
 
 def _scenario_ids(runs: RunTable) -> npt.NDArray[np.intp]:

@@ -43,7 +43,9 @@ from ._decide import (
     beside_the_verdict,
     by_scenario,
     decide,
+    reversal,
     shared_codes,
+    stratified_decision,
     uses_pairs,
 )
 from ._metrics import (
@@ -93,6 +95,33 @@ def compare(
     _check_margin(margin)
     refresh(store)
     base_runs, cand_runs = _finished_runs(store, baseline, candidate, scenario)
+    return compare_tables(
+        base_runs,
+        cand_runs,
+        scenario=scenario,
+        paired_mode=paired_mode,
+        confidence=confidence,
+        ci_method=ci_method,
+        difference_method=difference_method,
+        sequential=sequential,
+        margin=margin,
+    )
+
+
+def compare_tables(
+    base_runs: RunTable,
+    cand_runs: RunTable,
+    *,
+    scenario: str | None = None,
+    paired_mode: PairedMode = "auto",
+    confidence: float = 0.95,
+    ci_method: SingleMethod = "wilson",
+    difference_method: DifferenceMethod = "newcombe",
+    sequential: bool = False,
+    margin: float | None = None,
+) -> dict[str, Any]:
+    """:func:`compare` on runs already loaded (both tables non-empty)."""
+    baseline, candidate = base_runs.model_version, cand_runs.model_version
     pairs = pair_up(base_runs, cand_runs)
     use_pairs = uses_pairs(paired_mode, pairs)
     if paired_mode == "on" and not len(pairs):
@@ -121,9 +150,22 @@ def compare(
         if table is not None
         else None,
         "decision": decision.as_dict(),
+        "crude": None,
+        "reversal": None,
     }
-    _add_process(report, base_runs, cand_runs, used, decision, confidence)
     report.update(by_scenario(base_runs, cand_runs, paired_mode, confidence))
+    adjusted = stratified_decision(base_runs, cand_runs, confidence)
+    if adjusted is not None:
+        # the design's own estimand: within scenarios; the pooled figure stands beside it
+        report["crude"] = decision.as_dict()
+        report["reversal"] = reversal(decision, adjusted[0])
+        decision, robust = adjusted
+        report["decision"] = decision.as_dict()
+        if report["strata"] is not None:
+            report["strata"]["scenario_adjusted_difference"] = (
+                robust.as_dict() if robust is not None else None
+            )
+    _add_process(report, base_runs, cand_runs, used, decision, confidence)
     report.update(
         beside_the_verdict(
             decision,
@@ -240,7 +282,14 @@ def sequential_verdict(cs: ConfidenceSequence) -> str:
     """The sentence for ``--sequential``: decided once the confidence sequence excludes 0."""
     level = level_text(cs.confidence)
     span = f"{cs.estimate * 100:+.1f} pts, {level} CS [{cs.low * 100:+.1f}, {cs.high * 100:+.1f}]"
-    tail = f"after {cs.pairs} pairs (anytime-valid; e-value {cs.e_value:.3g} against no difference)"
+    threshold = 1 / (1 - cs.confidence)
+    peak = cs.e_value if cs.e_value_max is None else cs.e_value_max
+    reached = ">=" if peak >= threshold else "<"
+    tail = (
+        f"after {cs.pairs} pairs (anytime-valid; decided on the running maximum e-value "
+        f"against no difference, {peak:.3g} {reached} 1/alpha = {threshold:.3g}; now "
+        f"{cs.e_value:.3g}; assumes pairs are independent draws)"
+    )
     if cs.decided:
         return f"{cs.decided}: {span} {tail}"
     return f"undecided, keep running: {span} {tail}"

@@ -3,6 +3,7 @@ paired difference, power (how many more runs a decision needs) and the verdict s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..stats import cluster_robust, clustered, paired, power, proportions
@@ -12,6 +13,7 @@ from ..stats.decision import (
 )
 from ..stats.paired import PairedTable
 from ..stats.proportions import DifferenceMethod, SingleMethod
+from ..stats.small import NO_INFORMATION, TOO_FEW
 from ._metrics import (
     CLUSTER_METHOD,
 )
@@ -35,8 +37,14 @@ def completion(
     clusters = len(runs.clusters)
     repeated = clusters < len(runs)
     chosen = wilson
-    # Nothing varies when every run agrees (0/n, n/n) or there is one task: Wilson.
-    if repeated and clusters >= 2 and 0 < completed < len(runs):
+    if repeated and completed in (0, len(runs)):
+        # every run agrees: each task instance one trial, exact (runs of a task that agree
+        # carry at most one trial of information)
+        exact = proportions.proportion(
+            clusters if completed else 0, clusters, method="clopper-pearson", confidence=confidence
+        )
+        chosen = replace(exact, method=exact.method + " over task instances, each one trial")
+    elif repeated and clusters >= 2:
         chosen = clustered.cluster_bootstrap(
             runs.clusters,
             runs.completed,
@@ -44,6 +52,12 @@ def completion(
             confidence=confidence,
             bounded=True,
         )
+        if chosen.high - chosen.low <= 1e-12:
+            # every task instance has the same rate: the bootstrap sees no variance at all
+            exact = proportions.proportion(
+                completed, len(runs), method="clopper-pearson", confidence=confidence
+            )
+            chosen = replace(exact, method=exact.method + ", every task instance at one rate")
     return {
         "model_version": model_version,
         "runs": len(runs),
@@ -168,17 +182,22 @@ def power_report(
     return report
 
 
-def verdict(report: dict[str, Any]) -> str:
-    """One sentence a busy engineer can act on, from ``report["decision"]``."""
-    d = report["decision"]
-    low, high = d["ci"]
-    level = level_text(d["confidence"])
-    span = f"{d['estimate'] * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}] ({level} CI)"
-    test = f"{d['test']} p {d['p_value']:.3g}"
-    if d["check_test"]:
-        name = d["check_test"]
-        check = f"{name}{'' if name.endswith('-p') else ' p'} {d['check_p_value']:.3g}"
-        test += f" but {check}" if d["head"] == BORDERLINE else f" ({check})"
+def assumption(d: dict[str, Any]) -> str:
+    """What the decision's method assumed, in words (said in its sentence)."""
+    from ._decide import STRATIFIED_ASSUMES, STRATIFIED_DESIGN
+
+    if d["design"] == STRATIFIED_DESIGN:
+        return STRATIFIED_ASSUMES + "; task instances independent"
+    if "exact per task instance" in d["method"]:
+        return "assumes task instances independent, each one trial"
+    if "clustered" in d["design"] or "CR2" in d["design"]:
+        return "assumes task instances independent"
+    if d["design"] == "paired":
+        return "assumes pairs independent"
+    return "assumes runs independent"
+
+
+def _n_text(d: dict[str, Any], report: dict[str, Any]) -> str:
     if d["unit"] == "pairs":
         n_text = f"n={d['n']} pairs"
     else:
@@ -189,7 +208,35 @@ def verdict(report: dict[str, Any]) -> str:
         n_text += " (task instances not given)"
     if d["design_effect"] is not None:
         n_text += f", design effect {d['design_effect']:.2f}"
-    sentence = f"{d['head']}: {span}, {test}, {n_text}"
+    return n_text
+
+
+def decision_sentence(d: dict[str, Any], report: dict[str, Any]) -> str:
+    """One decision in one sentence: its head, interval and method, test, unit, assumption."""
+    if d["head"] in (TOO_FEW, NO_INFORMATION):
+        return (
+            f"{d['head']}: {d['reason']}; observed {d['estimate'] * 100:+.1f} pts, "
+            f"{_n_text(d, report)} (no interval, no test)"
+        )
+    low, high = d["ci"]
+    level = level_text(d["confidence"])
+    span = (
+        f"{d['estimate'] * 100:+.1f} pts [{low * 100:+.1f}, {high * 100:+.1f}] "
+        f"({level} CI, {d['method']})"
+    )
+    test = f"{d['test']} p {d['p_value']:.3g}"
+    if d["check_test"]:
+        name = d["check_test"]
+        check = f"{name}{'' if name.endswith('-p') else ' p'} {d['check_p_value']:.3g}"
+        test += f" but {check}" if d["head"] == BORDERLINE else f" ({check})"
+    return f"{d['head']}: {span}, {test}, {_n_text(d, report)}; {assumption(d)}"
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """A busy engineer's answer from ``report["decision"]``: a Simpson-type reversal first when
+    there is one, then the decision's sentence, the crude pooled figure beside it."""
+    d = report["decision"]
+    sentence = decision_sentence(d, report)
     margin = report.get("margin")
     if margin:
         pts = f"{margin['margin'] * 100:g} pts"
@@ -213,8 +260,8 @@ def verdict(report: dict[str, Any]) -> str:
     if strata and not strata["homogeneous"]:
         p = strata["breslow_day_tarone"]["p_value"]
         sentence += (
-            f"; scenarios disagree (Breslow-Day-Tarone p {p:.3g}): read the per-scenario "
-            "verdicts, not this pooled one"
+            f"; scenarios disagree (Breslow-Day-Tarone p {p:.3g}): no one difference fits "
+            "them, read the per-scenario verdicts"
         )
     if d["head"] in (NO_DIFFERENCE, BORDERLINE):
         paired_power = report["power"].get("paired") or {}
@@ -225,4 +272,9 @@ def verdict(report: dict[str, Any]) -> str:
         elif d["unit"] == "runs":
             needed = report["power"]["independent"]["runs_needed_per_version"]
             sentence += f"; ~{needed:,.0f} runs per version would detect {target:g} pts"
+    crude = report.get("crude")
+    if crude:
+        sentence += f". Pooled over scenarios, ignoring them: {decision_sentence(crude, report)}"
+    if report.get("reversal"):
+        sentence = f"{report['reversal']}. {sentence}"
     return sentence

@@ -68,15 +68,29 @@ class SetCheck:
         return [sample for sample in self.samples if not sample.passed]
 
     @property
+    def unchecked(self) -> list[SampleCheck]:
+        """The samples that could not be replayed at all (not a behaviour change: unknown)."""
+        return [sample for sample in self.samples if sample.error is not None]
+
+    @property
     def verdict(self) -> str:
-        """One line for people."""
+        """One line for people: samples that behave differently and samples that could not be
+        checked are counted apart (both fail the gate)."""
         total, failed = len(self.samples), len(self.failed)
         if not failed:
             return f"{total}/{total} samples of {self.regression_set!r} behave as recorded"
-        return (
-            f"{failed}/{total} samples of {self.regression_set!r} behave differently "
-            "with the current code"
-        )
+        unchecked = len(self.unchecked)
+        changed = failed - unchecked
+        parts = []
+        if changed:
+            parts.append(f"{changed}/{total} samples behave differently with the current code")
+        if unchecked:
+            reasons = sorted({s.error or "" for s in self.unchecked})
+            why = (
+                reasons[0] if len(reasons) == 1 else f"{len(reasons)} reasons, first: {reasons[0]}"
+            )
+            parts.append(f"{unchecked}/{total} could not be checked ({why})")
+        return f"regression set {self.regression_set!r}: " + "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
@@ -85,6 +99,7 @@ class SetCheck:
             "passed": self.passed,
             "samples": len(self.samples),
             "failed": len(self.failed),
+            "unchecked": len(self.unchecked),
             "verdict": self.verdict,
             "results": [sample.as_dict() for sample in self.samples],
         }

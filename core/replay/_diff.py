@@ -172,6 +172,30 @@ def align(a: tuple[StepState, ...], b: tuple[StepState, ...]) -> list[dict[str, 
     return rows
 
 
+STEP_KINDS = {
+    "+": "only in B (inserted, or moved)",
+    "-": "only in A (removed, or moved)",
+    "!": "different status",
+    "~": "different output, attempts or tokens",
+}
+
+
+def first_differing_step(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first aligned step that is not the same in both runs: a step inserted, removed or
+    swapped shows here by name even when the first differing event is the run's header (its
+    planned steps). None when every aligned step is the same."""
+    for row in rows:
+        if row["mark"] != "=":
+            return {
+                "name": row["name"],
+                "index_a": row["index_a"],
+                "index_b": row["index_b"],
+                "mark": row["mark"],
+                "kind": STEP_KINDS[row["mark"]],
+            }
+    return None
+
+
 def _side(run_id: str, state: RunState) -> dict[str, Any]:
     return {
         "run_id": run_id,
@@ -198,12 +222,16 @@ def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
         first["step_a"] = names_a.get(step) if step is not None else None
         first["step_b"] = names_b.get(step) if step is not None else None
     rows = align(a.steps, b.steps)
+    step_row = first_differing_step(rows)
+    if first is not None:
+        first["first_step"] = step_row
     return {
         "a": _side(run_a, a),
         "b": _side(run_b, b),
         "identical": digest(events[run_a]) == digest(events[run_b]),
         "behaviour_differs": first is not None or any(r["mark"] in "!-+" for r in rows),
         "first_difference": first,
+        "first_differing_step": step_row,
         "steps": rows,
         "counts": {mark: sum(r["mark"] == mark for r in rows) for mark in "=~!-+"},
     }

@@ -77,7 +77,8 @@ def discrete_hazard_trend(
     *,
     confidence: float = 0.95,
 ) -> HazardTrend | None:
-    """Fit the model; None when there is nothing to estimate (no failures, or one cluster).
+    """Fit the model; None when there is nothing to estimate (no failures, one cluster, every
+    run ending at one step index, or no variance in the slope's score).
 
     Fitted on (stratum, step) cells -- events and runs at risk -- which have the person-step
     likelihood; each run's score is its failure's row minus the cumulative expected rows up to
@@ -102,6 +103,8 @@ def discrete_hazard_trend(
     groups = int(codes.max()) + 1 if len(codes) else 0
     if groups < 2:
         return None
+    if int(steps[keep_run].max()) < 2:
+        return None  # every run ended at its first step (or had none): no slope to estimate
     levels = np.cumsum(informative) - 1  # column of each informative stratum
     k_strata = int(informative.sum())
     s_idx, k_idx = np.nonzero((at_risk > 0) & informative[:, None])
@@ -130,8 +133,8 @@ def discrete_hazard_trend(
     slope = float(beta[-1])
     df = groups - 1
     runs = int(keep_run.sum())
-    if se == 0:
-        return HazardTrend(slope, slope, slope, 0.0, 1.0, df, runs, groups, confidence)
+    if se <= 1e-12:
+        return None  # no variation to estimate the slope's uncertainty: not estimable
     statistic = slope / se
     quantile = float(student_t.ppf(1 - (1 - confidence) / 2, df))
     return HazardTrend(

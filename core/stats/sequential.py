@@ -41,6 +41,10 @@ class ConfidenceSequence:
     pairs: int
     e_value: float
     confidence: float
+    e_value_max: float | None = None
+    """The running maximum of the e-process at no difference: the statistic the decision uses
+    (the sequence excludes 0 once it reaches 1/alpha; the current ``e_value`` may have fallen
+    since)."""
 
     @property
     def decided(self) -> str | None:
@@ -58,6 +62,8 @@ class ConfidenceSequence:
             "cs": [self.low, self.high],
             "pairs": self.pairs,
             "e_value_no_difference": self.e_value,
+            "e_value_max_no_difference": self.e_value_max,
+            "threshold": 1 / (1 - self.confidence),
             "confidence": self.confidence,
             "method": "betting confidence sequence (Waudby-Smith & Ramdas 2024), hedged",
             "decided": self.decided,
@@ -121,8 +127,9 @@ def confidence_sequence(
     else:  # every m rejected: the CS has shrunk below the grid; report the point
         low = high = float(d.mean())
     half = int(np.searchsorted(grid, 0.5))
-    e_value = float(np.exp(log_capital(x, grid[half : half + 1], alpha)[-1, 0]))
-    return ConfidenceSequence(float(d.mean()), low, high, len(d), e_value, confidence)
+    path = log_capital(x, grid[half : half + 1], alpha)[:, 0]
+    e_value, e_max = float(np.exp(path[-1])), float(np.exp(path.max()))
+    return ConfidenceSequence(float(d.mean()), low, high, len(d), e_value, confidence, e_max)
 
 
 def stopping_times(differences: FloatArray, *, confidence: float = 0.95) -> npt.NDArray[np.int64]:

@@ -158,6 +158,8 @@ def _by_scenario(baseline: str, candidate: str, scenarios: list[str], paired: st
 
 def _verdict(report: dict[str, Any]) -> None:
     box = {"better": st.success, "worse": st.error, "unclear": st.info}[direction(report)]
+    if report.get("reversal"):
+        st.warning(md(report["reversal"]))
     box(md(report["verdict"]))
     st.caption(
         "Difference = candidate minus baseline completion rate, in percentage points. If the "

@@ -67,7 +67,10 @@ def _show(result: dict[str, Any], position: int) -> None:
     link(RUN, f"Open the new run {result['run_id']}", run=result["run_id"])
     diff = result["diff"]
     first = diff.get("first_difference")
-    if first:
+    step = diff.get("first_differing_step")
+    if first and first.get("step_index") is None and step:
+        st.warning(md(f"first divergence at step {step['name']}: {step['kind']}"))
+    elif first:
         st.warning(
             md(
                 f"first divergence at step {first.get('step_index')}, call "

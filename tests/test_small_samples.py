@@ -1,0 +1,163 @@
+"""Issue 35, item 2: small samples answered exactly or not at all.
+
+Runs that repeat task instances rest on the number of task instances: fewer than
+MIN_TASK_INSTANCES is a refusal that says how many are needed (never runs-as-independent),
+no variance is an exact task-level answer or "no information" (never a zero-width interval),
+and every interval on a difference lies in [-100, +100] points. Coverage is checked by exact
+enumeration over random small designs; the exact pieces against published values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from helpers.run_tables import pair_tables, table
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from scipy.stats import binom
+
+from steplog.compare import compare_tables, decide, pair_up
+from steplog.stats import proportions, small
+
+
+def _decide(per_task: list[tuple[int, int, int]]):  # type: ignore[no-untyped-def]
+    base, cand = pair_tables(per_task)
+    return decide(base, cand, pair_up(base, cand), confidence=0.95)[0]
+
+
+def test_all_complete_is_exact_per_task_instance_never_zero_width() -> None:
+    # the issue's all-agree data set: every run of both versions completes (8 tasks x 5 runs)
+    base, cand = pair_tables([(5, 5, 5)] * 8)
+    report = compare_tables(base, cand)
+    d = report["decision"]
+    assert d["head"] == "no clear difference" and d["p_value"] == 1.0
+    assert d["method"].startswith("exact per task instance")
+    # 8/8 task instances each side, Clopper-Pearson at 97.5%: lower bound 0.0125 ** (1/8)
+    lower = 0.0125 ** (1 / 8)
+    assert d["ci"] == pytest.approx([lower - 1, 1 - lower])
+    assert d["ci"][1] - d["ci"][0] > 0.5
+    # each version's rate: Clopper-Pearson over the 8 task instances, not Wilson over 40 runs
+    assert report["baseline"]["ci"] == pytest.approx([0.025 ** (1 / 8), 1.0])
+    assert "over task instances" in report["baseline"]["ci_method"]
+    assert report["bayes"] is None  # nothing to treat as independent runs
+
+
+def test_all_fail_against_all_complete_is_decided_exactly() -> None:
+    d = _decide([(5, 0, 5)] * 8)
+    assert d.head == "candidate worse"
+    assert d.interval.high < 0 and d.interval.low == -1.0
+    # the p-value is the alpha at which the Bonferroni Clopper-Pearson interval touches 0:
+    # (alpha/4) ** (1/8) = 1/2 on each side
+    assert d.test.p_value == pytest.approx(4 * 0.5**8, rel=1e-6)
+
+
+def test_identical_rates_are_no_information() -> None:
+    d = _decide([(2, 2, 4)] * 8)
+    assert d.head == small.NO_INFORMATION
+    assert (d.interval.low, d.interval.high) == (-1.0, 1.0)
+    base, cand = pair_tables([(2, 2, 4)] * 8)
+    rate = compare_tables(base, cand)["baseline"]
+    assert rate["ci"][1] - rate["ci"][0] > 0.3  # never [0.5, 0.5]
+
+
+def test_two_task_instances_refuse_and_say_how_many_are_needed() -> None:
+    # the issue: 2 tasks x 10 runs gave "candidate better +35.0 [+5.8, +59.2]" from runs as
+    # independent; adding a task with one run gave "no clear difference" -- less information,
+    # more confidence. Both now refuse.
+    two = _decide([(3, 10, 10), (2, 2, 10)])
+    three = _decide([(3, 10, 10), (2, 2, 10), (0, 0, 1)])
+    for d, tasks in ((two, 2), (three, 3)):
+        assert d.head == small.TOO_FEW and d.task_instances == tasks
+        assert "need at least 6" in d.reason and f"run {6 - tasks} more" in d.reason
+        assert (d.interval.low, d.interval.high) == (-1.0, 1.0)
+    assert two.interval.estimate == pytest.approx(0.35)
+    base, cand = pair_tables([(3, 10, 10), (2, 2, 10)])
+    sentence = compare_tables(base, cand)["verdict"]
+    assert sentence.startswith("too few task instances: 2 task instances") and "[" not in sentence
+
+
+def test_independent_runs_with_few_task_instances_refuse_too() -> None:
+    base = table("v1", ["a"] * 5 + ["b"] * 5, [True] * 3 + [False] * 2 + [True] * 5)
+    cand = table("v2", ["c"] * 5 + ["d"] * 5, [True] * 5 + [False] * 5)
+    d = decide(base, cand, None, confidence=0.95)[0]
+    assert d.head == small.TOO_FEW and "independent" not in d.reason
+
+
+def test_three_task_cr2_stays_inside_the_range() -> None:
+    # the issue: 3 tasks x 5 runs, 376/400 CR2 intervals beyond +-100 pts: now refused; and
+    # from 6 task instances on every CR2 interval is cut to [-1, +1]
+    rng = np.random.default_rng(35)
+    for tasks in (3, 6):
+        for _ in range(100):
+            per = [(int(b), int(c), 5) for b, c in rng.integers(0, 6, size=(tasks, 2))]
+            d = _decide(per)
+            assert -1.0 <= d.interval.low <= d.interval.high <= 1.0
+            if tasks == 3:
+                assert d.head == small.TOO_FEW
+
+
+def test_best_task_level_p_explains_the_minimum() -> None:
+    assert small.best_task_level_p(5) > 0.05 > small.best_task_level_p(small.MIN_TASK_INSTANCES)
+
+
+@pytest.mark.parametrize(
+    ("x", "n", "low", "high"),
+    [
+        (0, 10, 0.0, 0.3085),  # Clopper & Pearson; Newcombe (1998a) table I, method 5
+        (5, 10, 0.1871, 0.8129),
+        (0, 20, 0.0, 0.1684),  # 1 - 0.025 ** (1/20)
+        (1, 29, 0.0009, 0.1776),  # Newcombe (1998a), example 1/29
+    ],
+)
+def test_clopper_pearson_matches_published_values(x: int, n: int, low: float, high: float) -> None:
+    interval = proportions.proportion(x, n, method="clopper-pearson")
+    assert (interval.low, interval.high) == pytest.approx((low, high), abs=6e-5)
+
+
+def _enumerated_coverage(tasks: int, runs: int, mixes: list[tuple[float, float, float]]) -> float:
+    """Exact coverage of the decision's interval when ``tasks`` task instances, each run
+    ``runs`` times by both versions, are drawn i.i.d. from a mixture of task kinds
+    ``(weight, baseline rate, candidate rate)``: every multiset of per-task outcomes is
+    enumerated and weighted by its multinomial probability (no simulation error)."""
+    cells = [(b, c) for b in range(runs + 1) for c in range(runs + 1)]
+    q = np.zeros(len(cells))
+    truth = 0.0
+    for weight, pb, pc in mixes:
+        q += weight * np.array([binom.pmf(b, runs, pb) * binom.pmf(c, runs, pc) for b, c in cells])
+        truth += weight * (pc - pb)
+    covered = total = 0.0
+    for combo in itertools.combinations_with_replacement(range(len(cells)), tasks):
+        d = _decide([(*cells[k], runs) for k in combo])
+        assert -1.0 <= d.interval.low <= d.interval.high <= 1.0
+        count = np.bincount(combo, minlength=len(cells))
+        log_w = math.lgamma(tasks + 1) - sum(math.lgamma(k + 1) for k in count)
+        log_w += sum(k * math.log(q[i]) for i, k in enumerate(count) if k)
+        w = math.exp(log_w)
+        total += w
+        if d.interval.low - 1e-9 <= truth <= d.interval.high + 1e-9:
+            covered += w
+    return covered / total
+
+
+rate = st.floats(0.05, 0.95)
+
+
+@settings(max_examples=12, deadline=None)
+@example(tasks=6, weight=0.5, easy=(0.9, 0.95), hard=(0.2, 0.5))
+@example(tasks=10, weight=0.3, easy=(0.95, 0.6), hard=(0.1, 0.3))
+@example(tasks=8, weight=0.5, easy=(0.5, 0.5), hard=(0.5, 0.5))
+@given(
+    tasks=st.integers(3, 10),
+    weight=st.floats(0.2, 0.8),
+    easy=st.tuples(rate, rate),
+    hard=st.tuples(rate, rate),
+)
+def test_exact_coverage_over_random_small_designs(
+    tasks: int, weight: float, easy: tuple[float, float], hard: tuple[float, float]
+) -> None:
+    runs = 2 if tasks <= 6 else 1  # keeps the enumeration to a few thousand data sets
+    coverage = _enumerated_coverage(tasks, runs, [(weight, *easy), (1 - weight, *hard)])
+    assert coverage >= 0.93
