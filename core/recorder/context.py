@@ -108,6 +108,15 @@ class RecordedRun:
     """Agents (roles) answered by another model version than ``model_version`` (a per-agent
     fork); see :meth:`version_for`."""
     _random: RecordedRandom | None = field(default=None, repr=False)
+    open_calls: dict[int, Callable[[], None]] = field(default_factory=dict, repr=False)
+    """Calls still streaming (a generator or an HTTP stream not read to its end), by id: each
+    records what was read so far when the run ends, so a stream left open is recorded too."""
+
+    def close_open_calls(self) -> None:
+        """Record every call still open as what it has read."""
+        while self.open_calls:
+            _, close = self.open_calls.popitem()
+            close()
 
     @property
     def run_id(self) -> str:

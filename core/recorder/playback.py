@@ -188,6 +188,12 @@ class SdkPlayback:
                     return pending[0]
         return None
 
+    def refused(self, divergence: Divergence) -> None:
+        """Remember ``divergence`` (an edge of the process the replay refused to cross) as the
+        replay's, unless it already diverged."""
+        with self._lock:
+            self._diverged(divergence)
+
     def _diverged(self, divergence: Divergence) -> Divergence:
         if self.diverged is None:
             self.diverged = divergence

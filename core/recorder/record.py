@@ -21,6 +21,7 @@ from ..harness.playback import Divergence
 from ..store import EventStore
 from .context import RecordedRun, as_object, propagate_into_thread_pools, running
 from .playback import SdkPlayback
+from .seal import install as seal_edges
 from .writer import RunRecorder
 
 
@@ -62,6 +63,7 @@ def record_run(
     if instrument:
         hook_clients()
     propagate_into_thread_pools()
+    seal_edges()
     owned = store is None
     event_store = EventStore.open(db) if store is None else store
     recorder = RunRecorder(
@@ -102,9 +104,11 @@ def record_run(
         with running(run, playback):
             try:
                 yield run
+                run.close_open_calls()
                 if playback is not None and playback.diverged is None:
                     playback.run_ended()
             except BaseException as exc:
+                run.close_open_calls()
                 diverged = _record_failure(run, recorder, playback, exc)
                 if diverged is not None:
                     raise diverged from (None if exc is diverged else exc)
