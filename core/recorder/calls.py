@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from ..canonical import fingerprint, jsonable
+from ..canonical import fingerprint, jsonable, stable
 from ..events import ModelCalled, ToolCalled
 from ..redaction import recording_redactor
 from .context import (
@@ -20,7 +20,7 @@ from .context import (
     recording_anywhere,
     replaying_anywhere,
 )
-from .rehydrate import decoder, rebuild_error
+from .rehydrate import decoder, described, rebuild_error
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -93,6 +93,7 @@ def tool_call(
         }
         if error is not None:
             error_type, message = type(error).__name__, recording_redactor().text(str(error))
+            raised = stored(described(error))
             run.recorder.record_call(
                 lambda index: ToolCalled(
                     **common,
@@ -100,6 +101,7 @@ def tool_call(
                     status="error",
                     error_type=error_type,
                     result=message,
+                    raised=raised,
                 )
             )
         else:
@@ -124,6 +126,7 @@ def record_model(
     input_tokens, output_tokens = usage(response)
     body = stored(jsonable(response))
     failure = None if error is None else stored(f"{type(error).__name__}: {error}")
+    raised = None if error is None else stored(described(error))
     run.recorder.record_call(
         lambda index: ModelCalled(
             step_index=step_index,
@@ -133,6 +136,7 @@ def record_model(
             request=request,
             response=body,
             error=failure,
+            raised=raised,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             latency_ms=elapsed_ms(started),
@@ -150,10 +154,13 @@ def serve(run: RecordedRun, kind: str, name: str, request: Any, scope: dict[str,
     run.recorder.record_call(lambda _: event.model_validate(payload), payload["call_index"])
     if kind == "ModelCalled" and payload.get("error"):
         error_type, _, message = str(payload["error"]).partition(": ")
-        raise rebuild_error(error_type, message, scope)
+        raise rebuild_error(error_type, message, scope, payload.get("raised"))
     if kind == "ToolCalled" and payload.get("status") == "error":
         raise rebuild_error(
-            str(payload.get("error_type") or "ToolError"), str(payload.get("result")), scope
+            str(payload.get("error_type") or "ToolError"),
+            str(payload.get("result")),
+            scope,
+            payload.get("raised"),
         )
     return payload.get("response") if kind == "ModelCalled" else payload.get("result")
 
@@ -227,7 +234,7 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return await function(*args, **kwargs)
-                request = stored(jsonable({"args": args, "kwargs": kwargs}))
+                request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
                 if replaying(run):
                     return rehydrate(serve(run, kind, name, request, scope))
                 started, at = time.perf_counter(), current_step_index()
@@ -252,7 +259,7 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return (yield from function(*args, **kwargs))
-                request = stored(jsonable({"args": args, "kwargs": kwargs}))
+                request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
                 if replaying(run):
                     served = serve(run, kind, name, request, scope) or []
                     if decode is not None:  # the user's decoder, item by item
@@ -282,7 +289,7 @@ def _instrument(
             if run is None:
                 _outside_context(name)
                 return function(*args, **kwargs)
-            request = stored(jsonable({"args": args, "kwargs": kwargs}))
+            request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
             if replaying(run):
                 return rehydrate(serve(run, kind, name, request, scope))  # type: ignore[no-any-return]
             started, at = time.perf_counter(), current_step_index()
