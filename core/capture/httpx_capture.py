@@ -249,7 +249,7 @@ class _Capture:
     def streaming(self, chunks: list[bytes]) -> None:
         """The response streams into ``chunks``: if the run ends before the caller reads it
         to its end (or closes it), it is recorded as what was read."""
-        self.run.open_calls[id(self)] = lambda: self.done(b"".join(chunks))
+        self.run.open_calls[id(self)] = (self.step_index, lambda: self.done(b"".join(chunks)))
 
     def done(self, content: bytes, error: BaseException | None = None) -> None:
         """Record the call (once) with the response ``content`` seen."""

@@ -320,7 +320,7 @@ class _Stream:
         self.started = time.perf_counter()
         self.items: list[Any] = []
         self.done = False
-        run.open_calls[id(self)] = self
+        run.open_calls[id(self)] = (step_index, self)
 
     def __call__(self, error: BaseException | None = None) -> None:
         if self.done:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..canonical import fingerprint, jsonable
 from ..harness.playback import CALL_TYPES, Divergence, describe
-from ..store import StoredEvent
+from ..store import EventStore, StoredEvent
 
 
 def _name(payload: dict[str, Any]) -> str | None:
@@ -95,6 +95,8 @@ class SdkPlayback:
         self._consumed: dict[int | None, int] = {}
         self._lock = threading.Lock()
         self.diverged: Divergence | None = None
+        self.origin: EventStore | None = None
+        """The store the recording was read from: nested runs' recordings are read there."""
 
     def serving(self, step_index: int | None) -> bool:
         """Whether calls of ``step_index`` come from the recording (else: live, in a fork)."""
@@ -187,6 +189,11 @@ class SdkPlayback:
                 if pending:
                     return pending[0]
         return None
+
+    def refuse_here(self, divergence: Divergence) -> Divergence:
+        """``divergence`` remembered as the replay's (unless it diverged before), to raise."""
+        with self._lock:
+            return self._diverged(divergence)
 
     def refused(self, divergence: Divergence) -> None:
         """Remember ``divergence`` (an edge of the process the replay refused to cross) as the

@@ -221,6 +221,8 @@ class _Run:
             match_requests=original.source == "sdk",
             requests_from_step=prefix or 0,
         )
+        target = self.target
+        playback.origin = target.backing if isinstance(target, BufferedStore) else target
         divergence = agent_error = None
         guard, watch = NondeterminismGuard(), Watch()
         try:
