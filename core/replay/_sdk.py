@@ -71,6 +71,8 @@ def replay_agent(
     _check_fork(original, fork_at_step, model_version)
     version_now = model_version or original.model_version
     parameters = inspect.signature(agent).parameters
+    if fork and model_version not in (None, original.model_version):
+        _check_takes_version(agent_name or original.agent, parameters)
     if fork and role_versions:
         _check_roles(original, agent_name or original.agent, events, role_versions, parameters)
     if not fork or (role_versions is None and model_version is None):
@@ -158,6 +160,17 @@ def _check_fork(original: RunState, fork_at_step: int | None, model_version: str
             )
     elif model_version is not None and model_version != original.model_version:
         raise SteplogError("--model-version changes the model: use it with --fork-at-step K")
+
+
+def _check_takes_version(name: str, parameters: Any) -> None:
+    """A fork onto another model version needs an entry point that takes it: otherwise the fork
+    would be labelled with the new version and still call the old model."""
+    if "model_version" not in parameters:
+        raise SteplogError(
+            f"agent {name!r} cannot be forked onto another model version: its entry point "
+            "takes no model_version parameter (add `model_version: str` and call the model "
+            "it names)"
+        )
 
 
 def _check_roles(
