@@ -564,7 +564,7 @@ def recorded_clock_and_rng(city: str) -> dict[str, Any]:
     return dict(s.output)
 
 
-@pattern(0, 0, key="HOME")
+@pattern(0, 1, key="HOME")
 def environment(key: str) -> dict[str, Any]:
     value = os.environ.get(key, "")  # read the same in the replay's process
     with step("ask") as s:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import multiprocessing
+import os
 import pickle
 import socketserver
 import subprocess
@@ -393,3 +394,34 @@ def test_a_fork_onto_another_model_needs_an_entry_point_that_takes_it(store: Eve
     assert "\n" not in str(refused.value)
     fork = replay(store, run_id, fork_at_step=1)  # the same model, another future: allowed
     assert fork.mode == "fork"
+
+
+# --- the environment ----------------------------------------------------------------------------
+
+
+@register_agent("env-agent")
+def env_agent() -> dict[str, Any]:
+    with step("configure") as s:
+        region = os.environ.get("STEPLOG_TEST_REGION", "eu")
+        s.output = {"a": ask(f"where: {len(region)}")}  # the value's length: the same in us/eu
+    return dict(s.output)
+
+
+def test_environment_reads_are_recorded_without_values_and_compared(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPLOG_TEST_REGION", "us")
+    run_id = record(store, "env-agent")
+    (read,) = [
+        e.payload
+        for e in store.read_run(run_id)
+        if e.type == "ToolCalled" and e.payload["tool"] == "os.environ"
+    ]
+    assert read["args"] == {"key": "STEPLOG_TEST_REGION"} and read["step_index"] == 0
+    assert read["result"]["set"] is True and "us" not in str(read["result"])
+    assert replay(store, run_id, check=True).identical
+    monkeypatch.setenv("STEPLOG_TEST_REGION", "eu")
+    changed = replay(store, run_id, check=True)
+    assert changed.behaviour_changed and changed.departure is not None, changed.summary
+    assert changed.departure["step_index"] == 0  # at the read: before any other call of step 0
+    assert "os.environ" in changed.summary, changed.summary

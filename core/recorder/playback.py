@@ -19,6 +19,10 @@ from ..canonical import fingerprint, jsonable
 from ..harness.playback import CALL_TYPES, Divergence, describe
 from ..store import EventStore, StoredEvent
 
+ENVIRON = "os.environ"
+"""The tool name under which a run records its agent code's reads of the environment (see
+:mod:`steplog.recorder.seal`)."""
+
 
 def _name(payload: dict[str, Any]) -> str | None:
     name = payload.get("model") or payload.get("tool")
@@ -91,6 +95,11 @@ class SdkPlayback:
             self._calls.setdefault(step, []).append(payload)
             served_indexes.append(int(event.payload.get("call_index") or 0))
         self.next_call_index = max(served_indexes) + 1
+        self.reads_environment = any(
+            p.get("tool") == ENVIRON for pending in self._calls.values() for p in pending
+        )
+        """Whether the recording has environment reads (older recordings have none: their
+        replays do not record them either)."""
         """Where live calls (a fork's) continue numbering."""
         self._consumed: dict[int | None, int] = {}
         self._lock = threading.Lock()

@@ -15,6 +15,11 @@ process edge, not by listing client functions:
   ``ProcessPoolExecutor``. A child's calls cannot be recorded, so while recording, starting one
   outside a recorded call is refused with one line saying how to record it (inside a
   ``@steplog.tool_call`` function, whose result is recorded); in a replay it is a divergence.
+* **the environment**: ``os.environ`` reads from the agent's own code inside a run
+  (``os.environ[...]``, ``.get``, ``os.getenv``, ``in``) are recorded as calls of
+  :data:`~steplog.recorder.playback.ENVIRON` (the key, whether it was set and a digest of its
+  value -- never the value), and compared in a replay: a changed environment is a difference
+  at the step that read it.
 * **files**: a file opened for writing outside the scratch folders (the system's temporary
   folder and those named in ``STEPLOG_SCRATCH``, separated by ``os.pathsep``) during a
   replay is reported with its call site (writing is not refused: a replay may legitimately
@@ -41,8 +46,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ..canonical import fingerprint
+from ..events import ToolCalled
 from ..harness.playback import Divergence
 from .context import current_run, current_step_index, replaying_anywhere
+from .playback import ENVIRON
 
 _STEPLOG = str(Path(__file__).resolve().parent.parent)
 _LIBRARIES = tuple(
@@ -219,6 +227,66 @@ def _open(original: Callable[..., Any]) -> Callable[..., Any]:
     return watched
 
 
+_ENV_HOPS = frozenset({"get", "getenv", "__contains__", "setdefault", "getenvb"})
+"""The functions of ``os`` and ``Mapping`` through which agent code reads one variable."""
+
+
+def _environ(original: Callable[..., Any]) -> Callable[..., Any]:
+    def read(self: Any, key: Any) -> Any:
+        try:
+            value = original(self, key)
+        except KeyError:
+            if current_run() is not None:
+                _environment_read(key, None)
+            raise
+        if current_run() is not None:
+            _environment_read(key, value)
+        return value
+
+    return read
+
+
+def _environment_read(key: Any, value: Any) -> None:
+    """Record (or, replayed, compare) one read of the environment made by agent code."""
+    frame: FrameType | None = sys._getframe(3)
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+        if frame.f_code.co_name not in _ENV_HOPS:
+            return  # a copy or iteration of the whole environment: not a read of one value
+        frame = frame.f_back
+    if frame is None:
+        return
+    filename = frame.f_code.co_filename
+    if filename.startswith(("<", _STEPLOG, *_LIBRARIES)):
+        return
+    run = current_run()
+    if run is None:
+        return
+    step_index = current_step_index()
+    request = {"key": str(key)}
+    text = None if value is None else os.fsdecode(value)
+    digest = None if text is None else fingerprint(ENVIRON, text)[:16]
+    result = {"set": text is not None, "digest": digest}
+    served = run.serving(step_index)
+    index = None
+    if served is not None:
+        if not served.reads_environment:  # recorded before environment reads were
+            return
+        index = served.take("ToolCalled", step_index, name=ENVIRON, request=request)[
+            "call_index"
+        ]
+    run.recorder.record_call(
+        lambda at: ToolCalled(
+            step_index=step_index,
+            call_index=at,
+            fingerprint=fingerprint(ENVIRON, request),
+            tool=ENVIRON,
+            args=request,
+            result=result,
+        ),
+        index,
+    )
+
+
 def install() -> None:
     """Put the seal on the process edges (idempotent; outside runs nothing changes)."""
     with _lock:
@@ -246,6 +314,7 @@ def install() -> None:
                 "submit",
                 _process("ProcessPoolExecutor.submit", ProcessPoolExecutor.submit, _target),
             ),
+            (type(os.environ), "__getitem__", _environ(type(os.environ).__getitem__)),
             (builtins, "open", _open(builtins.open)),
             (io, "open", _open(io.open)),
         ]
