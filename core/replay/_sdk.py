@@ -72,7 +72,9 @@ def replay_agent(
     version_now = model_version or original.model_version
     parameters = inspect.signature(agent).parameters
     if fork and model_version not in (None, original.model_version):
-        _check_takes_version(agent_name or original.agent, parameters)
+        # the new version must reach the model: as model_version, or through a role map
+        if role_versions is None or "role_versions" not in parameters:
+            _check_takes_version(agent_name or original.agent, parameters)
     if fork and role_versions:
         _check_roles(original, agent_name or original.agent, events, role_versions, parameters)
     if not fork or (role_versions is None and model_version is None):
