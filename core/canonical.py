@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from hashlib import sha256
 from typing import Any
@@ -12,9 +13,33 @@ from pydantic_core import to_jsonable_python
 _c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 
 
+_ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
+
+
+def stable_repr(value: Any) -> str:
+    """``repr(value)`` without memory addresses (``<Agent object at 0x7f...>`` is ``<Agent>``
+    in every process), so requests holding such objects compare equal across runs."""
+    return _ADDRESS.sub("", repr(value))
+
+
 def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data (objects pydantic cannot serialize become their ``repr``)."""
-    return to_jsonable_python(value, fallback=repr)
+    """``value`` as plain JSON data (objects pydantic cannot serialize become their ``repr``,
+    without memory addresses)."""
+    return to_jsonable_python(value, fallback=stable_repr)
+
+
+def stable(value: Any) -> Any:
+    """``value`` with every set and frozenset in its dicts, lists and tuples made a list sorted
+    by a stable key (each member's canonical JSON): a set's own order follows the
+    per-process hash seed, so a request holding one would not match its replay's."""
+    if isinstance(value, (set, frozenset)):
+        members = [stable(member) for member in value]
+        return sorted(members, key=lambda member: _CANONICAL(jsonable(member)))
+    if isinstance(value, dict):
+        return {key: stable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [stable(item) for item in value]
+    return value
 
 
 def _canonical_encoder() -> Callable[[Any], str]:
@@ -46,7 +71,7 @@ _CANONICAL = _canonical_encoder()
 
 def fingerprint(name: str, request: Any) -> str:
     """A stable hash of a call's name and canonical request (what replay compares)."""
-    canonical = _CANONICAL([name, to_jsonable_python(request, fallback=repr)])
+    canonical = _CANONICAL([name, to_jsonable_python(request, fallback=stable_repr)])
     return sha256(canonical.encode()).hexdigest()[:32]
 
 

@@ -441,6 +441,11 @@ class _MeasuredCall(_RecordedCall):
         default=None,
         description="measured numbers that were out of range, with what each was (v3)",
     )
+    raised: dict[str, Any] | None = Field(
+        default=None,
+        description="the exception a failed call raised: class, module, message, plain "
+        "attributes and cause chain, so a replay re-raises it as it was (v4)",
+    )
 
     @model_validator(mode="wrap")
     @classmethod

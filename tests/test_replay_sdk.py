@@ -870,7 +870,7 @@ def test_the_network_raising_during_a_replay_changes_nothing_and_a_fork_reports_
         assert len(server.requests) == 2
         _refuse_network(monkeypatch)
         assert_identical(replay(sdk_store, run_id))  # served: the network was never needed
-        fork = replay(sdk_store, run_id, fork_at_step=1, model_version="m-2")
+        fork = replay(sdk_store, run_id, fork_at_step=1)  # live from step 1 (same model)
         assert len(server.requests) == 2
     assert (fork.status, fork.divergence) == ("failed", None)
     assert fork.agent_error is not None and "the network was used" in fork.agent_error

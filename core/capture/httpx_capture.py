@@ -160,6 +160,7 @@ def _tees(module: ModuleType) -> tuple[Any, Any]:
         def __init__(self, inner: Any, capture: _Capture) -> None:
             self.inner, self.capture = inner, capture
             self.chunks: list[bytes] = []
+            capture.streaming(self.chunks)
 
         @property
         def elapsed(self) -> Any:
@@ -182,6 +183,7 @@ def _tees(module: ModuleType) -> tuple[Any, Any]:
         def __init__(self, inner: Any, capture: _Capture) -> None:
             self.inner, self.capture = inner, capture
             self.chunks: list[bytes] = []
+            capture.streaming(self.chunks)
 
         @property
         def elapsed(self) -> Any:
@@ -244,11 +246,17 @@ class _Capture:
         self.started, self.step_index = started, step_index
         self.recorded = False
 
+    def streaming(self, chunks: list[bytes]) -> None:
+        """The response streams into ``chunks``: if the run ends before the caller reads it
+        to its end (or closes it), it is recorded as what was read."""
+        self.run.open_calls[id(self)] = (self.step_index, lambda: self.done(b"".join(chunks)))
+
     def done(self, content: bytes, error: BaseException | None = None) -> None:
         """Record the call (once) with the response ``content`` seen."""
         if self.recorded:
             return
         self.recorded = True
+        self.run.open_calls.pop(id(self), None)
         model, canonical = _request_of(self.request, self.body)
         answer: dict[str, Any] | None = None
         input_tokens = output_tokens = 0

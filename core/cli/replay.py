@@ -113,11 +113,11 @@ def replay_cmd(
                 highlight=False,
                 markup=False,
             )
-        for line in (*result.notes, *result.nondeterminism):
+        for line in (*result.notes, *result.nondeterminism, *result.edges):
             console.print(f"warning: {line}", highlight=False, markup=False)
     if check:
-        if result.behaviour_changed or result.agent_error is not None:
-            raise typer.Exit(1)
+        if result.behaviour_changed or result.agent_error is not None or result.identical is None:
+            raise typer.Exit(1)  # never 0 without a comparison that found the replay alike
     elif result.divergence is not None or result.identical is False:
         raise typer.Exit(1)
 

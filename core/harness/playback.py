@@ -33,6 +33,9 @@ class Divergence(SteplogError):
             f"replay diverged at {where}, call {call_index}: expected {expected}, got {got}"
         )
 
+    def __reduce__(self) -> Any:  # crosses process pools: rebuilt from its four fields
+        return (type(self), (self.step_index, self.call_index, self.expected, self.got))
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {

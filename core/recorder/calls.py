@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from ..canonical import fingerprint, jsonable
+from ..canonical import fingerprint, jsonable, stable
 from ..events import ModelCalled, ToolCalled
 from ..redaction import recording_redactor
 from .context import (
@@ -20,12 +20,13 @@ from .context import (
     recording_anywhere,
     replaying_anywhere,
 )
-from .rehydrate import decoder, rebuild_error
+from .rehydrate import decoder, described, rebuild_error
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-Recorder = Callable[[RecordedRun, Any, Any, "BaseException | None", float], None]
+Recorder = Callable[[RecordedRun, Any, Any, "BaseException | None", float, "int | None"], None]
+"""(run, request, response, error, perf_counter at the start, step index at the start)."""
 
 inside_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "steplog_inside_call", default=False
@@ -51,9 +52,14 @@ def model_call(
     """
 
     def record(
-        run: RecordedRun, request: Any, response: Any, error: BaseException | None, started: float
+        run: RecordedRun,
+        request: Any,
+        response: Any,
+        error: BaseException | None,
+        started: float,
+        step_index: int | None,
     ) -> None:
-        record_model(run, model, request, response, error, started)
+        record_model(run, model, request, response, error, started, step_index)
 
     return _instrument(record, "ModelCalled", model, encode, decode)
 
@@ -71,10 +77,15 @@ def tool_call(
     """
 
     def record(
-        run: RecordedRun, request: Any, result: Any, error: BaseException | None, started: float
+        run: RecordedRun,
+        request: Any,
+        result: Any,
+        error: BaseException | None,
+        started: float,
+        step_index: int | None,
     ) -> None:
         common: dict[str, Any] = {
-            "step_index": current_step_index(),
+            "step_index": step_index,
             "fingerprint": fingerprint(tool, request),
             "tool": tool,
             "args": request,
@@ -82,6 +93,7 @@ def tool_call(
         }
         if error is not None:
             error_type, message = type(error).__name__, recording_redactor().text(str(error))
+            raised = stored(described(error))
             run.recorder.record_call(
                 lambda index: ToolCalled(
                     **common,
@@ -89,6 +101,7 @@ def tool_call(
                     status="error",
                     error_type=error_type,
                     result=message,
+                    raised=raised,
                 )
             )
         else:
@@ -107,12 +120,13 @@ def record_model(
     response: Any,
     error: BaseException | None,
     started: float,
+    step_index: int | None,
 ) -> None:
-    """Buffer one ``ModelCalled`` of ``run``."""
+    """Buffer one ``ModelCalled`` of ``run`` (made in step ``step_index``)."""
     input_tokens, output_tokens = usage(response)
-    step_index = current_step_index()
     body = stored(jsonable(response))
     failure = None if error is None else stored(f"{type(error).__name__}: {error}")
+    raised = None if error is None else stored(described(error))
     run.recorder.record_call(
         lambda index: ModelCalled(
             step_index=step_index,
@@ -122,6 +136,7 @@ def record_model(
             request=request,
             response=body,
             error=failure,
+            raised=raised,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             latency_ms=elapsed_ms(started),
@@ -139,10 +154,13 @@ def serve(run: RecordedRun, kind: str, name: str, request: Any, scope: dict[str,
     run.recorder.record_call(lambda _: event.model_validate(payload), payload["call_index"])
     if kind == "ModelCalled" and payload.get("error"):
         error_type, _, message = str(payload["error"]).partition(": ")
-        raise rebuild_error(error_type, message, scope)
+        raise rebuild_error(error_type, message, scope, payload.get("raised"))
     if kind == "ToolCalled" and payload.get("status") == "error":
         raise rebuild_error(
-            str(payload.get("error_type") or "ToolError"), str(payload.get("result")), scope
+            str(payload.get("error_type") or "ToolError"),
+            str(payload.get("result")),
+            scope,
+            payload.get("raised"),
         )
     return payload.get("response") if kind == "ModelCalled" else payload.get("result")
 
@@ -216,19 +234,19 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return await function(*args, **kwargs)
-                request = stored(jsonable({"args": args, "kwargs": kwargs}))
+                request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
                 if replaying(run):
                     return rehydrate(serve(run, kind, name, request, scope))
-                started = time.perf_counter()
+                started, at = time.perf_counter(), current_step_index()
                 token = inside_call.set(True)
                 try:
                     response = await function(*args, **kwargs)
                 except BaseException as exc:
-                    record(run, request, None, exc, started)
+                    record(run, request, None, exc, started, at)
                     raise
                 finally:
                     inside_call.reset(token)
-                record(run, request, encoded(response), None, started)
+                record(run, request, encoded(response), None, started, at)
                 return response
 
             return async_wrapper  # type: ignore[return-value]
@@ -241,7 +259,7 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return (yield from function(*args, **kwargs))
-                request = stored(jsonable({"args": args, "kwargs": kwargs}))
+                request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
                 if replaying(run):
                     served = serve(run, kind, name, request, scope) or []
                     if decode is not None:  # the user's decoder, item by item
@@ -249,16 +267,18 @@ def _instrument(
                     else:
                         yield from rehydrate(served)
                     return None
-                started = time.perf_counter()
-                items: list[Any] = []
+                finish = _Stream(run, request, record, current_step_index())
                 try:
                     for item in _quietly(function(*args, **kwargs)):
-                        items.append(encoded(item))
+                        finish.items.append(encoded(item))
                         yield item
-                except BaseException as exc:
-                    record(run, request, items, exc, started)
+                except GeneratorExit:  # the caller stopped reading: recorded as what it read
+                    finish()
                     raise
-                record(run, request, items, None, started)
+                except BaseException as exc:
+                    finish(exc)
+                    raise
+                finish()
                 return None
 
             return generator_wrapper
@@ -269,24 +289,45 @@ def _instrument(
             if run is None:
                 _outside_context(name)
                 return function(*args, **kwargs)
-            request = stored(jsonable({"args": args, "kwargs": kwargs}))
+            request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
             if replaying(run):
                 return rehydrate(serve(run, kind, name, request, scope))  # type: ignore[no-any-return]
-            started = time.perf_counter()
+            started, at = time.perf_counter(), current_step_index()
             token = inside_call.set(True)
             try:
                 response = function(*args, **kwargs)
             except BaseException as exc:
-                record(run, request, None, exc, started)
+                record(run, request, None, exc, started, at)
                 raise
             finally:
                 inside_call.reset(token)
-            record(run, request, encoded(response), None, started)
+            record(run, request, encoded(response), None, started, at)
             return response
 
         return wrapper
 
     return decorate
+
+
+class _Stream:
+    """A decorated generator being recorded: recorded once, as the items its caller read,
+    when it ends, fails, is closed early -- or when the run ends with it still open."""
+
+    def __init__(
+        self, run: RecordedRun, request: Any, record: Recorder, step_index: int | None
+    ) -> None:
+        self.run, self.request, self.record, self.step_index = run, request, record, step_index
+        self.started = time.perf_counter()
+        self.items: list[Any] = []
+        self.done = False
+        run.open_calls[id(self)] = (step_index, self)
+
+    def __call__(self, error: BaseException | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.run.open_calls.pop(id(self), None)
+        self.record(self.run, self.request, self.items, error, self.started, self.step_index)
 
 
 def _quietly(items: Any) -> Any:

@@ -108,6 +108,20 @@ class RecordedRun:
     """Agents (roles) answered by another model version than ``model_version`` (a per-agent
     fork); see :meth:`version_for`."""
     _random: RecordedRandom | None = field(default=None, repr=False)
+    open_calls: dict[int, tuple[int | None, Callable[[], None]]] = field(
+        default_factory=dict, repr=False
+    )
+    """Calls still streaming (a generator or an HTTP stream not read to its end), by id, with
+    their step: each records what was read so far when its step (or the run) ends, so a
+    stream left open is recorded too, in its step."""
+
+    def close_open_calls(self, step_index: int | None = None, *, all_steps: bool = True) -> None:
+        """Record the calls still open (of ``step_index`` unless ``all_steps``) as what they
+        have read."""
+        for key, (index, close) in list(self.open_calls.items()):
+            if all_steps or index == step_index:
+                self.open_calls.pop(key, None)
+                close()
 
     @property
     def run_id(self) -> str:
@@ -141,11 +155,13 @@ def running(run: RecordedRun, playback: SdkPlayback | None) -> Iterator[Recorded
     """``run`` as the current run of this context (and counted as in progress, a replay when it
     has a ``playback``) while the block runs."""
     token = _current_run.set(run)
+    outer_step = _current_step.set(None)  # a run started inside another's step has its own
     _count_replay(playback, +1)
     try:
         yield run
     finally:
         _count_replay(playback, -1)
+        _current_step.reset(outer_step)
         _current_run.reset(token)
 
 
@@ -189,6 +205,7 @@ def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
     token = _current_step.set(current)
     try:
         yield current
+        run.close_open_calls(index, all_steps=False)
         served = run.serving(index)
         if served is not None:
             served.step_ended(index)  # fewer calls than recorded: diverged at this step

@@ -17,7 +17,11 @@ from typing import Any
 
 from ..canonical import fingerprint, jsonable
 from ..harness.playback import CALL_TYPES, Divergence, describe
-from ..store import StoredEvent
+from ..store import EventStore, StoredEvent
+
+ENVIRON = "os.environ"
+"""The tool name under which a run records its agent code's reads of the environment (see
+:mod:`steplog.recorder.seal`)."""
 
 
 def _name(payload: dict[str, Any]) -> str | None:
@@ -91,10 +95,17 @@ class SdkPlayback:
             self._calls.setdefault(step, []).append(payload)
             served_indexes.append(int(event.payload.get("call_index") or 0))
         self.next_call_index = max(served_indexes) + 1
+        self.reads_environment = any(
+            p.get("tool") == ENVIRON for pending in self._calls.values() for p in pending
+        )
+        """Whether the recording has environment reads (older recordings have none: their
+        replays do not record them either)."""
         """Where live calls (a fork's) continue numbering."""
         self._consumed: dict[int | None, int] = {}
         self._lock = threading.Lock()
         self.diverged: Divergence | None = None
+        self.origin: EventStore | None = None
+        """The store the recording was read from: nested runs' recordings are read there."""
 
     def serving(self, step_index: int | None) -> bool:
         """Whether calls of ``step_index`` come from the recording (else: live, in a fork)."""
@@ -187,6 +198,17 @@ class SdkPlayback:
                 if pending:
                     return pending[0]
         return None
+
+    def refuse_here(self, divergence: Divergence) -> Divergence:
+        """``divergence`` remembered as the replay's (unless it diverged before), to raise."""
+        with self._lock:
+            return self._diverged(divergence)
+
+    def refused(self, divergence: Divergence) -> None:
+        """Remember ``divergence`` (an edge of the process the replay refused to cross) as the
+        replay's, unless it already diverged."""
+        with self._lock:
+            self._diverged(divergence)
 
     def _diverged(self, divergence: Divergence) -> Divergence:
         if self.diverged is None:

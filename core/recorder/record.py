@@ -14,13 +14,29 @@ from typing import Any
 
 from uuid6 import uuid7
 
-from ..canonical import jsonable
+from ..canonical import fingerprint, jsonable
 from ..capture import instrument as hook_clients
-from ..events import ReplayDiverged, RunAborted, RunCompleted, RunConfig, RunFailed, RunStarted
+from ..events import (
+    ReplayDiverged,
+    RunAborted,
+    RunCompleted,
+    RunConfig,
+    RunFailed,
+    RunStarted,
+    ToolCalled,
+)
 from ..harness.playback import Divergence
 from ..store import EventStore
-from .context import RecordedRun, as_object, propagate_into_thread_pools, running
+from .context import (
+    RecordedRun,
+    as_object,
+    current_run,
+    current_step_index,
+    propagate_into_thread_pools,
+    running,
+)
 from .playback import SdkPlayback
+from .seal import install as seal_edges
 from .writer import RunRecorder
 
 
@@ -62,6 +78,10 @@ def record_run(
     if instrument:
         hook_clients()
     propagate_into_thread_pools()
+    seal_edges()
+    child = Nested.of(current_run(), scenario, input)
+    if child is not None and child.playback is not None:  # a nested run, replayed: served
+        playback, store, run_id, db = child.playback, child.store, child.run_id, None
     owned = store is None
     event_store = EventStore.open(db) if store is None else store
     recorder = RunRecorder(
@@ -98,13 +118,17 @@ def record_run(
         )
     )
     recorder.flush()
+    if child is not None:
+        child.started(recorder.run_id)
     try:
         with running(run, playback):
             try:
                 yield run
+                run.close_open_calls()
                 if playback is not None and playback.diverged is None:
                     playback.run_ended()
             except BaseException as exc:
+                run.close_open_calls()
                 diverged = _record_failure(run, recorder, playback, exc)
                 if diverged is not None:
                     raise diverged from (None if exc is diverged else exc)
@@ -112,6 +136,8 @@ def record_run(
             else:
                 _record_completion(run, recorder, playback)
     finally:
+        if child is not None:
+            child.ended(playback)
         if owned:
             event_store.close()
 
@@ -156,3 +182,87 @@ def _record_divergence(recorder: RunRecorder, diverged: Divergence) -> None:
     recorder.record(ReplayDiverged(**diverged.as_dict()))
     recorder.record(RunAborted(reason=str(diverged), step_index=diverged.step_index))
     recorder.flush()
+
+
+NESTED = "steplog.record_run"
+"""The tool name under which a run records a run started inside it (a nested ``record_run``):
+its arguments are the child's scenario and input, its result the child's run id."""
+
+
+class Nested:
+    """A ``record_run`` inside another run. Recorded, the parent records the child as a call
+    (``ToolCalled`` named :data:`NESTED`) whose result is the child's run id; replayed, that
+    call is served, and the child is replayed from its own recording as a child of the
+    replayed run: its calls served, its events written where the parent's go (so never under
+    ``--check``), a divergence inside it the parent's."""
+
+    def __init__(self, parent: RecordedRun, request: dict[str, Any]) -> None:
+        self.parent, self.request = parent, request
+        self.step_index = current_step_index()
+        self.playback: SdkPlayback | None = None
+        self.store: EventStore | None = None
+        self.run_id: str | None = None
+        self.served: dict[str, Any] | None = None
+
+    @classmethod
+    def of(
+        cls, parent: RecordedRun | None, scenario: str, input: dict[str, Any] | None
+    ) -> Nested | None:
+        if parent is None:
+            return None
+        nested = cls(parent, {"scenario": scenario, "input": jsonable(input or {})})
+        served = parent.serving(nested.step_index)
+        if served is not None:
+            nested.serve(served)
+        return nested
+
+    def serve(self, served: SdkPlayback) -> None:
+        """Find the child's recording through the parent's and replay it into the parent's
+        store."""
+        payload = served.take("ToolCalled", self.step_index, name=NESTED, request=self.request)
+        self.served = payload
+        recorded = str((payload.get("result") or {}).get("run_id") or "")
+        origin = served.origin
+        events = origin.read_run(recorded) if origin is not None and recorded else []
+        if not events:
+            raise served.refuse_here(
+                Divergence(
+                    self.step_index,
+                    payload.get("call_index"),
+                    f"the nested run {recorded or '?'} in the store",
+                    "a nested run whose recording cannot be read",
+                )
+            )
+        self.playback = SdkPlayback(events)
+        self.playback.origin = origin
+        self.store = self.parent.recorder.store
+        self.run_id = str(uuid7())
+
+    def started(self, run_id: str) -> None:
+        """Record (or re-record, served) the parent's call that started the child."""
+        recorder, step_index, request = self.parent.recorder, self.step_index, self.request
+        if self.served is not None:
+            payload = self.served
+            served = ToolCalled.model_validate(payload)
+            recorder.record_call(lambda _: served, payload["call_index"])
+            return
+        recorder.record_call(
+            lambda index: ToolCalled(
+                step_index=step_index,
+                call_index=index,
+                fingerprint=fingerprint(NESTED, request),
+                tool=NESTED,
+                args=request,
+                result={"run_id": run_id},
+            )
+        )
+
+    def ended(self, playback: SdkPlayback | None) -> None:
+        """A replayed child's divergence is the parent's; a writing replay keeps the child."""
+        parent = self.parent.playback
+        if self.playback is not None and playback is not None:
+            if playback.diverged is not None and parent is not None:
+                parent.refused(playback.diverged)
+            commit = getattr(self.store, "commit", None)
+            if commit is not None and not getattr(self.store, "check_only", True):
+                commit(self.run_id)

@@ -80,9 +80,40 @@ def decoder(
     return rehydrate
 
 
-def error_class(name: str, scope: dict[str, Any] | None = None) -> type[BaseException] | None:
-    """The exception class recorded as ``name`` (possibly dotted), if it can be found."""
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def described(error: BaseException, depth: int = 0) -> dict[str, Any]:
+    """``error`` as a recording keeps it: class and module, message, its plain attributes
+    (``status``, ``code``, ...: what retry predicates read) and its cause chain."""
+    attributes = {
+        key: value
+        for key, value in vars(error).items()
+        if not key.startswith("_") and isinstance(value, _PLAIN)
+    }
+    cause = error.__cause__ if error.__cause__ is not None else error.__context__
+    return {
+        "type": type(error).__name__,
+        "module": type(error).__module__,
+        "message": str(error),
+        "attributes": attributes,
+        "explicit_cause": error.__cause__ is not None,
+        "cause": None if cause is None or depth >= 8 else described(cause, depth + 1),
+    }
+
+
+def error_class(
+    name: str, scope: dict[str, Any] | None = None, module: str | None = None
+) -> type[BaseException] | None:
+    """The exception class recorded as ``name`` (possibly dotted; of ``module`` when known),
+    if it can be found."""
     short = name.rsplit(".", 1)[-1]
+    if module is not None:  # the provider's own class, when several providers are imported
+        mine = [
+            c for c in _subclasses(BaseException) if c.__name__ == short and c.__module__ == module
+        ]
+        if len(mine) == 1:
+            return mine[0]
     candidates: list[Any] = [
         _ERRORS.get(name),
         _ERRORS.get(short),
@@ -97,19 +128,47 @@ def error_class(name: str, scope: dict[str, Any] | None = None) -> type[BaseExce
 
 
 def rebuild_error(
-    error_type: str, message: str, scope: dict[str, Any] | None = None
+    error_type: str,
+    message: str,
+    scope: dict[str, Any] | None = None,
+    raised: dict[str, Any] | None = None,
 ) -> BaseException:
-    """The recorded exception as its own class (a look-alike when the class is unknown)."""
-    cls = error_class(error_type, scope)
+    """The recorded exception as its own class (a look-alike when the class is unknown), with
+    its recorded attributes and cause chain when ``raised`` (see :func:`described`) has them."""
+    if raised:
+        error = _rebuilt(str(raised.get("type") or error_type), message, scope, raised)
+        cause = raised.get("cause")
+        if isinstance(cause, dict):
+            chained = rebuild_error(
+                str(cause.get("type")), str(cause.get("message") or ""), scope, cause
+            )
+            if raised.get("explicit_cause"):
+                error.__cause__ = chained
+            else:
+                error.__context__ = chained
+        return error
+    return _rebuilt(error_type, message, scope, None)
+
+
+def _rebuilt(
+    error_type: str, message: str, scope: dict[str, Any] | None, raised: dict[str, Any] | None
+) -> BaseException:
+    module = raised.get("module") if raised else None
+    cls = error_class(error_type, scope, module if isinstance(module, str) else None)
     if cls is None:
         safe = "".join(ch for ch in error_type if ch.isalnum() or ch == "_") or "ReplayedError"
         cls = type(safe, (Exception,), {"__module__": "steplog.replayed"})
     try:
-        return cls(message)
+        error = cls(message)
     except Exception:  # a constructor wanting more than a message: build it without __init__
         error = cls.__new__(cls)
         error.args = (message,)
-        return error
+    for key, value in ((raised or {}).get("attributes") or {}).items():
+        try:
+            setattr(error, key, value)
+        except Exception:  # a read-only attribute: the class computes it
+            continue
+    return error
 
 
 def _subclasses(root: type) -> set[type]:

@@ -138,7 +138,9 @@ def check_run(
         return SampleCheck(
             run_id, False, f"cannot be checked: {exc}", error=str(exc), scenario=scenario
         )
-    passed = not result.behaviour_changed and result.agent_error is None
+    passed = (
+        not result.behaviour_changed and result.agent_error is None and result.identical is not None
+    )
     summary = result.summary
     if result.agent_error is not None and result.departure is None:
         summary = f"the agent raised {result.agent_error}"

@@ -26,6 +26,9 @@ class ReplayResult:
     """The agent's own exception during the replay (SDK runs), if it raised one."""
     nondeterminism: tuple[str, ...] | list[str] = ()
     """Direct clock/randomness reads from agent code during the replay (not recorded)."""
+    edges: tuple[str, ...] | list[str] = ()
+    """What the replay did outside itself without being refused: files written outside the
+    scratch folders (see :mod:`steplog.recorder.seal`)."""
     written: bool = True
     """False for a check-only replay: its events were compared in memory, never stored."""
     departure: dict[str, Any] | None = None
@@ -56,6 +59,7 @@ class ReplayResult:
             "model_version": self.model_version,
             "agent_error": self.agent_error,
             "nondeterminism": list(self.nondeterminism),
+            "edges": list(self.edges),
             "written": self.written,
             "behaviour_changed": self.behaviour_changed,
             "departure": self.departure,

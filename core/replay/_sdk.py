@@ -27,9 +27,16 @@ from ..harness.runner import RunStateError
 from ..projections.run_state import RunState, fold
 from ..recorder import SdkPlayback, record_run, registered_agent, registered_agents
 from ..recorder.guard import NondeterminismGuard
+from ..recorder.seal import Watch
 from ._buffer import BufferedStore, declared_changes, departure, same_stream
 from ._diff import first_difference
 from ._result import ReplayResult
+
+ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, asyncio.CancelledError)
+"""Endings other than an exception that are still the agent's own: ``sys.exit``, an
+interrupt raised inside it, a closed generator, a cancelled task. Recorded as how the run
+ended (``RunFailed`` with their class) and compared like any other ending -- never let through
+to end the process before the replay is compared."""
 
 if TYPE_CHECKING:
     from ..store import EventStore, StoredEvent
@@ -64,6 +71,10 @@ def replay_agent(
     _check_fork(original, fork_at_step, model_version)
     version_now = model_version or original.model_version
     parameters = inspect.signature(agent).parameters
+    if fork and model_version not in (None, original.model_version):
+        # the new version must reach the model: as model_version, or through a role map
+        if role_versions is None or "role_versions" not in parameters:
+            _check_takes_version(agent_name or original.agent, parameters)
     if fork and role_versions:
         _check_roles(original, agent_name or original.agent, events, role_versions, parameters)
     if not fork or (role_versions is None and model_version is None):
@@ -79,7 +90,7 @@ def replay_agent(
     run_id = new_run_id or str(uuid7())
     target = store if fork else BufferedStore(store, check_only=check)
     run = _Run(target, original, events, run_id, fork_at_step, version_now, seed_now)
-    divergence, agent_error, guard = run.call(agent, arguments, session_id, role_versions)
+    divergence, agent_error, guard, watch = run.call(agent, arguments, session_id, role_versions)
     replayed = target.read_run(run_id)
     if isinstance(target, BufferedStore):
         if check:
@@ -103,6 +114,7 @@ def replay_agent(
         model_version=version_now,
         agent_error=agent_error,
         nondeterminism=guard.warnings(),
+        edges=watch.lines,
         written=not check,
         departure=found,
         declared=declared,
@@ -150,6 +162,17 @@ def _check_fork(original: RunState, fork_at_step: int | None, model_version: str
             )
     elif model_version is not None and model_version != original.model_version:
         raise SteplogError("--model-version changes the model: use it with --fork-at-step K")
+
+
+def _check_takes_version(name: str, parameters: Any) -> None:
+    """A fork onto another model version needs an entry point that takes it: otherwise the fork
+    would be labelled with the new version and still call the old model."""
+    if "model_version" not in parameters:
+        raise SteplogError(
+            f"agent {name!r} cannot be forked onto another model version: its entry point "
+            "takes no model_version parameter (add `model_version: str` and call the model "
+            "it names)"
+        )
 
 
 def _check_roles(
@@ -200,9 +223,10 @@ class _Run:
         arguments: dict[str, Any],
         session_id: str | None,
         role_versions: dict[str, str] | None,
-    ) -> tuple[dict[str, Any] | None, str | None, NondeterminismGuard]:
-        """Run the agent; its divergence (the replay stopped) or its own error, and the guard
-        that watched for unrecorded clock and randomness reads."""
+    ) -> tuple[dict[str, Any] | None, str | None, NondeterminismGuard, Watch]:
+        """Run the agent; its divergence (the replay stopped, or crossed the process's edge)
+        or its own error, the guard that watched for unrecorded clock and randomness reads and
+        the watch on the process's edges."""
         original, fork = self.original, self.fork_at_step is not None
         # A fork's prefix (and a replayed fork's) may ask with the fork's version or seed.
         prefix = self.fork_at_step if fork else (original.fork_step if original.forked_from else 0)
@@ -212,11 +236,14 @@ class _Run:
             match_requests=original.source == "sdk",
             requests_from_step=prefix or 0,
         )
+        target = self.target
+        playback.origin = target.backing if isinstance(target, BufferedStore) else target
         divergence = agent_error = None
-        guard = NondeterminismGuard()
+        guard, watch = NondeterminismGuard(), Watch()
         try:
             with (
                 guard,
+                watch,
                 record_run(
                     original.scenario,
                     model_version=self.model_version,
@@ -245,7 +272,11 @@ class _Run:
             divergence = stopped.as_dict()
         except Exception as crashed:  # the agent's own failure: recorded as RunFailed, reported
             agent_error = f"{type(crashed).__name__}: {crashed}"
-        return divergence, agent_error, guard
+        except ENDINGS:  # sys.exit, Ctrl-C, a cancelled task: an ending, recorded and compared
+            pass
+        if divergence is None and watch.divergence is not None:  # crossed outside the context
+            divergence = watch.divergence.as_dict()
+        return divergence, agent_error, guard, watch
 
 
 def _compared(

@@ -1,0 +1,427 @@
+"""The seal around replays: what leaves the process is served, refused or reported -- never
+live and ``identical`` (issue 34). Ordinary patterns replaying sealed are in
+``test_replay_patterns.py``; here are the edges themselves, the endings and the refusals."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import multiprocessing
+import os
+import pickle
+import socketserver
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from typer.testing import CliRunner
+
+import steplog
+from steplog import EventStore, model_call, record_run, register_agent, step, tool_call
+from steplog.harness.playback import Divergence
+from steplog.replay import replay
+
+HITS: list[str] = []
+SWITCH: dict[str, Any] = {}
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        HITS.append(self.path)
+        self.send_response(200)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    running = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Handler)
+    running.daemon_threads = True
+    threading.Thread(target=running.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{running.server_address[1]}"
+    running.shutdown()
+    running.server_close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[EventStore]:
+    opened = EventStore.open(f"sqlite:///{tmp_path}/sealed.db")
+    yield opened
+    opened.close()
+
+
+def record(store: EventStore, agent: str, **inputs: Any) -> str:
+    registered = steplog.recorder.registered_agent(agent)
+    assert registered is not None
+    with record_run(
+        "sealed", model_version="m-1", agent=agent, input=inputs, store=store, seed=1
+    ) as run:
+        run.output = registered[1](**inputs)
+    return run.run_id
+
+
+@model_call("m")
+def ask(prompt: str) -> str:
+    return f"answer to {prompt}"
+
+
+# --- the network ------------------------------------------------------------------------------
+
+
+@register_agent("urllib-agent")
+def urllib_agent(base: str) -> dict[str, Any]:
+    with step("ask") as s:
+        s.output = {"a": ask("q")}
+    with step("fetch") as s:
+        if SWITCH.get("urllib"):
+            urllib.request.urlopen(f"{base}/live", timeout=5).read()  # undecorated: not served
+        s.output = {"ok": True}
+    return dict(s.output)
+
+
+def test_an_undecorated_connection_is_a_divergence_naming_host_and_call_site(
+    store: EventStore, server: str
+) -> None:
+    run_id = record(store, "urllib-agent", base=server)
+    SWITCH["urllib"] = True
+    try:
+        seen = len(HITS)
+        result = replay(store, run_id, check=True)
+    finally:
+        SWITCH.clear()
+    assert len(HITS) == seen, "the replay reached the server"
+    assert result.behaviour_changed and result.divergence is not None, result.summary
+    port = server.rsplit(":", 1)[1]
+    got = result.divergence["got"]
+    assert f"127.0.0.1:{port}" in got and "test_replay_sealed.py" in got, got
+    assert result.divergence["step_index"] == 1
+
+
+@register_agent("swallowing-agent")
+def swallowing_agent(base: str) -> dict[str, Any]:
+    with step("fetch") as s:
+        with contextlib.suppress(Exception):  # the agent hides the error: the replay reports it
+            _ = httpx.get(f"{base}/swallowed", timeout=5) if SWITCH.get("httpx") else None
+        s.output = {"a": ask("q")}
+    return dict(s.output)
+
+
+def test_a_refused_connection_the_agent_catches_is_still_the_replays_divergence(
+    store: EventStore, server: str
+) -> None:
+    run_id = record(store, "swallowing-agent", base=server)
+    SWITCH["httpx"] = True
+    try:
+        seen = len(HITS)
+        result = replay(store, run_id, check=True)
+    finally:
+        SWITCH.clear()
+    assert len(HITS) == seen  # httpx's requests are answered from the recording, or refused
+    assert result.divergence is not None and "127.0.0.1" in result.divergence["got"]
+
+
+STARTED = threading.Event()
+GO = threading.Event()
+DONE: list[BaseException | None] = []
+
+
+def _background(base: str) -> None:
+    STARTED.set()
+    GO.wait(10)
+    try:
+        urllib.request.urlopen(f"{base}/background", timeout=5).read()
+        DONE.append(None)
+    except BaseException as error:
+        DONE.append(error)
+
+
+@register_agent("background-agent")
+def background_agent() -> dict[str, Any]:
+    with step("ask") as s:
+        if SWITCH.get("go"):
+            GO.set()
+            while not DONE:
+                threading.Event().wait(0.01)
+        s.output = {"a": ask("q")}
+    return dict(s.output)
+
+
+def test_a_thread_started_before_the_replay_cannot_connect_during_it(
+    store: EventStore, server: str
+) -> None:
+    run_id = record(store, "background-agent")
+    thread = threading.Thread(target=_background, args=(server,), daemon=True)
+    thread.start()  # no run's context: it predates the replay
+    STARTED.wait(5)
+    SWITCH["go"] = True
+    try:
+        seen = len(HITS)
+        result = replay(store, run_id, check=True)
+    finally:
+        SWITCH.clear()
+        GO.set()
+    thread.join(5)
+    assert len(HITS) == seen
+    assert isinstance(DONE[0], Divergence)
+    assert result.divergence is not None and "/background" not in str(HITS)
+    assert "network connection" in result.divergence["got"]
+
+
+# --- child processes --------------------------------------------------------------------------
+
+
+def _double(n: int) -> int:
+    return 2 * n
+
+
+@register_agent("subprocess-outside")
+def subprocess_outside() -> None:
+    with step("run"):
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+@register_agent("pool-outside")
+def pool_outside() -> None:
+    with step("pool"), ProcessPoolExecutor(1) as pool:
+        pool.submit(_double, 2).result()
+
+
+@register_agent("process-outside")
+def process_outside() -> None:
+    with step("process"):
+        child = multiprocessing.get_context("fork").Process(target=_double, args=(1,))
+        child.start()
+        child.join()
+
+
+@pytest.mark.parametrize(
+    ("agent", "what"),
+    [
+        ("subprocess-outside", "subprocess("),
+        ("pool-outside", "ProcessPoolExecutor.submit(_double)"),
+        ("process-outside", "multiprocessing(_double)"),
+    ],
+)
+def test_a_child_process_outside_a_recorded_call_is_refused_when_recording(
+    store: EventStore, agent: str, what: str
+) -> None:
+    with pytest.raises(RuntimeError) as refused:
+        record(store, agent)
+    message = str(refused.value)
+    assert message.count("\n") == 0 and message.startswith(f"steplog: {what}"), message
+    assert "test_replay_sealed.py" in message and "@steplog.tool_call" in message
+
+
+@tool_call("python")
+def run_python(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@register_agent("subprocess-planted")
+def subprocess_planted() -> dict[str, Any]:
+    with step("run") as s:
+        s.output = {"out": run_python("print(1)")}
+        if SWITCH.get("spawn"):
+            subprocess.run(["true"], check=False)  # a planted, undecorated child
+    return dict(s.output)
+
+
+def test_a_child_process_in_a_replay_is_a_divergence_and_never_starts(store: EventStore) -> None:
+    run_id = record(store, "subprocess-planted")
+    SWITCH["spawn"] = True
+    try:
+        result = replay(store, run_id, check=True)
+    finally:
+        SWITCH.clear()
+    assert result.divergence is not None, result.summary
+    assert result.divergence["got"].startswith("a child process: subprocess('true')")
+
+
+def test_a_divergence_crosses_process_pools() -> None:
+    diverged = Divergence(2, 5, "ModelCalled(m, step 2)", "nothing")
+    again = pickle.loads(pickle.dumps(diverged))
+    assert (again.step_index, again.call_index, str(again)) == (2, 5, str(diverged))
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+@register_agent("writer-agent")
+def writer_agent(target: str, scratch: str) -> dict[str, Any]:
+    with step("write") as s:
+        Path(scratch).write_text("scratch")  # the temporary folder: scratch
+        Path(target).write_text("report")  # outside it: reported
+        s.output = {"a": ask("q")}
+    return dict(s.output)
+
+
+def test_files_written_outside_the_scratch_folders_are_reported(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = Path.cwd() / ".steplog-sealed-test-output"
+    scratch = tmp_path / "scratch.txt"
+    try:
+        run_id = record(store, "writer-agent", target=str(outside), scratch=str(scratch))
+        result = replay(store, run_id, check=True)
+        assert result.identical, result.summary
+        assert len(result.edges) == 1 and str(outside) in result.edges[0], result.edges
+        assert "test_replay_sealed.py" in result.edges[0]
+        monkeypatch.setenv("STEPLOG_SCRATCH", str(Path.cwd()))
+        assert replay(store, run_id, check=True).edges == []
+    finally:
+        outside.unlink(missing_ok=True)
+
+
+# --- endings ----------------------------------------------------------------------------------
+
+
+AGENT_FILE = """
+import sys
+from steplog import model_call, register_agent, step
+
+PLANT = {plant!r}
+
+@model_call("cli-model")
+def ask(prompt: str) -> str:
+    return prompt + "!"
+
+@register_agent("exit-agent")
+def exit_agent(prompt: str) -> None:
+    with step("ask") as s:
+        s.output = {{"a": ask(prompt + PLANT)}}
+    sys.exit(0)
+"""
+
+
+def test_an_agent_ending_with_sys_exit_is_compared_by_the_gate(tmp_path: Path) -> None:
+    from steplog.cli import app
+
+    url = f"sqlite:///{tmp_path}/exit.db"
+    agent = tmp_path / "exit_agent.py"
+    agent.write_text(AGENT_FILE.format(plant=""))
+    steplog.cli.replay.import_agent_code(str(agent))
+    registered = steplog.recorder.registered_agent("exit-agent")
+    assert registered is not None
+    begun = record_run("cli", model_version="m", agent="exit-agent", db=url, input={"prompt": "hi"})
+    with pytest.raises(SystemExit), begun as run:
+        registered[1](prompt="hi")
+    runner = CliRunner()
+    same = runner.invoke(app, ["replay", run.run_id, "--check", "--db", url])
+    assert same.exit_code == 0 and "identical" in same.stdout, same.output
+    agent.write_text(AGENT_FILE.format(plant=" (changed)"))
+    changed = runner.invoke(
+        app, ["replay", run.run_id, "--check", "--db", url, "--import", str(agent)]
+    )
+    assert changed.exit_code == 1, changed.output
+    assert "step 0" in changed.stdout and "call 0" in changed.stdout, changed.stdout
+    written = runner.invoke(app, ["replay", run.run_id, "--db", url])
+    assert written.exit_code == 1, written.output  # the changed code, written: not identical
+
+
+# --- exceptions, as the provider raised them ---------------------------------------------------
+
+
+@model_call("gpt")
+def limited(prompt: str) -> str:
+    request = httpx.Request("POST", "https://api.openai.com/v1/chat/completions")
+    response = httpx.Response(429, request=request)
+    try:
+        raise ConnectionResetError("upstream reset")
+    except ConnectionResetError as reset:
+        raise openai.RateLimitError("slow down", response=response, body=None) from reset
+
+
+@register_agent("provider-errors")
+def provider_errors() -> dict[str, Any]:
+    import anthropic  # both providers loaded: two classes named RateLimitError
+
+    with step("ask") as s:
+        try:
+            limited("q")
+        except openai.RateLimitError as error:
+            cause = error.__cause__
+            s.output = {
+                "status": error.status_code,
+                "cause": type(cause).__name__,
+                "anthropic": isinstance(error, anthropic.RateLimitError),
+            }
+    return dict(s.output)
+
+
+def test_a_providers_error_comes_back_as_its_own_class_with_attributes_and_cause(
+    store: EventStore,
+) -> None:
+    run_id = record(store, "provider-errors")
+    (call,) = [e.payload for e in store.read_run(run_id) if e.type == "ModelCalled"]
+    assert (
+        call["raised"]["module"] == "openai" and call["raised"]["attributes"]["status_code"] == 429
+    )
+    assert call["raised"]["cause"]["type"] == "ConnectionResetError"
+    result = replay(store, run_id, check=True)
+    assert result.identical, (result.summary, result.departure)
+
+
+# --- forks --------------------------------------------------------------------------------------
+
+
+@register_agent("versionless")
+def versionless() -> dict[str, Any]:
+    with step("a") as s:
+        s.output = {"a": ask("a")}
+    with step("b") as s:
+        s.output = {"b": ask("b")}
+    return dict(s.output)
+
+
+def test_a_fork_onto_another_model_needs_an_entry_point_that_takes_it(store: EventStore) -> None:
+    run_id = record(store, "versionless")
+    with pytest.raises(steplog.SteplogError) as refused:
+        replay(store, run_id, fork_at_step=1, model_version="m-2")
+    assert "takes no model_version parameter" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    fork = replay(store, run_id, fork_at_step=1)  # the same model, another future: allowed
+    assert fork.mode == "fork"
+
+
+# --- the environment ----------------------------------------------------------------------------
+
+
+@register_agent("env-agent")
+def env_agent() -> dict[str, Any]:
+    with step("configure") as s:
+        region = os.environ.get("STEPLOG_TEST_REGION", "eu")
+        s.output = {"a": ask(f"where: {len(region)}")}  # the value's length: the same in us/eu
+    return dict(s.output)
+
+
+def test_environment_reads_are_recorded_without_values_and_compared(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPLOG_TEST_REGION", "us")
+    run_id = record(store, "env-agent")
+    (read,) = [
+        e.payload
+        for e in store.read_run(run_id)
+        if e.type == "ToolCalled" and e.payload["tool"] == "os.environ"
+    ]
+    assert read["args"] == {"key": "STEPLOG_TEST_REGION"} and read["step_index"] == 0
+    assert read["result"]["set"] is True and "us" not in str(read["result"])
+    assert replay(store, run_id, check=True).identical
+    monkeypatch.setenv("STEPLOG_TEST_REGION", "eu")
+    changed = replay(store, run_id, check=True)
+    assert changed.behaviour_changed and changed.departure is not None, changed.summary
+    assert changed.departure["step_index"] == 0  # at the read: before any other call of step 0
+    assert "os.environ" in changed.summary, changed.summary
