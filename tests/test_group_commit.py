@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,18 +28,19 @@ THREADS = 8
 
 @pytest.fixture
 def slow_commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Every SQLite commit takes 20 ms longer; yields the sizes of the groups committed."""
+    """Every commit takes 20 ms longer; yields the sizes of the groups committed."""
     from steplog.store import _append
 
     sizes: list[int] = []
-    original = _append.BatchWriter._commit_sqlite_group
+    for name in ("_commit_sqlite_group", "_commit_pg_group"):
+        original = getattr(_append.BatchWriter, name)
 
-    def counted(self: Any, group: list[Any]) -> None:
-        sizes.append(len(group))
-        time.sleep(0.02)
-        original(self, group)
+        def counted(self: Any, group: list[Any], original: Any = original) -> None:
+            sizes.append(len(group))
+            time.sleep(0.02)
+            original(self, group)
 
-    monkeypatch.setattr(_append.BatchWriter, "_commit_sqlite_group", counted)
+        monkeypatch.setattr(_append.BatchWriter, name, counted)
     yield sizes
 
 
@@ -49,9 +49,9 @@ def _started(run: str) -> RunStarted:
 
 
 def test_concurrent_appends_share_commits_and_all_land(
-    tmp_path: Path, slow_commits: list[int]
+    store_url: str, slow_commits: list[int]
 ) -> None:
-    store = EventStore.open(f"sqlite:///{tmp_path}/store.db")
+    store = EventStore.open(store_url)
     acked: dict[str, list[int]] = {}
     lock = threading.Lock()
 
@@ -81,9 +81,9 @@ def test_concurrent_appends_share_commits_and_all_land(
 
 
 def test_a_batch_that_fails_its_version_check_fails_alone_in_its_group(
-    tmp_path: Path, slow_commits: list[int]
+    store_url: str, slow_commits: list[int]
 ) -> None:
-    store = EventStore.open(f"sqlite:///{tmp_path}/store.db")
+    store = EventStore.open(store_url)
     store.append("blocker", [_started("blocker")], 0)
     outcomes: dict[str, Any] = {}
     gate = threading.Barrier(THREADS)
@@ -111,8 +111,8 @@ def test_a_batch_that_fails_its_version_check_fails_alone_in_its_group(
         store.close()
 
 
-def test_a_resent_batch_in_a_group_is_recognised(tmp_path: Path, slow_commits: list[int]) -> None:
-    store = EventStore.open(f"sqlite:///{tmp_path}/store.db")
+def test_a_resent_batch_in_a_group_is_recognised(store_url: str, slow_commits: list[int]) -> None:
+    store = EventStore.open(store_url)
     event = NewEvent(_started("r"))  # one client-generated id, sent four times
     results: list[Any] = []
     gate = threading.Barrier(4)
@@ -203,10 +203,10 @@ threading.Event().wait()
 
 
 @pytest.mark.slow
-def test_sigkill_never_loses_an_acknowledged_append(tmp_path: Path) -> None:
+def test_sigkill_never_loses_an_acknowledged_append(store_url: str) -> None:
     """Eight threads append and print each run once its append returned; the process is
     SIGKILLed mid-stream: every run it printed is in the store."""
-    url = f"sqlite:///{tmp_path}/store.db"
+    url = store_url
     EventStore.open(url).close()
     process = subprocess.Popen(
         [sys.executable, "-c", WRITER, url], stdout=subprocess.PIPE, text=True

@@ -131,8 +131,10 @@ class BatchWriter:
         # hooks), as its connections are switched to autocommit.
         self._pg_pool: Pool | None = None if self._sqlite else engine.pool.recreate()
         self._park = ConnectionPark(lambda: self._appending_pool)
-        # SQLite: concurrent appends in this process share commits (see ._group).
-        self._group: GroupCommit[Batch, list[int]] = GroupCommit(self._commit_sqlite_group)
+        # Concurrent appends in this process share commits (see ._group).
+        self._group: GroupCommit[Batch, list[int]] = GroupCommit(
+            self._commit_sqlite_group if self._sqlite else self._commit_pg_group
+        )
 
     @property
     def _appending_pool(self) -> Pool:
@@ -194,8 +196,13 @@ class BatchWriter:
         errors, the pool's connect errors included, are wrapped as SQLAlchemy's (a dead
         connection invalidated) so retries and messages treat them like any other.
         """
-        if self._sqlite:
-            return self._group.submit(Batch(run_id, batch, expected_version))
+        return self._group.submit(Batch(run_id, batch, expected_version))
+
+    def _commit_pg_group(self, group: list[Pending[Batch, list[int]]]) -> None:
+        """A lone batch: one ``steplog_append`` call in autocommit (its own transaction, one
+        round trip). A group: one transaction, each batch in a nested one (a savepoint), so a
+        batch that fails its version check or clashes on an event id fails alone; one commit,
+        one WAL flush for all."""
         dialect = self.engine.dialect
         pool: Pool | None = None
         pooled: Any = None
@@ -203,12 +210,21 @@ class BatchWriter:
         try:
             pool, pooled = self._park.take()
             dbapi = pooled.dbapi_connection
-            positions = _pg_append(dbapi, run_id, batch, expected_version)
+            if len(group) == 1:
+                ((pending),) = group
+                pending.result = _pg_append(dbapi, *pending.item)
+            else:
+                if not dbapi.autocommit:
+                    dbapi.autocommit = True
+                with dbapi.transaction():
+                    for pending in group:
+                        _pg_append_alone(dbapi, dialect, pending)
             dialect.do_commit(pooled)  # autocommit: committed already; no round trip
             self._park.give_back(pool, pooled)  # ended cleanly: no transaction open
             pooled = None
-            return positions
         except dialect.loaded_dbapi.Error as exc:
+            for pending in group:
+                pending.result = None  # nothing of the group was stored
             gone = dialect.is_disconnect(exc, dbapi, None)
             if gone and pooled is not None:
                 pooled.invalidate(exc)
@@ -332,6 +348,18 @@ def _pg_append(
                 _pg_call(dbapi, run_id, version, now, part)
                 version = None if version is None else version + len(part)
     return list(range(first, first + len(batch)))
+
+
+def _pg_append_alone(dbapi: Any, dialect: Any, pending: Pending[Batch, list[int]]) -> None:
+    """One batch of a group in a nested transaction (a savepoint): stored, or rolled back
+    with its error kept."""
+    try:
+        with dbapi.transaction():
+            pending.result = _pg_append(dbapi, *pending.item)
+    except Conflict as conflict:
+        pending.error = conflict
+    except dialect.loaded_dbapi.IntegrityError as exc:  # an event id stored already
+        pending.error = wrapped(dialect, "append", (), exc, gone=False)
 
 
 def _pg_call(
