@@ -105,6 +105,11 @@ def test_bench_ingest_counts_every_run_and_when_it_became_visible(store_url: str
     assert report["assembly_spans_per_second"] > 0
     # the first run cannot be visible before its root settled (1 s) after the first send
     assert report["first_visible_seconds"] is not None and report["first_visible_seconds"] >= 1
+    # the store's bytes on disk, by group: 2,900 events of JSON hold far more than nothing
+    disk = report["disk_bytes"]
+    assert set(disk) == {"archive", "events", "read models", "staging", "quarantine"}
+    assert disk["events"] > 2900 * 100 and disk["archive"] > 0
+    assert report["bytes_per_span"] == pytest.approx(sum(disk.values()) / 1000)
 
 
 @pytest.mark.slow

@@ -144,6 +144,24 @@ def test_bench_record_compares_the_harness_with_the_store_on_identical_batches()
     assert result["harness_cpu_ms_per_run"] > result["append_cpu_ms_per_run"] > 0
 
 
+@pytest.mark.parametrize(
+    "engine", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_bench_record_recorders_measures_both_sides_holding_every_event(
+    engine: str, request: pytest.FixtureRequest
+) -> None:
+    db = ["--db", request.getfixturevalue("pg_base_url")] if engine == "postgresql" else []
+    args = ["--recorders", "2", "--runs", "4", "--repeat", "1", "--json", *db]
+    code, out, _ = invoke("bench", "record", *args)
+    assert code == 0, out
+    result = json.loads(out)
+    assert (result["engine"], result["recorders"], result["runs"]) == (engine, 2, 4)
+    assert result["events"] > 4 * 20 and result["baseline_events_per_second"] > 0
+    ratio = result["durable_events_per_second"] / result["baseline_events_per_second"]
+    assert result["ratio"] == pytest.approx(ratio) and result["met"] == (ratio >= 0.9)
+    assert ("RAM disk" in result["baseline"]) == (engine == "sqlite")
+
+
 def _free_port() -> int:
     import socket
 

@@ -68,7 +68,7 @@ def test_the_check_fails_for_a_query_no_index_serves(store: EventStore) -> None:
 def test_sqlite_append_statement_looks_up_by_index(tmp_path: object) -> None:
     """The append's look-up (store_append) reads the run's last seq and the last position by
     index, never by scanning the log."""
-    from steplog.store._append import _SQLITE_PLACE
+    from steplog.store._sqlite_write import _SQLITE_PLACE
 
     store = EventStore.open(f"{tmp_path}/plan.db")
     try:

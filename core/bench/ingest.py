@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..store import EventStore
+from .disk import grouped, table_bytes
 from .ingest_client import (
     SPANS_PER_REQUEST,
     build_requests,
@@ -167,6 +168,7 @@ def run_ingest_benchmark(
             lag = time.perf_counter() - lag_started
             watcher.stop_and_join()
             found = find_sent(url, trace_ids, events_per_trace(spans_per_trace))
+            disk = grouped(table_bytes(url))
         finally:
             watcher.stop_and_join()
             server.terminate()
@@ -200,6 +202,7 @@ def run_ingest_benchmark(
         assemblers=assemblers,
         store="fresh" if before == 0 else f"existing: {before:,} events before",
         load_average=(load_before, os.getloadavg()[0]),
+        disk_bytes=disk,
     )
 
 

@@ -45,6 +45,13 @@ class IngestBench:
     assemblers: int
     store: str  # "fresh" or "existing: N events before"
     load_average: tuple[float, float]  # 1-minute load average before and after
+    disk_bytes: dict[str, int]  # the store's bytes on disk by group (see bench.disk)
+
+    @property
+    def bytes_per_span(self) -> float:
+        """The store's bytes on disk after the run, over the spans acknowledged (a fresh store:
+        its empty tables' pages are counted too, a few hundred kilobytes)."""
+        return sum(self.disk_bytes.values()) / max(1, self.spans_acknowledged)
 
     @property
     def events_missing(self) -> int:
@@ -98,6 +105,7 @@ class IngestBench:
             "assembly_keeps_up": self.assembly_keeps_up,
             "ratio": self.ratio,
             "assembly_ratio": self.assembly_ratio,
+            "bytes_per_span": self.bytes_per_span,
             "conditions": self.conditions,
         }
 

@@ -94,9 +94,25 @@ def bench_record(
     model_version: Annotated[str, typer.Option(help="Its model version.")] = "sim-v2",
     runs: Annotated[int, typer.Option(min=1, max=100_000, help="Runs per measurement.")] = 100,
     repeat: Annotated[int, typer.Option(min=1, max=20, help="Measurements; median kept.")] = 3,
+    recorders: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=64,
+            help="Recorders (threads) at once: with more than one, their events/s durable "
+            "against the same work without durability (a RAM disk; synchronous_commit=off).",
+        ),
+    ] = 1,
+    db: Annotated[
+        str | None,
+        typer.Option(help="With --recorders: a PostgreSQL URL to measure there (a fresh schema)."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Harness end-to-end events/s against appending the identical batches directly."""
+    if recorders > 1:
+        _bench_recorders(scenario, model_version, runs, repeat, recorders, db, as_json)
+        return
     from ..bench.record import run_record_benchmark
 
     result = run_record_benchmark(
@@ -126,6 +142,44 @@ def bench_record(
             f"nothing: {result.code_alone_cpu_ms_per_run:.2f} ms",
             highlight=False,
         )
+
+
+def _bench_recorders(
+    scenario: str,
+    version: str,
+    runs: int,
+    repeat: int,
+    recorders: int,
+    db: str | None,
+    as_json: bool,
+) -> None:
+    from ..bench.recorders import TARGET, run_recorders_benchmark
+
+    try:
+        report = run_recorders_benchmark(
+            scenario=scenario,
+            model_version=version,
+            recorders=recorders,
+            runs=max(runs, recorders),
+            repeat=repeat,
+            db=db,
+            progress=lambda message: None if as_json else err_console.print(message),
+        )
+    except RuntimeError as exc:
+        raise SteplogError(str(exc)) from None
+    if as_json:
+        _print_json(report.as_dict())
+        return
+    verdict = "meets" if report.ratio >= TARGET else "misses"
+    console.print(
+        f"{report.recorders} recorders at once on {report.engine}, {report.runs} runs, "
+        f"{report.events:,} events, every step a durable commit\n"
+        f"  durable          {report.durable_events_per_second:>10,.0f} events/s\n"
+        f"  not durable      {report.baseline_events_per_second:>10,.0f} events/s   "
+        f"({report.baseline})\n"
+        f"  ratio            {report.ratio:>10.2f}x   ({verdict} >= {TARGET}x)",
+        highlight=False,
+    )
 
 
 @bench_app.command("redact")

@@ -390,3 +390,10 @@ def bench_ingest(
         f"{'keeps up' if report.keeps_up else 'DOES NOT keep up'}; {report.conditions}",
         highlight=False,
     )
+    spans = max(1, report.spans_acknowledged)
+    parts = ", ".join(f"{group} {size / spans:,.0f}" for group, size in report.disk_bytes.items())
+    console.print(
+        f"disk: {report.bytes_per_span:,.0f} bytes per span acknowledged ({parts}; target "
+        "<= 1,500)",
+        highlight=False,
+    )

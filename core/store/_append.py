@@ -8,7 +8,9 @@ ends an append cleanly is parked for the next one (:mod:`._park`), skipping the 
 
 * SQLite: ``BEGIN IMMEDIATE`` (the write lock); one ``SELECT`` of the run's last seq and the
   log's last position (two indexed look-ups); the version checked; one ``executemany`` of the
-  batch; ``COMMIT`` -- four statements for any batch.
+  batch; ``COMMIT`` -- four statements for any batch. Appends from threads that meet a commit
+  in flight share the next one (:mod:`._group`: one transaction, a savepoint per batch, one
+  durable commit), each acknowledged after that commit.
 * PostgreSQL: one statement, ``SELECT steplog_append(...)`` (a PL/pgSQL function, migration
   0007; ``steplog_append_one``, migration 0008, for a batch of one event: scalar arguments,
   one ``VALUES`` row) on an autocommit connection -- one round trip, its own transaction.
@@ -41,12 +43,12 @@ from sqlalchemy.pool import Pool
 from ..errors import ConcurrencyError, IdempotencyError
 from ..models import events_table
 from ._driver import wrapped
+from ._group import GroupCommit, Pending
 from ._park import ConnectionPark
 from ._prepare import (
     NewEvent,
     Prepared,
     PreparedBatch,
-    batch_rows,
     not_in_catalogue,
     prepare,
     prepare_batch,
@@ -54,6 +56,8 @@ from ._prepare import (
     sqlite_rows,
     utc,
 )
+from ._sqlite_write import COLUMN_NAMES, SQLITE_INSERT, Batch, Conflict, sqlite_append
+from ._sqlite_write import sqlite_append_alone as _sqlite_append_alone
 
 if TYPE_CHECKING:
     from ..events import Catalogue
@@ -64,14 +68,6 @@ POSITION_LOCK_SQL: Final = (
     # One lock per events table (its OID), so stores in other schemas never wait on each other.
     "SELECT pg_advisory_xact_lock((x'57E9106'::bigint << 32) | 'events'::regclass::oid::bigint)"
 )
-COLUMN_NAMES: Final = "position, event_id, run_id, seq, type, schema_version, recorded_at, payload"
-SQLITE_INSERT: Final = f"INSERT INTO events ({COLUMN_NAMES}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-_SQLITE_PLACE: Final = (
-    "SELECT (SELECT max(seq) FROM events WHERE run_id = ?), (SELECT max(position) FROM events)"
-)
-"""The run's last seq and the log's last position (two indexed look-ups), read under the write
-lock. A plain ``INSERT`` follows: an ``INSERT ... SELECT`` from ``events`` itself (with
-``RETURNING``) costs SQLite two temporary tables per statement, more than this look-up."""
 _PG_APPEND: Final = (
     "SELECT steplog_append(%s::text, %s::integer, %s::timestamptz, %s::text, %s::text, "
     "%s::text, %s::text, %s::text)"
@@ -94,14 +90,6 @@ class AppendResult:
 
     positions: list[int]
     duplicate: bool = False
-
-
-class _Conflict(Exception):
-    """The fast path stored nothing: the run's version was not the expected one."""
-
-    def __init__(self, current: int) -> None:
-        super().__init__(current)
-        self.current = current
 
 
 GC_PAUSE_MIN_EVENTS: Final = 64
@@ -143,6 +131,10 @@ class BatchWriter:
         # hooks), as its connections are switched to autocommit.
         self._pg_pool: Pool | None = None if self._sqlite else engine.pool.recreate()
         self._park = ConnectionPark(lambda: self._appending_pool)
+        # Concurrent appends in this process share commits (see ._group).
+        self._group: GroupCommit[Batch, list[int]] = GroupCommit(
+            self._commit_sqlite_group if self._sqlite else self._commit_pg_group
+        )
 
     @property
     def _appending_pool(self) -> Pool:
@@ -176,7 +168,7 @@ class BatchWriter:
         """One attempt: the fast path, and the idempotency look-up only if it stored nothing."""
         try:
             return AppendResult(self._driver_call(run_id, batch, expected_version))
-        except _Conflict as conflict:
+        except Conflict as conflict:
             with self.engine.connect() as conn:
                 stored = self.already_stored(conn, run_id, batch)
             if stored is not None:
@@ -204,6 +196,13 @@ class BatchWriter:
         errors, the pool's connect errors included, are wrapped as SQLAlchemy's (a dead
         connection invalidated) so retries and messages treat them like any other.
         """
+        return self._group.submit(Batch(run_id, batch, expected_version))
+
+    def _commit_pg_group(self, group: list[Pending[Batch, list[int]]]) -> None:
+        """A lone batch: one ``steplog_append`` call in autocommit (its own transaction, one
+        round trip). A group: one transaction, each batch in a nested one (a savepoint), so a
+        batch that fails its version check or clashes on an event id fails alone; one commit,
+        one WAL flush for all."""
         dialect = self.engine.dialect
         pool: Pool | None = None
         pooled: Any = None
@@ -211,28 +210,65 @@ class BatchWriter:
         try:
             pool, pooled = self._park.take()
             dbapi = pooled.dbapi_connection
-            if self._sqlite:
-                dbapi.execute("BEGIN IMMEDIATE")
-                try:
-                    positions = _sqlite_append(dbapi, run_id, batch, expected_version)
-                    dialect.do_commit(pooled)
-                except BaseException:
-                    if dbapi.in_transaction:
-                        dbapi.rollback()
-                    raise
+            if len(group) == 1:
+                ((pending),) = group
+                pending.result = _pg_append(dbapi, *pending.item)
             else:
-                positions = _pg_append(dbapi, run_id, batch, expected_version)
-                dialect.do_commit(pooled)  # autocommit: committed already; no round trip
+                if not dbapi.autocommit:
+                    dbapi.autocommit = True
+                with dbapi.transaction():
+                    for pending in group:
+                        _pg_append_alone(dbapi, dialect, pending)
+            dialect.do_commit(pooled)  # autocommit: committed already; no round trip
             self._park.give_back(pool, pooled)  # ended cleanly: no transaction open
             pooled = None
-            return positions
         except dialect.loaded_dbapi.Error as exc:
+            for pending in group:
+                pending.result = None  # nothing of the group was stored
             gone = dialect.is_disconnect(exc, dbapi, None)
             if gone and pooled is not None:
                 pooled.invalidate(exc)
                 pooled = None
             if gone:
                 self._replace_pg_pool()
+            raise wrapped(dialect, "append", (), exc, gone=gone) from exc
+        finally:
+            if pooled is not None:
+                pooled.close()
+
+    def _commit_sqlite_group(self, group: list[Pending[Batch, list[int]]]) -> None:
+        """``group``'s batches in one ``BEGIN IMMEDIATE`` transaction, one durable commit. A
+        lone batch runs as it always did; in a group each has a savepoint, so one that fails
+        its version check or clashes on an event id is rolled back alone and fails alone."""
+        dialect = self.engine.dialect
+        pool: Pool | None = None
+        pooled: Any = None
+        dbapi: Any = None
+        try:
+            pool, pooled = self._park.take()
+            dbapi = pooled.dbapi_connection
+            dbapi.execute("BEGIN IMMEDIATE")
+            try:
+                if len(group) == 1:
+                    ((pending),) = group
+                    pending.result = sqlite_append(dbapi, *pending.item)
+                else:
+                    for pending in group:
+                        _sqlite_append_alone(dbapi, dialect, pending)
+                dialect.do_commit(pooled)
+            except BaseException:
+                for pending in group:
+                    pending.result = None  # nothing of the group was stored
+                if dbapi.in_transaction:
+                    dbapi.rollback()
+                raise
+            self._park.give_back(pool, pooled)  # ended cleanly: no transaction open
+            pooled = None
+        except dialect.loaded_dbapi.Error as exc:
+            gone = dialect.is_disconnect(exc, dbapi, None)
+            if gone and pooled is not None:
+                pooled.invalidate(exc)
+                pooled = None
             raise wrapped(dialect, "append", (), exc, gone=gone) from exc
         finally:
             if pooled is not None:
@@ -290,22 +326,6 @@ class BatchWriter:
         return [rows[item.event_id].position for item in batch]
 
 
-def _sqlite_append(
-    dbapi: Any, run_id: str, batch: PreparedBatch, expected_version: int | None
-) -> list[int]:
-    """``batch`` in the open ``BEGIN IMMEDIATE`` transaction (the write lock: nothing else
-    commits until it ends): the run's version and the last position looked up, the version
-    checked, then every row in one ``executemany``."""
-    ((last_seq, last_position),) = dbapi.execute(_SQLITE_PLACE, (run_id,)).fetchall()
-    version = 0 if last_seq is None else last_seq + 1
-    if expected_version is not None and version != expected_version:
-        raise _Conflict(version)
-    position = 1 if last_position is None else last_position + 1
-    now_text = sqlite_datetime(datetime.now(UTC))
-    dbapi.executemany(SQLITE_INSERT, batch_rows(run_id, version, position, batch, now_text))
-    return list(range(position, position + len(batch)))
-
-
 def _pg_append(
     dbapi: Any, run_id: str, batch: PreparedBatch, expected_version: int | None
 ) -> list[int]:
@@ -330,10 +350,22 @@ def _pg_append(
     return list(range(first, first + len(batch)))
 
 
+def _pg_append_alone(dbapi: Any, dialect: Any, pending: Pending[Batch, list[int]]) -> None:
+    """One batch of a group in a nested transaction (a savepoint): stored, or rolled back
+    with its error kept."""
+    try:
+        with dbapi.transaction():
+            pending.result = _pg_append(dbapi, *pending.item)
+    except Conflict as conflict:
+        pending.error = conflict
+    except dialect.loaded_dbapi.IntegrityError as exc:  # an event id stored already
+        pending.error = wrapped(dialect, "append", (), exc, gone=False)
+
+
 def _pg_call(
     dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: PreparedBatch
 ) -> int:
-    """One ``steplog_append`` call: the first position (a stale version raises _Conflict)."""
+    """One ``steplog_append`` call: the first position (a stale version raises Conflict)."""
     times = None
     if batch.times.count(None) != len(batch):
         times = (
@@ -376,12 +408,12 @@ def _pg_call_one(
 
 def _pg_first_position(dbapi: Any, sql: str, params: tuple[Any, ...]) -> int:
     """Run one of the append functions; the batch's first position (a stale expected version,
-    which the function answers with ``-1 - current version``, raises :class:`_Conflict`)."""
+    which the function answers with ``-1 - current version``, raises :class:`Conflict`)."""
     with dbapi.cursor() as cursor:
         cursor.execute(sql, params)
         (first,) = cursor.fetchone()
     if first < 0:  # nothing inserted: the run's version was not the expected one
-        raise _Conflict(-1 - first)
+        raise Conflict(-1 - first)
     return int(first)
 
 

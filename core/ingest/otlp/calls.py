@@ -154,11 +154,12 @@ def model_content(spans: tuple[Span, ...]) -> tuple[Any, Any, Usage, str | None]
 def _inside_siblings(tree: SpanTree) -> dict[str, list[Span]]:
     """``{tool span id: the tool spans with the same parent that lie inside it in time}``, for
     the tool spans that have any. A sweep in start order: linear for calls one after another."""
-    kind_of = tree.kind_of
+    tools = tree.of_kind("tool")
+    if len(tools) < 2:
+        return {}
     by_parent: defaultdict[str | None, list[Span]] = defaultdict(list)
-    for span in tree.spans:
-        if kind_of(span) == "tool":
-            by_parent[span.parent_span_id].append(span)
+    for span in tools:
+        by_parent[span.parent_span_id].append(span)
     found: dict[str, list[Span]] = {}
     for group in by_parent.values():
         if len(group) < 2:

@@ -78,13 +78,17 @@ DIALECTS: dict[str, Dialect] = {"haystack": _haystack}
 def in_conventions(spans: Iterable[Span]) -> list[Span]:
     """``spans`` with every dialect's convention attributes added (the span's own attributes
     win where both say something)."""
-    found = []
-    for span in spans:
+    found = spans if isinstance(spans, list) else list(spans)
+    copied = False
+    for index, span in enumerate(found):
         dialect = DIALECTS.get(span.scope)
-        added = dialect(span) if dialect is not None else None
+        if dialect is None:  # nearly every span: one lookup, no copy
+            continue
+        added = dialect(span)
         if added:
-            span = replace(span, attributes={**added, **span.attributes})
-        found.append(span)
+            if not copied:
+                found, copied = list(found), True
+            found[index] = replace(span, attributes={**added, **span.attributes})
     return found
 
 

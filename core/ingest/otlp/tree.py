@@ -144,6 +144,11 @@ class SpanTree:
             return self._kinds[span.span_id]
         return call_kind(span)
 
+    def of_kind(self, kind: str) -> list[Span]:
+        """The spans of this tree that are ``kind`` calls (``model`` or ``tool``), start order."""
+        kinds = self._kinds
+        return [span for span in self.spans if kinds.get(span.span_id) == kind]
+
     def children_of(self, span: Span) -> list[Span]:
         """Direct children, in start order."""
         return self._children.get(span.span_id, [])
