@@ -174,6 +174,13 @@ def test_the_planted_agent_is_blamed(store: EventStore, team: Path) -> None:
     forks = list_runs(store, session=f"attribute:{run_id}:sim-strong", limit=1000)
     per_agent = [f for f in forks if store.read_run(f["run_id"])[0].payload.get("role_versions")]
     assert per_agent and all(f["model_version"] == "sim-planted" for f in per_agent)
+    # issue 35: asking again forks nothing -- the step search and every agent's forks are
+    # read back (same step, seed and version), and the answer is the same
+    first = blame(store, run_id, rescuer="sim-strong", forks=8)
+    before = store.last_position()
+    again = blame(store, run_id, rescuer="sim-strong", forks=8)
+    assert store.last_position() == before
+    assert again.as_dict()["agents"] == first.as_dict()["agents"] and again.blamed == agent
 
 
 def test_a_per_agent_fork_replays_exactly(store: EventStore, team: Path) -> None:

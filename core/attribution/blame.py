@@ -279,15 +279,19 @@ def blame(
     session = session_of(run_id, rescuer)
 
     code = "agent's code" if original.source == "sdk" else "scenario"
+    recorded_agents = _recorded_agent_forks(store, run_id, session, original.model_version)
 
     def fork(agent: str, sample: int) -> bool:
+        seed = blame_seed(original.seed, step, agent, sample)
+        if (step, seed) in recorded_agents:  # the same fork recorded before: read it back
+            return recorded_agents[(step, seed)]
         result = replay(
             store,
             run_id,
             fork_at_step=step,
             model_version=original.model_version,
             role_versions={**base, agent: rescuer},
-            seed=blame_seed(original.seed, step, agent, sample),
+            seed=seed,
             session_id=session,
         )
         if result.divergence is not None:
@@ -301,3 +305,29 @@ def blame(
     by_agent = {p.agent: p for p in measured}
     points = tuple(by_agent.get(a, AgentPoint(a, 0, 0, acts=False)) for a in chosen)
     return AgentBlame(found, step, recorded.get(step), failure_agent, points, who, forks)
+
+
+def _recorded_agent_forks(
+    store: EventStore, run_id: str, session: str, version: str | None
+) -> dict[tuple[int, int], bool]:
+    """The finished one-agent-upgraded forks of ``run_id`` already recorded in ``session``
+    (they keep the run's own version; each agent's seeds are its own): (step, seed) ->
+    completed."""
+    from sqlalchemy import select
+
+    from ..models import run_summaries_table as runs_t
+    from ..projections.queries import refresh
+
+    refresh(store)
+    query = select(runs_t.c.fork_step, runs_t.c.seed, runs_t.c.status).where(
+        runs_t.c.forked_from == run_id,
+        runs_t.c.session_id == session,
+        runs_t.c.model_version == version,
+        runs_t.c.status.in_(("completed", "failed", "aborted")),
+    )
+    with store.engine.connect() as conn:
+        return {
+            (int(row.fork_step), int(row.seed)): row.status == "completed"
+            for row in conn.execute(query)
+            if row.fork_step is not None and row.seed is not None
+        }

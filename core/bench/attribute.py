@@ -120,7 +120,7 @@ def _measure(store: EventStore, runs: int, forks: int, scan_runs: int, seed: int
     scan_cost: list[int] = []
     started = time.perf_counter()
     for run_id, truth, failure in chosen:
-        found = attribute(store, run_id, rescuer=RESCUER, forks=forks)
+        found = attribute(store, run_id, rescuer=RESCUER, forks=forks, reuse=False)
         correct += found.decisive_step == truth
         plateaus += found.verdict == "plateau"
         unrescuable += found.verdict == "not_rescuable"

@@ -141,6 +141,7 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         _print_json(report)
         return
     from ..compare import level_text
+    from ..stats.small import NO_INFORMATION, TOO_FEW
 
     level = level_text(report["confidence"])
 
@@ -166,6 +167,13 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     console.print(table)
     _print_decision(report, pts)
     for row in report.get("by_task_type") or []:
+        if row.get("head") in (TOO_FEW, NO_INFORMATION):
+            console.print(
+                f"  {row['task_type']}: {row['head']}, observed {row['estimate'] * 100:+.1f} "
+                f"pts, {_units(row['n'], row.get('unit'), row.get('task_instances'))}",
+                highlight=False,
+            )
+            continue
         console.print(
             f"  {row['task_type']}: {row['estimate'] * 100:+.1f} {pts(*row['ci'])}, "
             f"{row['test']} p={row['p_value']:.3g} (Holm {row['p_holm']:.3g}, BH "
@@ -202,6 +210,13 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
             runs = f"{row['n']} pairs"
         if row.get("task_instances") is not None:
             runs += f" in {row['task_instances']} task instances"
+        if row["head"] in (TOO_FEW, NO_INFORMATION):
+            console.print(
+                f"  scenario {row['scenario']}: {row['head']}, observed "
+                f"{row['estimate'] * 100:+.1f} pts, {runs} ({row['reason']})",
+                highlight=False,
+            )
+            continue
         console.print(
             f"  scenario {row['scenario']}: {row['head']}, {row['estimate'] * 100:+.1f} "
             f"{pts(*row['ci'])}, {row['test']} p={row['p_value']:.3g}, {runs}",

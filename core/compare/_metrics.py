@@ -48,6 +48,7 @@ def by_task_type(
         rows.append(
             {
                 "task_type": task_type,
+                "head": decision.head,
                 "n": decision.n,
                 "unit": decision.unit,
                 "task_instances": decision.task_instances,
