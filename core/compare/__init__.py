@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ._decide import PairedMode as PairedMode
     from ._decide import decide as decide
+    from ._decide import uses_pairs as uses_pairs
     from ._metrics import step_success_by_task as step_success_by_task
     from ._report import compare, compare_counts, sequential_verdict
     from ._runs import RunTable, comparable, load_runs
@@ -36,7 +38,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "._decide": ("decide",),
+            "._decide": ("PairedMode", "decide", "uses_pairs"),
             "._metrics": ("step_success_by_task",),
             "._report": ("compare", "compare_counts", "sequential_verdict"),
             "._sections": ("level_text", "power_report", "verdict"),

@@ -1,0 +1,58 @@
+"""``steplog modes``: failed runs clustered into failure modes (no LLM)."""
+
+from typing import Annotated
+
+import typer
+
+from ._shared import DbOption, JsonOption, _opened, _print_json, app
+
+SHOWN = 15
+
+
+@app.command("modes")
+def modes_cmd(
+    show_all: Annotated[
+        bool, typer.Option("--all", help=f"List every mode (default: the {SHOWN} largest).")
+    ] = False,
+    completed: Annotated[
+        bool,
+        typer.Option("--completed", help="Cluster every finished run, completed ones too."),
+    ] = False,
+    mode: Annotated[
+        str | None, typer.Option(help="One mode (an id or a prefix): its runs and features.")
+    ] = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Recluster instead of assigning new runs.")
+    ] = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Failure modes: failed runs clustered by how they failed, largest first."""
+    from ..errors import SteplogError
+    from ..modes import mode_rows, modes_of
+
+    with _opened(db) as store:
+        modes = modes_of(store, include_completed=completed, rebuild=rebuild)
+    rows = mode_rows(modes)
+    if mode is not None:
+        found = modes.mode(mode)
+        if found is None:
+            raise SteplogError(f"no single mode starts with {mode!r}; see `steplog modes`")
+        runs = sorted(r for r, m in modes.assignment.items() if m == found.id)
+        row = next(r for r in rows if r["id"] == found.id)
+        if as_json:
+            _print_json({**row, "runs": runs})
+            return
+        from ._shared import console
+
+        for key in ("id", "name", "size", "defining_features", "by_version", "steps"):
+            console.print(f"{key}: {row[key]}", highlight=False)
+        console.print(f"signatures: {row['signatures']}", highlight=False)
+        console.print(f"exemplars: {', '.join(row['exemplars'])}", highlight=False)
+        return
+    if as_json:
+        _print_json({"runs": len(modes.assignment), "modes": rows})
+        return
+    from ._modes_print import print_modes
+
+    print_modes(rows, len(modes.assignment), len(rows) if show_all else SHOWN)
