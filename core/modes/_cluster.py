@@ -40,9 +40,24 @@ if TYPE_CHECKING:
 DISTANCE = 0.6
 """Cosine distance (average linkage) above which two groups of runs are different modes."""
 WORD_WEIGHT = 0.5
-"""A message word's weight beside structural tokens (layer, limit, repetition, position)."""
+"""A message word's weight beside structural tokens (layer, limit, repetition): words say less."""
+ONSET_WEIGHT = 1.0
+"""Where the trouble began (``first_err:``, ``clean:``): the one thing that tells an error rate
+growing along the run (context drift) from a steady one, when both raise the same error."""
+
+
+def _weight(token: str) -> float:
+    if token.startswith("w:"):
+        return WORD_WEIGHT
+    if token.startswith(("errs:", "clean:")):
+        return ONSET_WEIGHT
+    return 1.0
+
+
 MAX_UNIQUE = 4000
 DEFINING = 4
+CORE_SHARE = 0.8
+"""A token at least this share of a mode's runs have is part of what defines it (its id)."""
 EXEMPLARS = 3
 TOP = 5
 
@@ -101,8 +116,8 @@ class ModeSet:
         similarity = np.asarray(vectors @ self.centroids.T)
         best = similarity.argmax(axis=1)
         near = similarity[np.arange(len(docs)), best] >= 1 - DISTANCE
-        ids = [self.modes[b].id if ok else None for b, ok in zip(best.tolist(), near.tolist())]
-        return {run.run_id: ids[i] for run, i in zip(runs, inverse.tolist())}
+        ids = [self.modes[b].id if ok else None for b, ok in zip(best.tolist(), near.tolist(), strict=True)]
+        return {run.run_id: ids[i] for run, i in zip(runs, inverse.tolist(), strict=True)}
 
 
 def _unique(runs: Sequence[RunFeatures]) -> tuple[list[str], npt.NDArray[np.intp], list[int]]:
@@ -143,13 +158,12 @@ def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> M
     docs, inverse, weights = _unique(runs)
     vocabulary = {t: i for i, t in enumerate(sorted({t for d in docs for t in d.split(" ")}))}
     df = np.zeros(len(vocabulary))
-    for doc, weight in zip(docs, weights):
+    for doc, weight in zip(docs, weights, strict=True):
         for token in doc.split(" "):
             df[vocabulary[token]] += weight
     idf = np.log((1 + len(runs)) / (1 + df)) + 1
-    for token, column in vocabulary.items():  # message words say less than the structure
-        if token.startswith("w:"):
-            idf[column] *= WORD_WEIGHT
+    for token, column in vocabulary.items():
+        idf[column] *= _weight(token)
     vectors = _vectors(docs, vocabulary, idf)
     labels = _labels(vectors, distance)
     weight = np.asarray(weights, dtype=float)
@@ -161,7 +175,7 @@ def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> M
     modes, centroids, taken = [], [], set()
     run_doc = inverse.tolist()
     members: dict[int, list[RunFeatures]] = {}
-    for run, d in zip(runs, run_doc):
+    for run, d in zip(runs, run_doc, strict=True):
         members.setdefault(d, []).append(run)
     for rows in groups:
         centroid = np.asarray((vectors[rows].T @ weight[rows]).T).reshape(-1)
@@ -215,11 +229,15 @@ def _mode(
         np.flatnonzero(score > 0).tolist(), key=lambda c: (-round(score[c], 9), terms[c])
     )
     defining = tuple(terms[c] for c in order)
-    size = DEFINING
-    mode_id = _hash(defining[:size])
+    # the id: the tokens most of its runs share (a set that a few runs more or less do not
+    # move, unlike a ranking), then as many of the ranked tokens as make it unique
+    shares = Counter(t for run in runs for t in run.tokens)
+    core = tuple(sorted(t for t, n in shares.items() if n >= CORE_SHARE * len(runs)))
+    size = 0
+    mode_id = _hash(core)
     while mode_id in taken and size < len(defining):
         size += 1
-        mode_id = _hash(defining[:size])
+        mode_id = _hash((*core, "|", *defining[:size]))
     if mode_id in taken:
         mode_id = _hash((*defining, runs[0].run_id))
     nearest = np.asarray(vectors[rows] @ centroid).reshape(-1)
@@ -229,7 +247,7 @@ def _mode(
         id=mode_id,
         name=mode_name(defining),
         size=len(runs),
-        defining=defining[: max(size, DEFINING)],
+        defining=defining[:DEFINING],
         by_version=_counted(run.model_version for run in runs),
         by_scenario=_counted(run.scenario for run in runs),
         steps=dict(list(_counted(run.step for run in runs).items())[:TOP]),

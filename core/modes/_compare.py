@@ -76,7 +76,7 @@ def by_mode(
         )
     adjusted = holm([row["p_value"] for row in rows])
     alpha = alpha_of(confidence)
-    for row, p in zip(rows, adjusted):
+    for row, p in zip(rows, adjusted, strict=True):
         row["p_holm"] = p
         row["changed"] = p < alpha
         row["sentence"] = sentence(row, candidate)

@@ -14,8 +14,9 @@ failed run of a store (:func:`load_features`). No LLM: only what the log holds -
   ``at:early``, ``at:middle``, ``at:late``, ``at:run`` for a failure after or outside the
   steps);
 * the steps leading to the failure: errors earlier steps recovered from (``before:``), and the
-  thirds of the run they fell in (``errs_in:``), or a first third without any (``clean:early``):
-  trouble from the start, or trouble growing late.
+  thirds of the run they fell in (``errs_in:``), whether they struck at least every other step
+  (``errs:all_along``) or a few (``errs:sparse``), or a first third without any
+  (``clean:early``): trouble from the start, or trouble growing late.
 
 Step, tool and scenario names are *not* tokens: they are what differs between scenarios and
 frameworks for one cause (the failure library already splits by them). They are kept beside the
@@ -196,6 +197,10 @@ def _features(
             if step.failures or step.tool_errors:  # where in the run the trouble began
                 third = ("early", "middle", "late")[min(2, 3 * earlier // planned)]
                 tokens.append(f"errs_in:{third}")
+    before = [s for i, s in steps.items() if index is None or i < index]
+    troubled = sum(1 for s in before if s.failures or s.tool_errors)
+    if troubled:  # errors all along the run (a steady rate), or in a few steps (a growing one)
+        tokens.append("errs:all_along" if 2 * troubled >= len(before) else "errs:sparse")
     first_third = [s for i, s in steps.items() if 3 * i < planned and (index is None or i < index)]
     if first_third and all(not s.failures and not s.tool_errors for s in first_third):
         tokens.append("clean:early")  # the trouble grew later (context drift looks like this)
@@ -246,7 +251,7 @@ def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, st
                 .where(events_t.c.run_id.in_(ids), events_t.c.type.in_(_TYPES))
                 .order_by(events_t.c.run_id, events_t.c.position)
             )
-            yield from conn.execute(query).tuples()
+            yield from conn.execute(query)  # type: ignore[misc]
 
 
 def load_features(store: EventStore, *, include_completed: bool = False) -> list[RunFeatures]:

@@ -66,7 +66,7 @@ def mode_name(defining: Sequence[str]) -> str:
     if not chosen:
         return "fails"
     ordered = sorted(
-        chosen, key=lambda t: next(i for i, k in enumerate(_KINDS + ("",)) if t.startswith(k))
+        chosen, key=lambda t: next(i for i, k in enumerate((*_KINDS, "")) if t.startswith(k))
     )
     phrases = list(dict.fromkeys(_phrase(t) for t in ordered))
     return " ".join(phrases)
