@@ -116,7 +116,10 @@ class ModeSet:
         similarity = np.asarray(vectors @ self.centroids.T)
         best = similarity.argmax(axis=1)
         near = similarity[np.arange(len(docs)), best] >= 1 - DISTANCE
-        ids = [self.modes[b].id if ok else None for b, ok in zip(best.tolist(), near.tolist(), strict=True)]
+        ids = [
+            self.modes[b].id if ok else None
+            for b, ok in zip(best.tolist(), near.tolist(), strict=True)
+        ]
         return {run.run_id: ids[i] for run, i in zip(runs, inverse.tolist(), strict=True)}
 
 
