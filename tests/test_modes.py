@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from pathlib import Path
 from statistics import NormalDist
 
 import pytest
+from corpus.conformance import frameworks, fresh_sqlite, import_files, lines_of
 from helpers.modes_runs import seed_causes
 from sklearn.metrics import adjusted_rand_score
 from typer.testing import CliRunner
@@ -28,6 +30,7 @@ from steplog.projections.queries import refresh
 from steplog.store import EventStore
 
 runner = CliRunner()
+CORPUS = Path(__file__).parent / "corpus"
 
 
 @pytest.fixture(scope="module")
@@ -253,3 +256,33 @@ def test_modes_read_the_same_on_both_engines(store: EventStore, tmp_path: object
     clear_cache()
     modes = modes_of(store)
     assert modes.assignment == build_modes(runs).assignment
+
+
+def _crash_cause(framework: str) -> str:
+    """The 400 the fake server answers a framework's crash with, read off its script: the
+    ground truth the traces' own errors are clustered against."""
+    script = (CORPUS / "frameworks" / f"{framework}.py").read_text(encoding="utf-8")
+    return "flagged-prompt" if "FLAGGED_PROMPT" in script else "context-too-long"
+
+
+def test_corpus_crashes_of_one_cause_land_together(tmp_path: Path) -> None:
+    """The framework corpus's crash runs: the same 400 met by 14 frameworks under 14 exception
+    classes and message wrappers; one mode per cause."""
+    url = fresh_sqlite(tmp_path)
+    truth: dict[str, str] = {}
+    for framework in frameworks():
+        known = set(truth)
+        for run in import_files(url, [lines_of(framework, "crash")], tmp_path):
+            if run.run_id not in known:
+                truth[run.run_id] = _crash_cause(framework)
+    store = EventStore.open(url)
+    try:
+        runs = load_features(store)
+    finally:
+        store.close()
+    assert {r.run_id for r in runs} == set(truth)
+    modes = build_modes(runs)
+    causes = [truth[r.run_id] for r in runs]
+    found = [modes.assignment[r.run_id] for r in runs]
+    assert Counter(causes)["flagged-prompt"] >= 2
+    assert adjusted_rand_score(causes, found) == 1.0, sorted(zip(causes, found, strict=True))

@@ -41,6 +41,9 @@ DISTANCE = 0.6
 """Cosine distance (average linkage) above which two groups of runs are different modes."""
 WORD_WEIGHT = 0.5
 """A message word's weight beside structural tokens (layer, limit, repetition): words say less."""
+CONCEPT_WEIGHT = 2.0
+"""A failure family (``concept:context_limit``) outweighs the class that raised it: frameworks
+raise one cause under many exception classes."""
 ONSET_WEIGHT = 1.0
 """Where the trouble began (``first_err:``, ``clean:``): the one thing that tells an error rate
 growing along the run (context drift) from a steady one, when both raise the same error."""
@@ -48,6 +51,10 @@ growing along the run (context drift) from a steady one, when both raise the sam
 
 def _weight(token: str) -> float:
     if token.startswith("w:"):
+        return WORD_WEIGHT
+    if token.startswith("concept:"):
+        return CONCEPT_WEIGHT
+    if token.startswith("err:") and "." in token:  # a framework's exception class, by module
         return WORD_WEIGHT
     if token.startswith(("errs:", "clean:")):
         return ONSET_WEIGHT

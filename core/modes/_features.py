@@ -44,6 +44,23 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z_\-()]+")
 _CODE = re.compile(r"^([1-5]\d\d)(?: ([A-Za-z][\w.\-]{0,79}))?: ")
 _STOP = frozenset({"the", "and", "for", "with", "was", "not", "are", "has", "from", "this"})
 MAX_WORDS = 12
+_CONCEPTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("context_limit", r"context[ _-]?(?:length|window)|maximum context|token limit"),
+        ("content_policy", r"content[ _-]?policy|flagged|invalid[ _-]?prompt|safety"),
+        ("rate_limit", r"rate[ _-]?limit|too many requests|\b429\b"),
+        ("timeout", r"timed? ?out|deadline exceeded"),
+        ("transient", r"timed? ?out|rate[ _-]?limit|too many requests|overloaded|\b(?:429|503)\b"),
+        ("auth", r"unauthori[sz]ed|forbidden|api[ _-]?key|permission denied|\b40[13]\b"),
+        ("not_found", r"not[ _-]?found|\b404\b"),
+        ("server_error", r"internal server error|overloaded|\b50[0234]\b"),
+    )
+)
+"""Failure families a provider or framework names in many ways (``context_length_exceeded``,
+``ContextWindowOverflowException``, "maximum context length"): one ``concept:`` token each, so
+the same cause lands together across frameworks."""
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _TYPES = (
     "RunRevised",
     "StepStarted",
@@ -120,6 +137,14 @@ def message_tokens(message: str | None, names: Iterable[str] = ()) -> list[str]:
     return tokens[: MAX_WORDS + 1]
 
 
+def concept_tokens(error_type: str | None, message: str | None) -> list[str]:
+    """``concept:`` tokens of the failure families the error's class name (CamelCase split) or
+    its message names."""
+    words = _CAMEL.sub(" ", (error_type or "").rsplit(".", 1)[-1])
+    text = f"{words} {message or ''}"
+    return [f"concept:{name}" for name, pattern in _CONCEPTS if pattern.search(text)]
+
+
 def _position(index: int | None, planned: int) -> str:
     if index is None:
         return "at:run"
@@ -169,6 +194,7 @@ def _features(
     tokens = [f"end:{summary.status}"]
     if summary.error_type:
         tokens.append(f"err:{summary.error_type.lower()}")
+    tokens += concept_tokens(summary.error_type, summary.failure_message)
     if summary.failed_step:
         names.add(summary.failed_step)
     tokens += message_tokens(summary.failure_message, names)
