@@ -168,9 +168,9 @@ def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> M
     docs, inverse, weights = _unique(runs)
     vocabulary = {t: i for i, t in enumerate(sorted({t for d in docs for t in d.split(" ")}))}
     df = np.zeros(len(vocabulary))
-    for doc, weight in zip(docs, weights, strict=True):
+    for doc, count in zip(docs, weights, strict=True):
         for token in doc.split(" "):
-            df[vocabulary[token]] += weight
+            df[vocabulary[token]] += count
     idf = np.log((1 + len(runs)) / (1 + df)) + 1
     for token, column in vocabulary.items():
         idf[column] *= _weight(token)
@@ -182,7 +182,9 @@ def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> M
         key=lambda rows: (-weight[rows].sum(), docs[rows[0]]),
     )
     terms = sorted(vocabulary, key=vocabulary.__getitem__)
-    modes, centroids, taken = [], [], set()
+    modes: list[Mode] = []
+    centroids: list[npt.NDArray[np.float64]] = []
+    taken: set[str] = set()
     run_doc = inverse.tolist()
     members: dict[int, list[RunFeatures]] = {}
     for run, d in zip(runs, run_doc, strict=True):
@@ -195,7 +197,10 @@ def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> M
         modes.append(mode)
         centroids.append(centroid)
     assignment = {
-        run.run_id: modes[i].id for i, rows in enumerate(groups) for d in rows for run in members[d]
+        run.run_id: modes[i].id
+        for i, rows in enumerate(groups)
+        for d in rows.tolist()
+        for run in members[d]
     }
     return ModeSet(tuple(modes), assignment, vocabulary, idf, np.vstack(centroids))
 
@@ -236,7 +241,7 @@ def _mode(
     # distinctive: heavy in the centroid and rare overall (idf), ties broken by name
     score = centroid * idf
     order = sorted(
-        np.flatnonzero(score > 0).tolist(), key=lambda c: (-round(score[c], 9), terms[c])
+        np.flatnonzero(score > 0).tolist(), key=lambda c: (-round(float(score[c]), 9), terms[c])
     )
     defining = tuple(terms[c] for c in order)
     # the id: the tokens most of its runs share (a set that a few runs more or less do not
@@ -251,7 +256,9 @@ def _mode(
     if mode_id in taken:
         mode_id = _hash((*defining, runs[0].run_id))
     nearest = np.asarray(vectors[rows] @ centroid).reshape(-1)
-    central = [rows[i] for i in sorted(range(len(rows)), key=lambda i: (-round(nearest[i], 9), i))]
+    central = [
+        rows[i] for i in sorted(range(len(rows)), key=lambda i: (-round(float(nearest[i]), 9), i))
+    ]
     exemplars = [run.run_id for d in central for run in members[d]][:EXEMPLARS]
     return Mode(
         id=mode_id,

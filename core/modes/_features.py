@@ -263,7 +263,21 @@ def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
         .order_by(runs_t.c.run_id)
     )
     with store.engine.connect() as conn:
-        return [RunSummary(*row) for row in conn.execute(query)]
+        return [
+            RunSummary(
+                run_id=r[0],
+                scenario=r[1],
+                model_version=r[2],
+                status=r[3],
+                error_type=r[4],
+                failure_message=r[5],
+                failed_step=r[6],
+                failed_step_index=r[7],
+                steps_planned=r[8],
+                signature=r[9],
+            )
+            for r in conn.execute(query)
+        ]
 
 
 def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, str, Any]]:
@@ -277,7 +291,8 @@ def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, st
                 .where(events_t.c.run_id.in_(ids), events_t.c.type.in_(_TYPES))
                 .order_by(events_t.c.run_id, events_t.c.position)
             )
-            yield from conn.execute(query)  # type: ignore[misc]
+            rows: Iterable[tuple[str, str, Any]] = conn.execute(query)
+            yield from rows
 
 
 def load_features(store: EventStore, *, include_completed: bool = False) -> list[RunFeatures]:

@@ -4,6 +4,8 @@ by mode. The open mode and the versions live in the URL."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -41,8 +43,8 @@ def render() -> None:
     _by_mode(versions)
 
 
-def _mode(report: dict[str, object], mode_id: str | None) -> None:
-    found = [m for m in report["modes"] if m["id"] == mode_id]  # type: ignore[attr-defined]
+def _mode(report: dict[str, Any], mode_id: str | None) -> None:
+    found = [m for m in report["modes"] if m["id"] == mode_id]
     if not found:
         return
     mode = found[0]
@@ -57,7 +59,7 @@ def _mode(report: dict[str, object], mode_id: str | None) -> None:
     right.dataframe(
         pd.DataFrame(mode["signatures"].items(), columns=["signature", "runs"]), hide_index=True
     )
-    runs = report["members"][mode["id"]]  # type: ignore[index]
+    runs = report["members"][mode["id"]]
     exemplars = list(mode["exemplars"])
     ordered = exemplars + [r for r in runs if r not in exemplars][:47]
     st.markdown("**Runs** (exemplars nearest the centre first; click one)")
