@@ -11,11 +11,13 @@ from statistics import NormalDist
 
 import pytest
 from corpus.conformance import frameworks, fresh_sqlite, import_files, lines_of
-from helpers.modes_runs import seed_causes
+from helpers.modes_runs import CAUSES, seed_causes
 from sklearn.metrics import adjusted_rand_score
 from typer.testing import CliRunner
 
 from steplog.cli import app
+from steplog.harness.runner import launch
+from steplog.harness.scenario import ModelVersionSpec, get_scenario
 from steplog.modes import (
     RunFeatures,
     RunSummary,
@@ -286,3 +288,38 @@ def test_corpus_crashes_of_one_cause_land_together(tmp_path: Path) -> None:
     found = [modes.assignment[r.run_id] for r in runs]
     assert Counter(causes)["flagged-prompt"] >= 2
     assert adjusted_rand_score(causes, found) == 1.0, sorted(zip(causes, found, strict=True))
+
+
+def test_new_runs_join_the_cached_modes_without_a_rebuild(tmp_path: Path) -> None:
+    """A few new failed runs are assigned to the cached modes (ids unchanged); ``--rebuild``
+    reclusters."""
+    store = EventStore.open(f"sqlite:///{tmp_path}/grow.db")
+    try:
+        seed_causes(store, runs_per_cause=6)
+        clear_cache()
+        before = modes_of(store)
+        scenario = get_scenario("customer-service")
+        models = {"cause-loop": ModelVersionSpec(**CAUSES["loop"])}
+        grown = scenario.model_copy(update={"models": {**scenario.models, **models}})
+        instance = grown.all_instances()[0].id
+        for k in range(200):
+            if launch(store, grown, instance_id=instance, model_version="cause-loop", seed=900 + k,
+                      run_id=f"late-{k}").status != "completed":  # fmt: skip
+                break
+        after = modes_of(store)
+        new = set(after.assignment) - set(before.assignment)
+        assert new == {f"late-{k}"}
+        assert [m.id for m in after.modes] == [m.id for m in before.modes]  # assigned, not rebuilt
+        assert (
+            modes_of(store, rebuild=True).assignment == build_modes(load_features(store)).assignment
+        )
+    finally:
+        store.close()
+
+
+def test_bench_modes_runs_at_a_small_size() -> None:
+    from steplog.bench.modes import run_modes_benchmark
+
+    result = run_modes_benchmark(runs=2_000, new=100, seed_runs=2).as_dict()
+    assert result["runs"] == 2_000 and result["modes"] >= 2
+    assert result["assign_ok"] and result["peak_rss_mb"] > 0
