@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from statistics import NormalDist
+from typing import Any
 
 import pytest
 from corpus.conformance import frameworks, fresh_sqlite, import_files, lines_of
 from helpers.modes_runs import CAUSES, seed_causes
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.metrics import adjusted_rand_score
 from typer.testing import CliRunner
 
@@ -323,3 +327,32 @@ def test_bench_modes_runs_at_a_small_size() -> None:
     result = run_modes_benchmark(runs=2_000, new=100, seed_runs=2).as_dict()
     assert result["runs"] == 2_000 and result["modes"] >= 2
     assert result["assign_ok"] and result["peak_rss_mb"] > 0
+
+
+_TOKENS = ("end:failed", "err:a", "err:b", "layer:schema", "repeat:same", "at:late", "w:x", "w:y")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.sets(st.sampled_from(_TOKENS), min_size=1), min_size=1, max_size=40),
+    st.randoms(use_true_random=False),
+)
+def test_modes_do_not_depend_on_the_order_runs_are_read(
+    token_sets: list[set[str]], shuffle: Any
+) -> None:
+    runs = [
+        RunFeatures(f"r{i:03d}", "s", "v", tuple(sorted(tokens)), "step", None)
+        for i, tokens in enumerate(token_sets)
+    ]
+    shuffled = list(runs)
+    shuffle.shuffle(shuffled)
+    first, second = build_modes(runs), build_modes(shuffled)
+    assert first.assignment == second.assignment
+    assert [(m.id, m.name, m.size) for m in first.modes] == [
+        (m.id, m.name, m.size) for m in second.modes
+    ]
+    assert sum(m.size for m in first.modes) == len(runs)
+    assert len({m.id for m in first.modes}) == len(first.modes)  # ids are unique
+    # a run identical to one already seen is assigned to that run's mode
+    assigned = first.assign([replace(runs[0], run_id="new")])
+    assert assigned["new"] == first.assignment[runs[0].run_id]
