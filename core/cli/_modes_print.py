@@ -24,7 +24,7 @@ def print_modes(rows: list[dict[str, Any]], total: int, shown: int) -> None:
         )
     console.print(table)
     hidden = len(rows) - shown
-    more = f"; {hidden} more: --all" if hidden > 0 else ""
+    more = f"; {hidden} more: --limit {len(rows)}" if hidden > 0 else ""
     console.print(f"{len(rows)} modes over {total} runs{more}", highlight=False)
 
 

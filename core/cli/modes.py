@@ -11,13 +11,15 @@ SHOWN = 15
 
 @app.command("modes")
 def modes_cmd(
-    show_all: Annotated[
-        bool, typer.Option("--all", help=f"List every mode (default: the {SHOWN} largest).")
-    ] = False,
-    completed: Annotated[
+    every_run: Annotated[
         bool,
-        typer.Option("--completed", help="Cluster every finished run, completed ones too."),
+        typer.Option(
+            "--all", help="Cluster every finished run, completed ones too (not only failed)."
+        ),
     ] = False,
+    limit: Annotated[
+        int, typer.Option(min=1, max=10_000, help="Show the N largest modes (--json: every one).")
+    ] = SHOWN,
     mode: Annotated[
         str | None, typer.Option(help="One mode (an id or a prefix): its runs and features.")
     ] = None,
@@ -32,7 +34,7 @@ def modes_cmd(
     from ..modes import mode_rows, modes_of
 
     with _opened(db) as store:
-        modes = modes_of(store, include_completed=completed, rebuild=rebuild)
+        modes = modes_of(store, include_completed=every_run, rebuild=rebuild)
     rows = mode_rows(modes)
     if mode is not None:
         found = modes.mode(mode)
@@ -55,4 +57,4 @@ def modes_cmd(
         return
     from ._modes_print import print_modes
 
-    print_modes(rows, len(modes.assignment), len(rows) if show_all else SHOWN)
+    print_modes(rows, len(modes.assignment), limit)

@@ -44,9 +44,6 @@ WORD_WEIGHT = 0.5
 CONCEPT_WEIGHT = 2.0
 """A failure family (``concept:context_limit``) outweighs the class that raised it: frameworks
 raise one cause under many exception classes."""
-ONSET_WEIGHT = 1.0
-"""Where the trouble began (``first_err:``, ``clean:``): the one thing that tells an error rate
-growing along the run (context drift) from a steady one, when both raise the same error."""
 
 
 def _weight(token: str) -> float:
@@ -56,8 +53,6 @@ def _weight(token: str) -> float:
         return CONCEPT_WEIGHT
     if token.startswith("err:") and "." in token:  # a framework's exception class, by module
         return WORD_WEIGHT
-    if token.startswith(("errs:", "clean:")):
-        return ONSET_WEIGHT
     return 1.0
 
 
