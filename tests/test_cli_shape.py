@@ -142,7 +142,8 @@ def test_the_cli_imports_no_heavy_library_until_a_command_needs_it() -> None:
     import subprocess
     import sys
 
-    heavy = ("sqlalchemy", "scipy", "numpy", "pandas", "streamlit", "alembic", "pydantic", "httpx")
+    heavy = ("sqlalchemy", "scipy", "numpy", "pandas", "streamlit", "alembic", "pydantic", "httpx",
+             "sklearn")  # fmt: skip
     probe = f"import sys, steplog.cli\nprint(','.join(m for m in {heavy!r} if m in sys.modules))"
     loaded = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True

@@ -43,7 +43,7 @@ def seeded(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> EventStore:
     return store
 
 
-@pytest.mark.parametrize("name", ["overview", "failures", "run", "compare", "replay"])
+@pytest.mark.parametrize("name", ["overview", "failures", "modes", "run", "compare", "replay"])
 def test_every_page_renders_on_an_empty_store(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -54,7 +54,7 @@ def test_every_page_renders_on_an_empty_store(
     assert "steplog demo" in texts or "Enter a run id" in texts or "regression set" in texts
 
 
-@pytest.mark.parametrize("name", ["overview", "failures", "compare", "replay"])
+@pytest.mark.parametrize("name", ["overview", "failures", "modes", "compare", "replay"])
 def test_every_page_renders_on_seeded_data(name: str, seeded: EventStore) -> None:
     app = page(name)
     assert not app.exception, app.exception
@@ -182,6 +182,24 @@ def test_library_deep_link_opens_the_signature_with_its_samples(seeded: EventSto
     assert len(samples) == min(view.counts_by_version[version], 50)
     assert set(samples["model_version"]) == {version}  # the version filter applies to samples
     assert any("signatures match" in c.value for c in app.caption)
+
+
+def test_modes_deep_link_opens_the_mode_with_its_runs_and_the_comparison(
+    seeded: EventStore,
+) -> None:
+    from steplog.modes import modes_report
+
+    report = modes_report(seeded)
+    mode = report["modes"][0]
+    app = page("modes", mode=mode["id"], baseline="sim-v1", candidate="sim-v2")
+    assert not app.exception, app.exception
+    assert not app.error
+    assert app.dataframe[0].value["runs"].sum() == report["runs"]  # every failed run, ranked
+    runs = app.dataframe[-2].value  # the open mode's runs, exemplars first
+    assert list(runs["run_id"][: len(mode["exemplars"])]) == mode["exemplars"]
+    assert len(runs) == min(mode["size"], 50)
+    by_mode = app.dataframe[-1].value
+    assert len(by_mode) >= 1 and "difference (pts)" in by_mode.columns
 
 
 def test_run_page_unknown_run_is_a_message(seeded: EventStore) -> None:

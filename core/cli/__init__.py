@@ -17,6 +17,7 @@ TOPICS = (
     "runs",
     "ui_cmds",
     "library",
+    "modes",
     "replay",
     "attribute",
     "chaos",
@@ -33,7 +34,17 @@ for _topic in TOPICS:
 
 PANELS: dict[str, tuple[str, ...]] = {
     "Record": ("scenarios", "run", "approve", "resume", "demo"),
-    "Inspect": ("runs", "show", "failures", "failure", "label", "regression-set", "metrics", "ui"),
+    "Inspect": (
+        "runs",
+        "show",
+        "failures",
+        "failure",
+        "modes",
+        "label",
+        "regression-set",
+        "metrics",
+        "ui",
+    ),
     "Compare": ("compare", "compare-counts"),
     "Replay": ("replay", "diff", "regress", "attribute", "chaos"),
     "Ingest": ("import", "serve", "status", "reassemble", "export", "quarantine"),

@@ -225,6 +225,35 @@ def bench_rebuild(
     )
 
 
+@bench_app.command("modes")
+def bench_modes(
+    runs: Annotated[int, typer.Option(min=100, help="Failed runs to cluster.")] = 100_000,
+    new: Annotated[int, typer.Option(min=1, help="New runs assigned afterwards.")] = 1_000,
+    seed_runs: Annotated[
+        int, typer.Option(min=1, help="Harness runs per scenario and version seeding them.")
+    ] = 40,
+    as_json: JsonOption = False,
+) -> None:
+    """Failure modes: cluster N failed runs (<= 60 s at 100k), assign 1k new (<= 2 s), memory."""
+    from ..bench.modes import run_modes_benchmark
+
+    result = run_modes_benchmark(runs=runs, new=new, seed_runs=seed_runs).as_dict()
+    if as_json:
+        _print_json(result)
+        return
+    console.print(
+        f"{result['runs']:,} failed runs ({result['distinct_documents']:,} distinct feature "
+        f"documents, from {result['seed_runs']:,} harness runs) -> {result['modes']} modes\n"
+        f"  cluster   {result['cluster_s']:.2f} s ({'ok' if result['cluster_ok'] else 'SLOW'}; "
+        f"target 60 s at 100k)\n"
+        f"  assign    {result['assign_s']:.3f} s for {result['new']:,} new runs "
+        f"({'ok' if result['assign_ok'] else 'SLOW'}; target 2 s at 1k)\n"
+        f"  features  {result['extract_runs_per_s']:,.0f} runs/s read from the log\n"
+        f"  peak RSS  {result['peak_rss_mb']:,.0f} MB",
+        highlight=False,
+    )
+
+
 @bench_app.command("replay")
 def bench_replay(
     runs: Annotated[

@@ -59,6 +59,14 @@ def compare_cmd(
         ),
     ] = False,
     margin: MarginOption = None,
+    by_mode: Annotated[
+        bool,
+        typer.Option(
+            "--by-mode",
+            help="Also per failure mode: its rate per run under each version, the same "
+            "analysis as the verdict, Holm-adjusted (see `steplog modes`).",
+        ),
+    ] = False,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -78,7 +86,24 @@ def compare_cmd(
             sequential=sequential,
             margin=margin,
         )
+        if by_mode:
+            from ..modes import by_mode as modes_by_mode
+            from ..modes import modes_of
+
+            report["by_mode"] = modes_by_mode(
+                store,
+                modes_of(store),
+                baseline=baseline,
+                candidate=candidate,
+                scenario=scenario,
+                paired_mode=_choice("--paired", paired, ("auto", "on", "off")),
+                confidence=confidence,
+            )
     _print_report(report, as_json)
+    if by_mode and not as_json:
+        from ._modes_print import print_by_mode
+
+        print_by_mode(report["by_mode"])
 
 
 @app.command("compare-counts")

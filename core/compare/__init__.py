@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from .._lazy import callable_package, lazy_exports
 
 if TYPE_CHECKING:
+    from ._decide import PairedMode as PairedMode
     from ._decide import decide as decide
+    from ._decide import uses_pairs as uses_pairs
     from ._facade import compare_versions
     from ._metrics import step_success_by_task as step_success_by_task
     from ._report import compare, compare_counts, compare_tables, sequential_verdict
@@ -40,7 +42,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "._decide": ("decide",),
+            "._decide": ("PairedMode", "decide", "uses_pairs"),
             "._facade": ("compare_versions",),
             "._metrics": ("step_success_by_task",),
             "._report": ("compare", "compare_counts", "compare_tables", "sequential_verdict"),

@@ -56,6 +56,7 @@ class RunTable:
     scenarios: IdArray | None = None  # index into scenario_names (shared by both tables)
     aborted: BoolArray | None = None  # ended aborted (e.g. a budget ran out), not failed
     scenario_names: tuple[str, ...] = ()
+    run_ids: npt.NDArray[np.object_] | None = None  # for views by run (failure modes)
 
     def __len__(self) -> int:
         """Number of runs."""
@@ -106,6 +107,7 @@ class RunTable:
             clusters=Clusters.of_ids(self.clusters.codes[rows], self.clusters.keys),
             scenarios=None if self.scenarios is None else self.scenarios[rows],
             aborted=None if self.aborted is None else self.aborted[rows],
+            run_ids=None if self.run_ids is None else self.run_ids[rows],
             **picked,
         )
 
@@ -142,6 +144,7 @@ def load_runs(
     scenarios, scenario_names = _ids(list(map(itemgetter(1), rows)), lambda s: s)
     numbers = [column(index, np.int64) for index in range(6, 12)]
     cost = column(12, np.float64)
+    run_ids = np.fromiter(map(itemgetter(13), rows), object, n)
     of_candidate = (flags & 8) > 0
     tables = []
     for version, rows_of in ((baseline, ~of_candidate), (candidate, of_candidate)):
@@ -166,6 +169,7 @@ def load_runs(
                 cost_usd=cost[rows_of],
                 scenarios=scenarios[rows_of],
                 scenario_names=scenario_names,
+                run_ids=run_ids[rows_of],
             )
         )
     return tables[0], tables[1]
@@ -198,6 +202,7 @@ def _runs_query(baseline: str, candidate: str, scenario: str | None) -> Select[A
         runs_t.c.retries,
         runs_t.c.tokens,
         runs_t.c.cost_usd,
+        runs_t.c.run_id,
     ).where(
         runs_t.c.model_version.in_((baseline, candidate)),
         runs_t.c.status.in_(FINISHED),

@@ -1,0 +1,91 @@
+"""Modes of a store, computed on demand and cached per log position.
+
+Modes are a projection of the log, but not a stored one: a rebuild is one read of the failed
+runs' events and one clustering of their distinct feature documents (seconds at 100,000 runs),
+deterministic, so there is nothing to migrate or keep in step. The result is cached in the
+process, keyed by the store, the log's last position and the options: a second call on an
+unchanged log (a UI page rerun, ``compare --by-mode`` after ``modes``) costs one query. When
+the log grew by few runs since the cached build, the new runs are assigned to the nearest
+existing mode (:meth:`ModeSet.assign`) instead of reclustering; past ``REBUILD_SHARE`` new runs,
+or on ``rebuild=True``, the modes are rebuilt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from threading import Lock
+from typing import Any
+
+from ..projections.queries import refresh
+from ..store import EventStore
+from ._cluster import ModeSet, build_modes
+from ._features import RunFeatures, load_features
+
+REBUILD_SHARE = 0.05
+_cache: dict[tuple[str, bool], tuple[int, list[RunFeatures], ModeSet]] = {}
+_lock = Lock()
+
+
+def modes_of(
+    store: EventStore, *, include_completed: bool = False, rebuild: bool = False
+) -> ModeSet:
+    """The failure modes of ``store``'s failed runs (``include_completed``: every finished
+    run), from the cache when the log has not changed."""
+    refresh(store)
+    key = (store.url, include_completed)
+    position = store.last_position()
+    with _lock:
+        cached = _cache.get(key)
+    if cached is not None and cached[0] == position and not rebuild:
+        return cached[2]
+    runs = load_features(store, include_completed=include_completed)
+    if cached is not None and not rebuild:
+        modes = _updated(cached[1], cached[2], runs)
+    else:
+        modes = build_modes(runs)
+    with _lock:
+        _cache[key] = (position, runs, modes)
+    return modes
+
+
+def _updated(old_runs: list[RunFeatures], modes: ModeSet, runs: list[RunFeatures]) -> ModeSet:
+    """``modes`` with the runs that are new since it was built assigned to their nearest mode;
+    rebuilt when many runs are new, a run changed, or a new run fits no mode."""
+    before = {run.run_id: run.document for run in old_runs}
+    new = [run for run in runs if run.run_id not in before]
+    changed = len(before) != len(runs) - len(new) or any(
+        before.get(run.run_id, run.document) != run.document for run in runs
+    )
+    if changed or len(new) > REBUILD_SHARE * max(len(runs), 1):
+        return build_modes(runs)
+    assigned = modes.assign(new)
+    if any(mode is None for mode in assigned.values()):
+        return build_modes(runs)
+    return replace(modes, assignment={**modes.assignment, **assigned})  # type: ignore[dict-item]
+
+
+def clear_cache() -> None:
+    """Forget every cached build (tests; a store replaced under the same URL)."""
+    with _lock:
+        _cache.clear()
+
+
+def modes_report(store: EventStore, *, include_completed: bool = False) -> dict[str, Any]:
+    """The modes as JSON (largest first), with each mode's runs: what the UI and ``--json``
+    show."""
+    from ._cluster import mode_rows
+
+    modes = modes_of(store, include_completed=include_completed)
+    members: dict[str, list[str]] = {m.id: [] for m in modes.modes}
+    for run_id, mode_id in sorted(modes.assignment.items()):
+        members[mode_id].append(run_id)
+    return {"runs": len(modes.assignment), "modes": mode_rows(modes), "members": members}
+
+
+def compare_by_mode(
+    store: EventStore, *, baseline: str, candidate: str, **options: Any
+) -> dict[str, Any]:
+    """:func:`by_mode` on the store's current modes."""
+    from ._compare import by_mode
+
+    return by_mode(store, modes_of(store), baseline=baseline, candidate=candidate, **options)

@@ -1,0 +1,305 @@
+"""What a failed run's log says about how it failed, as tokens: the features modes cluster on.
+
+A pure fold over one run's events (:func:`features_of`) and the reader that feeds it every
+failed run of a store (:func:`load_features`). No LLM: only what the log holds --
+
+* the end: ``end:failed`` / ``end:aborted``, the final error type (``err:``), the provider's
+  status and code when the mapping kept one (``code:``), and the words of the normalised message
+  (``w:``; numbers, quoted values and ids masked by :mod:`steplog.projections.signature`);
+* the validation layer that rejected the last step's attempts (``layer:``) and the limit that
+  ended the run (``budget:``);
+* the shape of the trajectory: retries of the failing step (``retried``, ``retries:many``),
+  whether its failed attempts repeated the same answer (``repeat:same``) or varied
+  (``repeat:varied``), its tool errors (``tool_err:``), where the run stopped (``at:first``,
+  ``at:early``, ``at:middle``, ``at:late``, ``at:run`` for a failure after or outside the
+  steps);
+* the steps leading to the failure: errors earlier steps recovered from (``before:``), and the
+  thirds of the run they fell in (``errs_in:``), whether they struck at least every other step
+  (``errs:all_along``) or a few (``errs:sparse``), or a first third without any
+  (``clean:early``): trouble from the start, or trouble growing late.
+
+Step, tool and scenario names are *not* tokens: they are what differs between scenarios and
+frameworks for one cause (the failure library already splits by them). They are kept beside the
+tokens, for the steps where a mode strikes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from ..models import events_table as events_t
+from ..models import run_summaries_table as runs_t
+from ..projections.signature import normalize_message, normalize_step
+from ..store import EventStore
+
+FAILED = ("failed", "aborted")
+FINISHED = ("completed", "failed", "aborted")
+_WORD = re.compile(r"[A-Za-z][A-Za-z_\-()]+")
+_CODE = re.compile(r"^([1-5]\d\d)(?: ([A-Za-z][\w.\-]{0,79}))?: ")
+_STOP = frozenset({"the", "and", "for", "with", "was", "not", "are", "has", "from", "this"})
+MAX_WORDS = 12
+_CONCEPTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("context_limit", r"context[ _-]?(?:length|window)|maximum context|token limit"),
+        ("content_policy", r"content[ _-]?policy|flagged|invalid[ _-]?prompt|safety"),
+        ("rate_limit", r"rate[ _-]?limit|too many requests|\b429\b"),
+        ("timeout", r"timed? ?out|deadline exceeded"),
+        ("transient", r"timed? ?out|rate[ _-]?limit|too many requests|overloaded|\b(?:429|503)\b"),
+        ("auth", r"unauthori[sz]ed|forbidden|api[ _-]?key|permission denied|\b40[13]\b"),
+        ("not_found", r"not[ _-]?found|\b404\b"),
+        ("server_error", r"internal server error|overloaded|\b50[0234]\b"),
+    )
+)
+"""Failure families a provider or framework names in many ways (``context_length_exceeded``,
+``ContextWindowOverflowException``, "maximum context length"): one ``concept:`` token each, so
+the same cause lands together across frameworks."""
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_TYPES = (
+    "RunRevised",
+    "StepStarted",
+    "StepAttemptFailed",
+    "ValidationFailed",
+    "StepFailed",
+    "ToolCalled",
+    "ModelCalled",
+    "BudgetExceeded",
+    "RunFailed",
+    "RunAborted",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What the run summary says of one finished run (its read-model row)."""
+
+    run_id: str
+    scenario: str
+    model_version: str
+    status: str
+    error_type: str | None = None
+    failure_message: str | None = None
+    failed_step: str | None = None
+    failed_step_index: int | None = None
+    steps_planned: int = 0
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFeatures:
+    """One run's feature tokens (sorted, distinct), and what is shown beside them."""
+
+    run_id: str
+    scenario: str
+    model_version: str
+    tokens: tuple[str, ...]
+    step: str  # the failing step, numbers masked ("(run)" outside any step)
+    signature: str | None
+
+    @property
+    def document(self) -> str:
+        """The tokens as one space-separated document (what identical runs share)."""
+        return " ".join(self.tokens)
+
+
+@dataclass(slots=True)
+class _Step:
+    attempts: int = 0
+    failures: list[str] = field(default_factory=list)  # kinds, in order
+    messages: list[str] = field(default_factory=list)  # raw messages of failed attempts
+    layers: set[str] = field(default_factory=set)
+    tool_errors: set[str] = field(default_factory=set)
+
+
+def message_tokens(message: str | None, names: Iterable[str] = ()) -> list[str]:
+    """``code:`` (a provider's status and code) and up to ``MAX_WORDS`` ``w:`` words of the
+    normalised message, the run's step and tool ``names`` masked (they differ between scenarios
+    for one cause)."""
+    if not message:
+        return []
+    for name in sorted(set(names), key=len, reverse=True):
+        if len(name) > 2:
+            message = message.replace(name, "<name>")
+    text = normalize_message(message)
+    tokens = []
+    head = _CODE.match(text)
+    if head:
+        tokens.append(f"code:{head.group(1)}" + (f"_{head.group(2)}" if head.group(2) else ""))
+        text = text[head.end() :]
+    words = [w.lower() for w in _WORD.findall(text)]
+    tokens += [f"w:{w}" for w in dict.fromkeys(words) if len(w) > 2 and w not in _STOP]
+    return tokens[: MAX_WORDS + 1]
+
+
+def concept_tokens(error_type: str | None, message: str | None) -> list[str]:
+    """``concept:`` tokens of the failure families the error's class name (CamelCase split) or
+    its message names."""
+    words = _CAMEL.sub(" ", (error_type or "").rsplit(".", 1)[-1])
+    text = f"{words} {message or ''}"
+    return [f"concept:{name}" for name, pattern in _CONCEPTS if pattern.search(text)]
+
+
+def _position(index: int | None, planned: int) -> str:
+    if index is None:
+        return "at:run"
+    if index == 0:
+        return "at:first"
+    share = (index + 1) / max(planned, index + 1)
+    return "at:early" if share <= 1 / 3 else "at:middle" if share <= 2 / 3 else "at:late"
+
+
+def features_of(summary: RunSummary, events: Iterable[tuple[str, dict[str, Any]]]) -> RunFeatures:
+    """The features of one finished run from its events ``(type, payload)`` in log order
+    (a ``RunRevised`` starts the run over: what follows is the run as it now reads)."""
+    steps: dict[int, _Step] = {}
+    budget: str | None = None
+    names: set[str] = set()
+    for kind, p in events:
+        if kind == "RunRevised":
+            steps, budget, names = {}, None, set()
+            continue
+        name = p.get("step") if kind == "StepStarted" else p.get("tool")
+        if isinstance(name, str):
+            names.add(name)
+        if kind == "BudgetExceeded":
+            budget = str(p.get("budget"))
+            continue
+        index = p.get("step_index")
+        if not isinstance(index, int):
+            continue
+        step = steps.setdefault(index, _Step())
+        if kind == "StepStarted":
+            step.attempts += 1
+        elif kind == "ValidationFailed":
+            step.layers.add(str(p.get("layer")))
+            step.failures.append(f"layer:{p.get('layer')}")
+            step.messages.append(str(p.get("message", "")))
+        elif kind == "StepAttemptFailed":
+            step.failures.append(f"err:{str(p.get('error_type', '')).lower()}")
+            step.messages.append(str(p.get("message", "")))
+        elif kind == "ToolCalled" and p.get("status") == "error":
+            step.tool_errors.add(str(p.get("error_type") or "error").lower())
+    return _features(summary, steps, budget, names)
+
+
+def _features(
+    summary: RunSummary, steps: dict[int, _Step], budget: str | None, names: set[str]
+) -> RunFeatures:
+    tokens = [f"end:{summary.status}"]
+    if summary.error_type:
+        tokens.append(f"err:{summary.error_type.lower()}")
+    tokens += concept_tokens(summary.error_type, summary.failure_message)
+    if summary.failed_step:
+        names.add(summary.failed_step)
+    tokens += message_tokens(summary.failure_message, names)
+    index = summary.failed_step_index
+    if index is None and summary.status in FAILED and steps and summary.failed_step:
+        index = max(steps)
+    tokens.append(_position(index, summary.steps_planned))
+    if budget:
+        tokens.append(f"budget:{budget}")
+    last = steps.get(index) if index is not None else None
+    if last is not None:
+        tokens += sorted(f"layer:{layer}" for layer in last.layers)
+        tokens += sorted(f"tool_err:{error}" for error in last.tool_errors)
+        if last.attempts > 1:
+            tokens.append("retried")
+        if last.attempts > 2:
+            tokens.append("retries:many")
+        if len(last.messages) > 1:
+            same = len(set(last.messages)) == 1 and len(set(last.failures)) == 1
+            tokens.append("repeat:same" if same else "repeat:varied")
+    planned = max(summary.steps_planned, max(steps, default=0) + 1)
+    for earlier, step in steps.items():
+        if index is None or earlier < index:
+            tokens += [f"before:{kind.split(':', 1)[1]}" for kind in step.failures]
+            tokens += [f"before:{error}" for error in step.tool_errors]
+            if step.failures or step.tool_errors:  # where in the run the trouble began
+                third = ("early", "middle", "late")[min(2, 3 * earlier // planned)]
+                tokens.append(f"errs_in:{third}")
+    before = [s for i, s in steps.items() if index is None or i < index]
+    troubled = sum(1 for s in before if s.failures or s.tool_errors)
+    if troubled:  # errors all along the run (a steady rate), or in a few steps (a growing one)
+        tokens.append("errs:all_along" if 2 * troubled >= len(before) else "errs:sparse")
+    first_third = [s for i, s in steps.items() if 3 * i < planned and (index is None or i < index)]
+    if first_third and all(not s.failures and not s.tool_errors for s in first_third):
+        tokens.append("clean:early")  # the trouble grew later (context drift looks like this)
+    return RunFeatures(
+        run_id=summary.run_id,
+        scenario=summary.scenario,
+        model_version=summary.model_version,
+        tokens=tuple(sorted(set(tokens))),
+        step=normalize_step(summary.failed_step),
+        signature=summary.signature,
+    )
+
+
+def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
+    query = (
+        select(
+            runs_t.c.run_id,
+            runs_t.c.scenario,
+            runs_t.c.model_version,
+            runs_t.c.status,
+            runs_t.c.error_type,
+            runs_t.c.failure_message,
+            runs_t.c.failed_step,
+            runs_t.c.failed_step_index,
+            runs_t.c.steps_planned,
+            runs_t.c.signature,
+        )
+        .where(
+            runs_t.c.status.in_(statuses),
+            runs_t.c.replay_of.is_(None),  # replays, forks and reruns re-use answers
+            runs_t.c.forked_from.is_(None),
+            runs_t.c.rerun_of.is_(None),
+        )
+        .order_by(runs_t.c.run_id)
+    )
+    with store.engine.connect() as conn:
+        return [
+            RunSummary(
+                run_id=r[0],
+                scenario=r[1],
+                model_version=r[2],
+                status=r[3],
+                error_type=r[4],
+                failure_message=r[5],
+                failed_step=r[6],
+                failed_step_index=r[7],
+                steps_planned=r[8],
+                signature=r[9],
+            )
+            for r in conn.execute(query)
+        ]
+
+
+def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, str, Any]]:
+    """(run id, type, payload) of the runs' events that matter, run by run, in order."""
+    chunk = 500
+    with store.engine.connect() as conn:
+        for start in range(0, len(run_ids), chunk):
+            ids = run_ids[start : start + chunk]
+            query = (
+                select(events_t.c.run_id, events_t.c.type, events_t.c.payload)
+                .where(events_t.c.run_id.in_(ids), events_t.c.type.in_(_TYPES))
+                .order_by(events_t.c.run_id, events_t.c.position)
+            )
+            rows: Iterable[tuple[str, str, Any]] = conn.execute(query)
+            yield from rows
+
+
+def load_features(store: EventStore, *, include_completed: bool = False) -> list[RunFeatures]:
+    """The features of every failed (with ``include_completed``: every finished) original run,
+    by run id. Callers catch the read models up first."""
+    summaries = _summaries(store, FINISHED if include_completed else FAILED)
+    by_run: dict[str, list[tuple[str, dict[str, Any]]]] = {s.run_id: [] for s in summaries}
+    for run_id, kind, payload in _events(store, list(by_run)):
+        by_run[run_id].append((kind, json.loads(payload) if isinstance(payload, str) else payload))
+    return [features_of(s, by_run[s.run_id]) for s in summaries]

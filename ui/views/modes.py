@@ -1,0 +1,108 @@
+"""Failure modes: failed runs clustered by how they failed, ranked by size, by version; click a
+mode for its features, steps and runs, and a run for its trajectory. Two versions compared mode
+by mode. The open mode and the versions live in the URL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from steplog.modes import compare_by_mode, modes_report
+from steplog.ui.common import EMPTY_HINT, RUN, cached, go, guard, md, param, pickable, set_param
+
+
+def render() -> None:
+    st.title("Failure modes")
+    st.caption(
+        "Failed runs clustered by how they failed -- trajectory shape, validation layer, "
+        "limit, normalised error -- without an LLM (`steplog modes`)."
+    )
+    report = cached(modes_report)
+    if not report["modes"]:
+        st.info(EMPTY_HINT)
+        return
+    versions = sorted({v for m in report["modes"] for v in m["by_version"]})
+    frame = pd.DataFrame(
+        [
+            {
+                "mode": m["id"],
+                "name": m["name"],
+                "runs": m["size"],
+                "share": f"{m['share']:.0%}",
+                **{f"on {v}": m["by_version"].get(v, 0) for v in versions},
+                "strikes at": ", ".join(list(m["steps"])[:3]),
+            }
+            for m in report["modes"]
+        ]
+    )
+    st.caption(f"{len(report['modes'])} modes over {report['runs']:,} failed runs; click one.")
+    pickable(frame, "modes", lambda row: set_param("mode", str(row["mode"])))
+    _mode(report, param("mode"))
+    _by_mode(versions)
+
+
+def _mode(report: dict[str, Any], mode_id: str | None) -> None:
+    found = [m for m in report["modes"] if m["id"] == mode_id]
+    if not found:
+        return
+    mode = found[0]
+    st.divider()
+    st.subheader(md(mode["name"]))
+    st.caption(md(f"mode {mode['id']}; {mode['size']} runs; features: "
+                  + ", ".join(mode["defining_features"])))  # fmt: skip
+    left, right = st.columns(2)
+    left.markdown("**Where it strikes**")
+    left.dataframe(pd.DataFrame(mode["steps"].items(), columns=["step", "runs"]), hide_index=True)
+    right.markdown("**Signatures**")
+    right.dataframe(
+        pd.DataFrame(mode["signatures"].items(), columns=["signature", "runs"]), hide_index=True
+    )
+    runs = report["members"][mode["id"]]
+    exemplars = list(mode["exemplars"])
+    ordered = exemplars + [r for r in runs if r not in exemplars][:47]
+    st.markdown("**Runs** (exemplars nearest the centre first; click one)")
+    pickable(
+        pd.DataFrame({"run_id": ordered, "exemplar": [r in exemplars for r in ordered]}),
+        "mode_runs",
+        lambda row: go(RUN, run=str(row["run_id"])),
+    )
+
+
+def _by_mode(versions: list[str]) -> None:
+    if len(versions) < 2:
+        return
+    st.divider()
+    st.subheader("Compare versions mode by mode")
+    c1, c2 = st.columns(2)
+    baseline = c1.selectbox("baseline", versions, key="baseline", bind="query-params")
+    rest = [v for v in versions if v != baseline]
+    candidate = c2.selectbox("candidate", rest, key="candidate", bind="query-params")
+    if not baseline or not candidate:
+        return
+    result = cached(compare_by_mode, baseline=baseline, candidate=candidate)
+    rows = result["modes"]
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "mode": r["name"],
+                    "baseline": f"{r['baseline_rate']:.1%}",
+                    "candidate": f"{r['candidate_rate']:.1%}",
+                    "difference (pts)": round(r["estimate"] * 100, 1),
+                    "interval": f"[{r['ci'][0] * 100:+.1f}, {r['ci'][1] * 100:+.1f}]",
+                    "p (Holm)": r["p_holm"],
+                }
+                for r in rows
+            ]
+        ),
+        hide_index=True,
+    )
+    for r in rows:
+        if r["changed"]:
+            st.markdown(md(r["sentence"]))
+    st.caption(md(f"{rows[0]['design'] if rows else ''}; Holm-adjusted over {len(rows)} modes"))
+
+
+guard(render)
