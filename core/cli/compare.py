@@ -96,7 +96,7 @@ def compare_cmd(
                 baseline=baseline,
                 candidate=candidate,
                 scenario=scenario,
-                paired_mode=_choice("--paired", paired, ("auto", "on", "off")),
+                paired_mode=paired,
                 confidence=confidence,
             )
     _print_report(report, as_json)
