@@ -30,8 +30,14 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# ui/ is the package steplog.ui, beside core/ (steplog): mypy sees both under their import names
+# through a tree of links (.mypy-path/steplog), rebuilt each time so new modules are in it.
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy core
+	@rm -rf .mypy-path && mkdir -p .mypy-path/steplog
+	@for entry in core/*; do ln -s "../../$$entry" .mypy-path/steplog/; done
+	@ln -s ../../ui .mypy-path/steplog/ui
+	MYPYPATH=.mypy-path $(BIN)/mypy -p steplog.ui
 
 pytest: $(DEV_STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup

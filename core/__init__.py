@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .read_models import (
         ComparisonReport,
         FailureSample,
+        ProcessMetrics,
         ReplayOutcome,
         RunSummary,
         VersionCompletion,
@@ -82,6 +83,7 @@ _EXPORTS = {
     "read_models": (
         "ComparisonReport",
         "FailureSample",
+        "ProcessMetrics",
         "ReplayOutcome",
         "RunSummary",
         "VersionCompletion",
@@ -103,6 +105,7 @@ __all__ = [
     "InvalidEventError",
     "NewEvent",
     "PayloadTooLargeError",
+    "ProcessMetrics",
     "ReplayOutcome",
     "RunSummary",
     "SteplogError",

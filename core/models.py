@@ -20,6 +20,7 @@ import uuid
 from datetime import datetime
 from typing import Any, ClassVar, cast
 
+from pydantic import ConfigDict
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -72,6 +73,11 @@ class JSONPayload(TypeDecorator[Any]):
         return None
 
 
+# Tables are never validated as pydantic models (rows are written and read through Core), so
+# their validators are built on first use only: declaring the eight classes costs a fraction.
+_TABLE_CONFIG: Any = ConfigDict(defer_build=True)
+
+
 def _when(*, nullable: bool = False) -> Any:
     """A timezone-aware timestamp column (UTC throughout)."""
     if nullable:
@@ -93,6 +99,7 @@ def _key(type_: Any) -> Any:
 class StoredEventRow(SQLModel, table=True):
     """One immutable event. ``position`` is global and commit-ordered; ``seq`` is per run."""
 
+    model_config = _TABLE_CONFIG
     __tablename__: ClassVar[str] = "events"
     __table_args__ = (
         UniqueConstraint("run_id", "seq", name="uq_events_run_id_seq"),
@@ -112,6 +119,7 @@ class StoredEventRow(SQLModel, table=True):
 class QuarantinedRecord(SQLModel, table=True):
     """Input that could not be stored, kept with the reason, for inspection and retry."""
 
+    model_config = _TABLE_CONFIG
     __tablename__: ClassVar[str] = "quarantine"
 
     id: int | None = Field(default=None, sa_column=Column(Integer(), primary_key=True))
@@ -132,6 +140,7 @@ class StagedSpan(SQLModel, table=True):
     the exporter means the span is committed, never that it sits in memory.
     """
 
+    model_config = _TABLE_CONFIG
     __tablename__: ClassVar[str] = "otlp_spans"
     __table_args__ = (Index("ix_otlp_spans_received_at", "received_at"),)
 
@@ -146,6 +155,7 @@ class ArchivedTrace(SQLModel, table=True):
     """Every span of an assembled trace, compressed, kept after its run was stored: late spans
     are merged into it (the run is revised) and ``steplog reassemble`` maps it again."""
 
+    model_config = _TABLE_CONFIG
     __tablename__: ClassVar[str] = "otlp_traces"
 
     trace_id: str = _key(String(32))
@@ -166,6 +176,7 @@ class ArchivedTrace(SQLModel, table=True):
 class RunSummaryRow(SQLModel, table=True):
     """One row per run: what the failure library, metrics and the UI's filters read."""
 
+    model_config = _TABLE_CONFIG
     __tablename__: ClassVar[str] = "run_summaries"
     __table_args__ = (
         Index("ix_run_summaries_scenario_version", "scenario", "model_version"),
@@ -219,6 +230,7 @@ class RunSummaryRow(SQLModel, table=True):
 class FailureSignatureRow(SQLModel, table=True):
     """A failure mode: failed runs grouped by scenario, step, error type and message pattern."""
 
+    model_config = _TABLE_CONFIG
     __tablename__: ClassVar[str] = "failure_signatures"
     __table_args__ = (
         Index("ix_failure_signatures_scenario", "scenario"),
@@ -246,6 +258,7 @@ class FailureSignatureRow(SQLModel, table=True):
 class RegressionSetMemberRow(SQLModel, table=True):
     """A failed run promoted to a named regression set."""
 
+    model_config = _TABLE_CONFIG
     __tablename__: ClassVar[str] = "regression_set_members"
 
     set_name: str = _key(String(200))
@@ -259,6 +272,7 @@ class RegressionSetMemberRow(SQLModel, table=True):
 class ProjectionCheckpointRow(SQLModel, table=True):
     """How far each projection has read the log; written in the same transaction as its rows."""
 
+    model_config = _TABLE_CONFIG
     __tablename__: ClassVar[str] = "projection_checkpoints"
 
     name: str = _key(String(100))

@@ -81,6 +81,32 @@ class RunSummary(SQLModel):
     last_position: int
 
 
+class ProcessMetrics(SQLModel):
+    """Process metrics of one (scenario, model version, task type) group over finished runs
+    (``steplog metrics``): completion, first-step accuracy, mid-run correction, cost."""
+
+    scenario: str
+    model_version: str
+    task_type: str | None
+    runs: int
+    completed: int
+    completion_rate: float | None
+    first_step_runs: int
+    first_step_correct: int
+    first_step_accuracy: float | None
+    mid_run_errors: int
+    mid_run_recovered: int
+    mid_run_correction_rate: float | None
+    mean_retries: float | None
+    mean_tokens: float | None
+    mean_cost_usd: float | None
+    total_cost_usd: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (the objects of ``steplog metrics --json``)."""
+        return self.model_dump()
+
+
 class VersionCompletion(SQLModel):
     """How often one model version's finished runs completed, with its interval."""
 

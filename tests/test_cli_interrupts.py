@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.children import spawn
 
 from steplog.store import EventStore
 
@@ -19,7 +20,7 @@ STEPLOG = [sys.executable, "-m", "steplog"]
 def _start(args: list[str], home: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "STEPLOG_HOME": str(home)}
     env.pop("STEPLOG_DATABASE_URL", None)
-    return subprocess.Popen(
+    return spawn(
         [*STEPLOG, *args],
         env=env,
         stdout=subprocess.PIPE,

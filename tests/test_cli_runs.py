@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from helpers.children import reap, spawn
 from helpers.scenarios import write_scenario
 from typer.testing import CliRunner
 
@@ -246,7 +247,7 @@ def test_stopping_the_ui_stops_streamlit_too(steplog_home: str) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    ui = subprocess.Popen(
+    ui = spawn(
         [sys.executable, "-m", "steplog.cli", "ui", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -271,5 +272,4 @@ def test_stopping_the_ui_stops_streamlit_too(steplog_home: str) -> None:
         else:
             pytest.fail("Streamlit kept serving after steplog ui was stopped")
     finally:
-        if ui.poll() is None:
-            ui.kill()
+        reap(ui)

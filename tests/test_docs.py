@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.children import reap, spawn
 
 from steplog.cli import app
 from steplog.cli.reference import BEGIN, END, render, splice
@@ -184,7 +185,7 @@ def _serve_briefly(words: list[str], home: Path) -> None:
         words[words.index("--port") + 1] = str(port)
     else:
         words += ["--port", str(port)]
-    process = subprocess.Popen(
+    process = spawn(
         [STEPLOG, *words[1:]],
         cwd=home,
         env=_environment(home),
@@ -199,7 +200,10 @@ def _serve_briefly(words: list[str], home: Path) -> None:
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
-        out, err = process.communicate(timeout=60)
+        try:
+            out, err = process.communicate(timeout=60)
+        finally:
+            reap(process)  # still running after a minute: stopped (group), never left behind
     assert listening, f"{' '.join(words)} did not listen on {port}\n{out}\n{err}"
     assert process.returncode in (0, 130), f"{' '.join(words)}: exit {process.returncode}\n{err}"
     assert "Traceback" not in err, err

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.children import spawn
 from helpers.drills import (
     bulk_load,
     check_log,
@@ -316,7 +317,7 @@ def test_a_live_lease_holder_blocks_rebuilds_and_its_death_frees_them(store: Eve
     """The holder lock frees the leases of dead processes only: while the holder lives, its
     lease excludes every other rebuild; once it is killed, the next rebuild takes over."""
     url = store.engine.url.render_as_string(hide_password=False)
-    holder = subprocess.Popen(
+    holder = spawn(
         [sys.executable, str(HELPERS / "lease_holder.py"), url], stdout=subprocess.PIPE, text=True
     )
     try:

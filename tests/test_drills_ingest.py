@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers.children import reap, spawn
 from helpers.otlp import agent_trace, hex_id, request, span
 
 from steplog.ingest.otlp.pipeline import OtlpIngest
@@ -56,7 +57,7 @@ def free_port() -> int:
 
 def serve(db: str, port: int, *extra: str) -> subprocess.Popen[str]:
     """``steplog serve --workers 2`` in a process group of its own, once it listens."""
-    process = subprocess.Popen(
+    process = spawn(
         [
             sys.executable,
             "-m",
@@ -215,10 +216,12 @@ def test_sigkill_while_exporting_loses_nothing_acknowledged_and_runs_end_right(d
             )
         finally:
             second.send_signal(signal.SIGTERM)
-            second.communicate(timeout=60)
+            try:
+                second.communicate(timeout=60)
+            finally:
+                reap(second)
         assert second.returncode == 0
     finally:
         exporter.stop.set()
         store.close()
-        if first.poll() is None:
-            first.kill()
+        reap(first)

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers.children import reap, spawn
 from helpers.otlp import agent_trace, request
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -171,7 +172,7 @@ def _limited(
 
     return subprocess.run(
         [sys.executable, "-m", "steplog.cli", *args],
-        preexec_fn=limit,
+        preexec=limit,
         capture_output=True,
         text=True,
         timeout=300,
@@ -246,12 +247,12 @@ def test_serve_stays_within_an_address_space_limit_under_hostile_requests(tmp_pa
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
-    serve = subprocess.Popen(
+    serve = spawn(
         [
             *(sys.executable, "-m", "steplog.cli", "serve"),
             *("--db", f"sqlite:///{tmp_path}/s.db", "--port", str(port)),
         ],
-        preexec_fn=limit,
+        preexec=limit,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -282,6 +283,9 @@ def test_serve_stays_within_an_address_space_limit_under_hostile_requests(tmp_pa
         assert post(good) == 200  # still serving
     finally:
         serve.terminate()
-        _, err = serve.communicate(timeout=60)
+        try:
+            _, err = serve.communicate(timeout=60)
+        finally:
+            reap(serve)
     assert serve.returncode == 0, err
     assert "MemoryError" not in err and "Traceback" not in err

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.children import reap, spawn
 from helpers.otlp import agent_trace, request
 
 from steplog.errors import DatabaseUnavailableError
@@ -179,7 +180,7 @@ def test_serve_grpc_port_from_the_command_line(tmp_path: Path) -> None:
 
     url = f"sqlite:///{tmp_path}/grpc.db"
     http_port, grpc_port = _free_port(), _free_port()
-    serve = subprocess.Popen(
+    serve = spawn(
         [
             *(sys.executable, "-m", "steplog.cli", "serve", "--db", url),
             *("--port", str(http_port), "--grpc-port", str(grpc_port), "--settle", "0"),
@@ -211,6 +212,9 @@ def test_serve_grpc_port_from_the_command_line(tmp_path: Path) -> None:
         wait_for(stored)
     finally:
         serve.terminate()
-        _, err = serve.communicate(timeout=60)
+        try:
+            _, err = serve.communicate(timeout=60)
+        finally:
+            reap(serve)
     assert serve.returncode == 0, err
     assert "1 span(s) accepted" in err

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from helpers.children import reap, spawn
 from helpers.otlp import agent_trace, request
 
 from steplog.ingest.otlp.assembler import AssemblerProcess
@@ -88,7 +89,7 @@ class Serve:
 
     def __init__(self, db: str, port: int) -> None:
         self.port = port
-        self.process = subprocess.Popen(
+        self.process = spawn(
             [
                 sys.executable,
                 "-m",
@@ -175,7 +176,10 @@ def test_a_sigkilled_serve_takes_its_children_along_and_a_restart_gets_every_tra
         assert restarted.health()["status"] == "ok"
     finally:
         restarted.process.send_signal(signal.SIGTERM)
-        restarted.process.wait(60)
+        try:
+            restarted.process.wait(60)
+        finally:
+            reap(restarted.process)
     # nothing sent to the second receiver went to the first store (acknowledged there: staged)
     first_store = EventStore.open(first)
     try:
@@ -194,7 +198,7 @@ def test_a_signal_to_the_process_group_stops_everything(tmp_path: Path, signum: 
     try:
         serve.process.wait(60)
     except subprocess.TimeoutExpired:
-        os.killpg(serve.process.pid, signal.SIGKILL)
+        reap(serve.process, grace=0)
         pytest.fail("serve did not stop on a signal to its process group")
     wait_for(lambda: not alive(children), what="children to exit")
     _, err = serve.process.communicate()

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from google.rpc.status_pb2 import Status
+from helpers.children import reap, spawn
 from helpers.otlp import T0, agent_trace, attrs, hex_id, request, span
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from typer.testing import CliRunner
@@ -326,7 +327,7 @@ def test_opentelemetry_sdk_exporter_against_steplog_serve(tmp_path: Path, store_
     from opentelemetry.trace import StatusCode
 
     port = _free_port()
-    server = subprocess.Popen(
+    server = spawn(
         [
             sys.executable,
             "-m",
@@ -412,7 +413,10 @@ def test_opentelemetry_sdk_exporter_against_steplog_serve(tmp_path: Path, store_
             reader.close()
     finally:
         server.terminate()
-        _, err = server.communicate(timeout=30)
+        try:
+            _, err = server.communicate(timeout=30)
+        finally:
+            reap(server)
     assert "12 span(s) accepted" in err, err  # 4 runs x (root, chat, tool), over both processes
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.children import reap, spawn
 from helpers.otlp import hex_id, request, span
 from sqlalchemy import select
 from typer.testing import CliRunner
@@ -248,7 +249,7 @@ def test_a_second_process_exporting_late_revises_the_run(tmp_path: Path) -> None
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     db = tmp_path / "store.db"
-    server = subprocess.Popen(
+    server = spawn(
         [sys.executable, "-m", "steplog.cli", "serve", "--db", str(db), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -291,4 +292,7 @@ def test_a_second_process_exporting_late_revises_the_run(tmp_path: Path) -> None
         store.close()
     finally:
         server.terminate()
-        server.communicate(timeout=30)
+        try:
+            server.communicate(timeout=30)
+        finally:
+            reap(server)

@@ -9,6 +9,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from helpers.children import reap, spawn
 from sqlalchemy import Engine, inspect
 from sqlmodel import SQLModel
 
@@ -88,12 +89,15 @@ def test_processes_opening_a_new_sqlite_file_at_once_migrate_it_once(tmp_path: P
         url = f"sqlite:///{tmp_path}/new-{attempt}.db"
         code = f"from steplog.store import EventStore; EventStore.open({url!r}).close()"
         processes = [
-            subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
-            for _ in range(4)
+            spawn([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True) for _ in range(4)
         ]
-        for process in processes:
-            _, err = process.communicate(timeout=120)
-            assert process.returncode == 0, err
+        try:
+            for process in processes:
+                _, err = process.communicate(timeout=120)
+                assert process.returncode == 0, err
+        finally:
+            for process in processes:
+                reap(process)
         engine = create_engine_for(url)
         assert current_revision(engine) == head_revision()
         engine.dispose()

@@ -27,6 +27,7 @@ from statistics import NormalDist
 from typing import Any
 
 import pytest
+from helpers.children import reap, spawn
 from helpers.otlp import agent_trace, request
 from helpers.scenarios import write_scenario
 from sqlalchemy import create_engine, text
@@ -267,7 +268,7 @@ def serve() -> Iterator[Callable[[str], int]]:
 
     def start(url: str) -> int:
         port = _free_port()
-        proc = subprocess.Popen(
+        proc = spawn(
             [
                 *(sys.executable, "-m", "steplog.cli", "serve", "--db", url),
                 *("--port", str(port), "--settle", "0"),
@@ -282,14 +283,11 @@ def serve() -> Iterator[Callable[[str], int]]:
         assert f":{port}/v1/traces" in banner, (banner, proc.stderr.read() if proc.stderr else "")
         return port
 
-    yield start
-    for proc in started:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    try:
+        yield start
+    finally:
+        for proc in started:
+            reap(proc, grace=30)
 
 
 def _post(port: int, document: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.children import spawn
 from helpers.scenarios import canonical_digest, write_scenario
 
 from steplog.store import EventStore
@@ -27,7 +28,7 @@ def test_sigkilled_run_resumes_from_its_last_completed_step(store_url: str, tmp_
     subprocess.run([*run, "--run-id", "clean"], env=env, check=True, capture_output=True)
     store = EventStore.open(store_url)
     try:
-        child = subprocess.Popen([*run, "--run-id", "killed"], env=env,
+        child = spawn([*run, "--run-id", "killed"], env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         deadline = time.monotonic() + 60
         while sum(e.type == "StepCompleted" for e in store.read_run("killed")) < 3:

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers.children import spawn
 from sqlalchemy import text
 
 from steplog.errors import ConcurrencyError
@@ -86,7 +87,7 @@ def test_sigkill_mid_append_leaves_whole_batches_only(store: EventStore) -> None
     acknowledged: set[int] = set()
     for round_no in range(6):
         prefix = f"crash{round_no}"
-        child = subprocess.Popen(
+        child = spawn(
             [sys.executable, str(HELPERS / "crash_writer.py"), url, prefix],
             stdout=subprocess.PIPE,
             text=True,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.children import reap, spawn
 
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import get_scenario
@@ -48,7 +49,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     for version in ("sim-v1", "sim-v2"):
         execute_all(url, plan_runs(spec, model_version=version, runs=12, seed=0))
     port = _free_port()
-    server = subprocess.Popen(
+    server = spawn(
         [STEPLOG, "ui", "--db", url, "--port", str(port), "--allow-replays"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -68,8 +69,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
             time.sleep(0.3)
         yield base, url
     finally:
-        server.terminate()
-        server.wait(timeout=20)
+        reap(server, grace=20)
 
 
 SETTLED = """() => {

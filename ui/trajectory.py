@@ -147,7 +147,7 @@ def trajectory(events: Sequence[StoredEvent]) -> Trajectory:
         index = p.get("step_index")
         if event.type == "RunStarted" or event.type in ANNOTATIONS:
             continue
-        if event.type == "StepStarted":
+        if event.type == "StepStarted" and index is not None:  # a step always has its index
             step = steps.setdefault(index, Step(index, p.get("step", f"step {index}")))
             number = int(p.get("attempt") or len(step.attempts) + 1)
             current[index] = number

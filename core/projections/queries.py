@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,7 +24,7 @@ from ..models import checkpoints_table
 from ..models import failure_signatures_table as sig_t
 from ..models import regression_members_table as members_t
 from ..models import run_summaries_table as runs_t
-from ..read_models import FailureSample
+from ..read_models import FailureSample, ProcessMetrics
 from ..store import EventStore, classify, explain
 from .signature import normalize_step
 
@@ -313,35 +312,13 @@ def distributions(
 # --- metrics ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Metrics:
-    """Process metrics of one (scenario, model version, task type) group (article 000 §6.3)."""
-
-    scenario: str
-    model_version: str
-    task_type: str | None
-    runs: int
-    completed: int
-    completion_rate: float | None
-    first_step_runs: int
-    first_step_correct: int
-    first_step_accuracy: float | None
-    mid_run_errors: int
-    mid_run_recovered: int
-    mid_run_correction_rate: float | None
-    mean_retries: float | None
-    mean_tokens: float | None
-    mean_cost_usd: float | None
-    total_cost_usd: float
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form."""
-        return asdict(self)
+Metrics = ProcessMetrics
+"""Process metrics of one group (the read model :class:`ProcessMetrics`)."""
 
 
 def metrics(
     store: EventStore, *, scenario: str | None = None, by_task_type: bool = True
-) -> list[Metrics]:
+) -> list[ProcessMetrics]:
     """Metrics over finished runs (completed, failed or aborted), per group."""
     keys = [runs_t.c.scenario, runs_t.c.model_version]
     if by_task_type:
@@ -378,7 +355,7 @@ def metrics(
         for row in conn.execute(query):
             runs = int(row.runs)
             found.append(
-                Metrics(
+                ProcessMetrics(
                     scenario=row.scenario,
                     model_version=row.model_version,
                     task_type=row.task_type if by_task_type else None,

@@ -36,6 +36,7 @@ from steplog.models import (
 from steplog.projections.library import LEASE, NAME, LibraryProjection
 from steplog.store import EventStore, StoredEvent, write_transaction
 
+from .children import spawn
 from .scenarios import canonical_digest, write_scenario
 
 STEPLOG = str(Path(sys.executable).with_name("steplog"))
@@ -135,7 +136,7 @@ def start(args: Sequence[str], folder: Path, env: dict[str, str] | None = None) 
     name = uuid.uuid4().hex[:8]
     out, err = folder / f"{name}.out", folder / f"{name}.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        popen = subprocess.Popen(
+        popen = spawn(
             [STEPLOG, *args],
             stdout=stdout,
             stderr=stderr,

@@ -156,12 +156,12 @@ def render() -> None:
                     "diff": diff_runs(store(), run_id, result.run_id),
                 },
             )
-    for position, result in enumerate(results):
+    for position, shown in enumerate(results):
         if position == 0:
-            _show(result, position)
+            _show(shown, position)
         else:
-            with st.expander(md(f"earlier: {result['original']} -> {result['summary']}")):
-                _show(result, position)
+            with st.expander(md(f"earlier: {shown['original']} -> {shown['summary']}")):
+                _show(shown, position)
     st.divider()
     _regression_sets()
 
@@ -182,12 +182,12 @@ def _regression_sets() -> None:
     allowed = replays_allowed()
     if st.button("Replay the set", disabled=not target or not allowed, key="regress"):
         try:
-            outcome = regress(store(), name, model_version=target, mode=how)  # type: ignore[arg-type]
+            done = regress(store(), name, model_version=target, mode=how)  # type: ignore[arg-type]
         except SteplogError as exc:
             st.error(md(exc))
         else:
-            st.session_state["regression"] = outcome
-    outcome = st.session_state.get("regression")
+            st.session_state["regression"] = done
+    outcome: dict[str, Any] | None = st.session_state.get("regression")
     if outcome:
         st.success(md(outcome["verdict"]))
         frame = pd.DataFrame(
