@@ -425,3 +425,89 @@ def test_environment_reads_are_recorded_without_values_and_compared(
     assert changed.behaviour_changed and changed.departure is not None, changed.summary
     assert changed.departure["step_index"] == 0  # at the read: before any other call of step 0
     assert "os.environ" in changed.summary, changed.summary
+
+
+# --- the nondeterminism guard ---------------------------------------------------------------------
+
+
+def _read(source: str) -> None:
+    """Read ``source`` the way agent code does."""
+    import datetime
+    import random
+    import secrets
+    import time
+    import uuid
+
+    readers: dict[str, Any] = {
+        "date.today": datetime.date.today,
+        "datetime.now": datetime.datetime.now,
+        "datetime.today": datetime.datetime.today,
+        "datetime.utcnow": datetime.datetime.utcnow,
+        "os.urandom": lambda: os.urandom(4),
+        "random.Random()": random.Random,
+        "random.SystemRandom()": random.SystemRandom,
+        "random.getrandbits": lambda: random.getrandbits(8),
+        "random.random": random.random,
+        "random.randbytes": lambda: random.randbytes(4),
+        "secrets.randbelow": lambda: secrets.randbelow(9),
+        "secrets.token_bytes": secrets.token_bytes,
+        "secrets.token_hex": secrets.token_hex,
+        "secrets.token_urlsafe": secrets.token_urlsafe,
+        "time.ctime": time.ctime,
+        "time.gmtime": time.gmtime,
+        "time.localtime": time.localtime,
+        "time.monotonic": time.monotonic,
+        "time.monotonic_ns": time.monotonic_ns,
+        "time.strftime": lambda: time.strftime("%Y"),
+        "time.time": time.time,
+        "time.time_ns": time.time_ns,
+        "uuid.uuid1": uuid.uuid1,
+        "uuid.uuid4": uuid.uuid4,
+    }
+    arguments: dict[str, tuple[Any, ...]] = {
+        "random.choice": ("abc",),
+        "random.choices": ("abc",),
+        "random.randint": (1, 9),
+        "random.randrange": (9,),
+        "random.uniform": (0, 1),
+        "random.shuffle": ([1, 2, 3],),
+        "random.sample": ("abc", 2),
+        "random.gauss": (0, 1),
+        "random.normalvariate": (0, 1),
+        "random.lognormvariate": (0, 1),
+        "random.expovariate": (1,),
+        "random.triangular": (),
+        "random.betavariate": (1, 2),
+        "random.gammavariate": (1, 2),
+        "random.paretovariate": (1,),
+        "random.weibullvariate": (1, 2),
+        "random.vonmisesvariate": (0, 1),
+    }
+    if source in readers:
+        readers[source]()
+    else:
+        getattr(random, source.split(".", 1)[1])(*arguments[source])
+
+
+def test_the_guard_reports_every_source_it_claims() -> None:
+    from steplog.recorder.guard import SOURCES, NondeterminismGuard
+
+    assert len(SOURCES) >= 40
+    for source in SOURCES:
+        with NondeterminismGuard() as guard:
+            _read(source)
+        calls = [r["call"] for r in guard.reads]
+        assert calls == [source], (source, calls)
+
+
+def test_the_guard_leaves_seeded_generators_and_explicit_times_of_its_own_alone() -> None:
+    import random
+
+    from steplog.recorder.guard import NondeterminismGuard
+
+    with NondeterminismGuard() as guard:
+        generator = random.Random(7)
+        generator.gauss(0, 1)
+        generator.choice("abc")
+        generator.randbytes(2)
+    assert guard.reads == []

@@ -271,9 +271,7 @@ def _environment_read(key: Any, value: Any) -> None:
     if served is not None:
         if not served.reads_environment:  # recorded before environment reads were
             return
-        index = served.take("ToolCalled", step_index, name=ENVIRON, request=request)[
-            "call_index"
-        ]
+        index = served.take("ToolCalled", step_index, name=ENVIRON, request=request)["call_index"]
     run.recorder.record_call(
         lambda at: ToolCalled(
             step_index=step_index,

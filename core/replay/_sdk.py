@@ -72,9 +72,7 @@ def replay_agent(
     version_now = model_version or original.model_version
     parameters = inspect.signature(agent).parameters
     if fork and model_version not in (None, original.model_version):
-        # the new version must reach the model: as model_version, or through a role map
-        if role_versions is None or "role_versions" not in parameters:
-            _check_takes_version(agent_name or original.agent, parameters)
+        _check_takes_version(agent_name or original.agent, parameters, role_versions)
     if fork and role_versions:
         _check_roles(original, agent_name or original.agent, events, role_versions, parameters)
     if not fork or (role_versions is None and model_version is None):
@@ -164,10 +162,12 @@ def _check_fork(original: RunState, fork_at_step: int | None, model_version: str
         raise SteplogError("--model-version changes the model: use it with --fork-at-step K")
 
 
-def _check_takes_version(name: str, parameters: Any) -> None:
-    """A fork onto another model version needs an entry point that takes it: otherwise the fork
-    would be labelled with the new version and still call the old model."""
-    if "model_version" not in parameters:
+def _check_takes_version(name: str, parameters: Any, role_versions: dict[str, str] | None) -> None:
+    """A fork onto another model version needs an entry point that takes it (as
+    ``model_version``, or through a role map it is given): otherwise the fork would be
+    labelled with the new version and still call the old model."""
+    through_roles = role_versions is not None and "role_versions" in parameters
+    if "model_version" not in parameters and not through_roles:
         raise SteplogError(
             f"agent {name!r} cannot be forked onto another model version: its entry point "
             "takes no model_version parameter (add `model_version: str` and call the model "
