@@ -511,3 +511,47 @@ def test_the_guard_leaves_seeded_generators_and_explicit_times_of_its_own_alone(
         generator.choice("abc")
         generator.randbytes(2)
     assert guard.reads == []
+
+
+# --- imported runs: the final answer is compared too -----------------------------------------
+
+
+def _imported_booking(store: EventStore) -> str:
+    from steplog.events import ModelCalled, RunCompleted, RunStarted, StepCompleted, StepStarted
+
+    run_id = "imported-booking-1"
+    store.append(
+        run_id,
+        [
+            RunStarted(scenario="booking", model_version="gpt-x", agent="booker", source="otlp"),
+            StepStarted(step="book", step_index=0),
+            ModelCalled(step_index=0, call_index=0, model="gpt-x", response={"hotel": "H1"}),
+            StepCompleted(step="book", step_index=0, output={"text": "booking H1"}),
+            RunCompleted(output={"answer": "Booked H1"}),
+        ],
+    )
+    return run_id
+
+
+def _booker(says: str) -> Any:
+    @model_call("gpt-x")
+    def choose(request: str) -> dict[str, str]:
+        raise AssertionError("served, never called")
+
+    def booker(**_: Any) -> dict[str, Any]:
+        with step("book") as s:
+            hotel = choose("book a hotel")["hotel"]
+            s.output = {"text": f"booking {hotel}"}
+        return {"answer": says.format(hotel=hotel)}
+
+    return booker
+
+
+def test_an_imported_run_is_compared_on_its_final_answer(store: EventStore) -> None:
+    run_id = _imported_booking(store)
+    register_agent("booker")(_booker("Booked {hotel}"))
+    assert replay(store, run_id, agent="booker", check=True).identical
+    register_agent("booker")(_booker("I could not book anything"))
+    changed = replay(store, run_id, agent="booker", check=True)
+    assert not changed.identical and changed.behaviour_changed, changed.summary
+    assert "Booked H1" in changed.summary and "I could not book anything" in changed.summary

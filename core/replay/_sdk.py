@@ -28,6 +28,7 @@ from ..projections.run_state import RunState, fold
 from ..recorder import SdkPlayback, record_run, registered_agent, registered_agents
 from ..recorder.guard import NondeterminismGuard
 from ..recorder.seal import Watch
+from ._answers import answer_difference
 from ._buffer import BufferedStore, declared_changes, departure, same_stream
 from ._diff import first_difference
 from ._result import ReplayResult
@@ -300,10 +301,14 @@ def _compared(
             difference = first_difference(events, replayed)
             found = departure(events, replayed, divergence)
             declared = declared_changes(events, replayed)
-    elif not fork:  # imported: another recorder wrote it; same calls served, same ending
+    elif not fork:  # imported: another recorder wrote it; same calls, ending and answers
         identical = divergence is None and status == original.status
+        said = answer_difference(events, replayed) if identical else None
         if divergence is not None:
             found = departure([], [], divergence)
+        elif said is not None:
+            identical, found = False, said
+            difference = {"a": {}, "b": {}, "fields": ["output"], "step_index": said["step_index"]}
         elif not identical:
             difference = {
                 "a": {"status": original.status},
