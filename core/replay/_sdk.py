@@ -89,6 +89,7 @@ def replay_agent(
     run_id = new_run_id or str(uuid7())
     target = store if fork else BufferedStore(store, check_only=check)
     run = _Run(target, original, events, run_id, fork_at_step, version_now, seed_now)
+    run.agent_name = agent_name
     divergence, agent_error, guard, watch = run.call(agent, arguments, session_id, role_versions)
     replayed = target.read_run(run_id)
     if isinstance(target, BufferedStore):
@@ -217,6 +218,8 @@ class _Run:
     ) -> None:
         self.target, self.original, self.events, self.run_id = target, original, events, run_id
         self.fork_at_step, self.model_version, self.seed = fork_at_step, model_version, seed
+        self.agent_name: str | None = None
+        """The registered agent an imported run is replayed against (its replay's agent)."""
 
     def call(
         self,
@@ -248,7 +251,7 @@ class _Run:
                 record_run(
                     original.scenario,
                     model_version=self.model_version,
-                    agent=original.agent,
+                    agent=self.agent_name or original.agent,
                     agent_version=original.agent_version,
                     task_instance_id=original.task_instance_id,
                     task_type=original.task_type,
