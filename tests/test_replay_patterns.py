@@ -553,6 +553,19 @@ async def task_group(topics: list[str]) -> dict[str, Any]:
     return dict(s.output)
 
 
+async def _worker(name: str, tail: str) -> dict[str, Any]:
+    with step(name) as s:  # a step of its own in each task: the steps run concurrently
+        first = await ask_async(name)
+        s.output = {"a": first, "b": await ask_async(name + "2" + tail)}
+    return dict(s.output)
+
+
+@pattern(1, '"fast2~"')
+async def concurrent_steps() -> dict[str, Any]:
+    tail = "~" if planted("concurrent-steps") else ""
+    return {"r": await asyncio.gather(_worker("slow", ""), _worker("fast", tail))}
+
+
 @pattern(1, 2, city="Paris")
 def recorded_clock_and_rng(city: str) -> dict[str, Any]:
     with step("draw") as s:

@@ -31,6 +31,7 @@ from ..recorder.seal import Watch
 from ._answers import answer_difference
 from ._buffer import BufferedStore, declared_changes, departure, same_stream
 from ._diff import first_difference
+from ._order import by_step, steps_overlap
 from ._result import ReplayResult
 
 ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, asyncio.CancelledError)
@@ -299,6 +300,8 @@ def _compared(
     difference = found = None
     declared: list[str] = []
     if not fork and original.source == "sdk":
+        if steps_overlap(events):  # concurrent steps: compared step by step
+            events, replayed = by_step(events), by_step(replayed)
         identical = divergence is None and same_stream(events, replayed)
         if not identical:
             difference = first_difference(events, replayed)
