@@ -555,3 +555,23 @@ def test_an_imported_run_is_compared_on_its_final_answer(store: EventStore) -> N
     changed = replay(store, run_id, agent="booker", check=True)
     assert not changed.identical and changed.behaviour_changed, changed.summary
     assert "Booked H1" in changed.summary and "I could not book anything" in changed.summary
+
+
+@register_agent("interrupted-agent")
+def interrupted_agent() -> dict[str, Any]:
+    with step("ask") as s:
+        s.output = {"a": ask("q")}
+        if SWITCH.get("interrupt"):
+            raise KeyboardInterrupt  # as a Ctrl-C during the replay would
+    return dict(s.output)
+
+
+def test_a_ctrl_c_the_recording_did_not_have_stops_the_replay(store: EventStore) -> None:
+    run_id = record(store, "interrupted-agent")
+    SWITCH["interrupt"] = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            replay(store, run_id, check=True)
+    finally:
+        SWITCH.clear()
+    assert replay(store, run_id, check=True).identical

@@ -277,11 +277,19 @@ class _Run:
             divergence = stopped.as_dict()
         except Exception as crashed:  # the agent's own failure: recorded as RunFailed, reported
             agent_error = f"{type(crashed).__name__}: {crashed}"
-        except ENDINGS:  # sys.exit, Ctrl-C, a cancelled task: an ending, recorded and compared
-            pass
+        except ENDINGS as ended:  # sys.exit, a cancelled task...: an ending, recorded, compared
+            if isinstance(ended, KeyboardInterrupt) and not _ended_with(self.events, ended):
+                raise  # the user's Ctrl-C (the recording did not end so): stop, never pass
+
         if divergence is None and watch.divergence is not None:  # crossed outside the context
             divergence = watch.divergence.as_dict()
         return divergence, agent_error, guard, watch
+
+
+def _ended_with(events: list[StoredEvent], ending: BaseException) -> bool:
+    """Whether the recording ended with an exception of ``ending``'s class."""
+    last = next((e for e in reversed(events) if e.type in ("RunFailed", "RunCompleted")), None)
+    return last is not None and last.payload.get("error_type") == type(ending).__name__
 
 
 def _compared(
