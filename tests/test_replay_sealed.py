@@ -9,6 +9,7 @@ import http.server
 import multiprocessing
 import os
 import pickle
+import socket
 import socketserver
 import subprocess
 import sys
@@ -575,3 +576,40 @@ def test_a_ctrl_c_the_recording_did_not_have_stops_the_replay(store: EventStore)
     finally:
         SWITCH.clear()
     assert replay(store, run_id, check=True).identical
+
+
+# --- an LLM client's stream left open ---------------------------------------------------------
+
+
+def test_an_openai_stream_left_open_is_recorded_as_what_was_read(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers.fake_llm import fake_llm
+
+    with fake_llm() as llm:
+
+        def partial_reader(question: str) -> dict[str, Any]:
+            client = openai.OpenAI(base_url=llm.openai_url, api_key="sk-fake", max_retries=0)
+            with step("peek") as s:
+                chunks = client.chat.completions.create(
+                    model="gpt-fake",
+                    messages=[{"role": "user", "content": question}],
+                    stream=True,
+                )
+                first = [next(iter(chunks)).choices[0].delta.content for _ in range(2)]
+                s.output = {"first": first}  # the stream is never read to its end nor closed
+            return dict(s.output)
+
+        register_agent("partial-reader")(partial_reader)
+        run_id = record(store, "partial-reader", question="one two three four five")
+        (call,) = [e.payload for e in store.read_run(run_id) if e.type == "ModelCalled"]
+        assert call["step_index"] == 0 and "echo" in str(call["response"]["body"])
+        seen = len(llm.requests)
+        monkeypatch.setattr(socket.socket, "connect", _refused)
+        result = replay(store, run_id, check=True)
+        assert result.identical, (result.summary, result.departure)
+        assert len(llm.requests) == seen
+
+
+def _refused(*args: Any, **kwargs: Any) -> Any:
+    raise OSError("the network was used during a replay")
