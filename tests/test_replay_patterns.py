@@ -28,10 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
 import requests
 import tenacity
+import websockets.sync.client
+import websockets.sync.server
 from pydantic import BaseModel
 
 import steplog
@@ -108,16 +111,28 @@ class _Threaded(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True
 
 
+def _shout(connection: Any) -> None:
+    for message in connection:
+        live("websocket-server")
+        connection.send(str(message).upper())
+
+
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, int]]:
     http_server = _Threaded(("127.0.0.1", 0), _Handler)
     echo_server = _Threaded(("127.0.0.1", 0), _Echo)
-    for server in (http_server, echo_server):
+    ws_server = websockets.sync.server.serve(_shout, "127.0.0.1", 0)
+    for server in (http_server, echo_server, ws_server):
         threading.Thread(target=server.serve_forever, daemon=True).start()
-    PORTS.update(http=http_server.server_address[1], echo=echo_server.server_address[1])
+    PORTS.update(
+        http=http_server.server_address[1],
+        echo=echo_server.server_address[1],
+        ws=ws_server.socket.getsockname()[1],
+    )
     yield PORTS
-    for server in (http_server, echo_server):
+    for server in (http_server, echo_server, ws_server):
         server.shutdown()
+    for server in (http_server, echo_server):
         server.server_close()
 
 
@@ -477,6 +492,35 @@ def urllib_tool(path: str) -> dict[str, Any]:
     return dict(s.output)
 
 
+@tool_call("http-aiohttp")
+async def get_with_aiohttp(path: str) -> dict[str, Any]:
+    live("aiohttp")
+    async with aiohttp.ClientSession() as session, session.get(url(path)) as answer:
+        return dict(await answer.json())
+
+
+@pattern(0, 0, path="/aio")
+async def aiohttp_tool(path: str) -> dict[str, Any]:
+    with step("get") as s:
+        s.output = {"a": await get_with_aiohttp(path + ("?x" if planted("aiohttp-tool") else ""))}
+    return dict(s.output)
+
+
+@tool_call("websocket")
+def shout(text: str) -> str:
+    live("websocket")
+    with websockets.sync.client.connect(f"ws://127.0.0.1:{PORTS['ws']}") as connection:
+        connection.send(text)
+        return str(connection.recv(timeout=5))
+
+
+@pattern(0, 1, text="hey")
+def websocket_tool(text: str) -> dict[str, Any]:
+    with step("shout") as s:
+        s.output = {"a": shout(text), "b": shout(text * (3 if planted("websocket-tool") else 2))}
+    return dict(s.output)
+
+
 @tool_call("echo")
 def echo(text: str) -> str:
     live("socket")
@@ -551,6 +595,19 @@ async def task_group(topics: list[str]) -> dict[str, Any]:
             ]
         s.output = {"a": [t.result() for t in tasks]}
     return dict(s.output)
+
+
+async def _worker(name: str, tail: str) -> dict[str, Any]:
+    with step(name) as s:  # a step of its own in each task: the steps run concurrently
+        first = await ask_async(name)
+        s.output = {"a": first, "b": await ask_async(name + "2" + tail)}
+    return dict(s.output)
+
+
+@pattern(1, '"fast2~"')
+async def concurrent_steps() -> dict[str, Any]:
+    tail = "~" if planted("concurrent-steps") else ""
+    return {"r": await asyncio.gather(_worker("slow", ""), _worker("fast", tail))}
 
 
 @pattern(1, 2, city="Paris")
@@ -644,8 +701,10 @@ def test_pattern_replays_sealed_and_a_planted_change_is_caught(
     case: Pattern, store: EventStore, servers: dict[str, int], tmp_path: Path
 ) -> None:
     CHILD_STORE[:] = [store]
+    executed = sum(LIVE.values())
     run_id = recorded(store, case)
     before = dict(LIVE)
+    assert sum(before.values()) > executed, "recording the pattern executed nothing"
     result = replay(store, run_id, check=True)
     assert result.identical, (result.summary, result.divergence, result.departure)
     assert not result.behaviour_changed and result.agent_error is None, result.summary

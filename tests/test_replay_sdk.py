@@ -626,6 +626,9 @@ def test_imported_runs_replay_against_a_registered_agent(
     changed = replay(sdk_store, runs["trip-1"], agent="planner-agent")
     assert changed.divergence is not None and changed.divergence["step_index"] == 1
     assert changed.divergence["expected"].startswith("ToolCalled(search_flights, step 1")
+    assert '"to": "OPO"' in changed.divergence["got"], changed.divergence  # the arguments shown
+    assert "args" in changed.divergence["expected"], changed.divergence
+    assert fold(sdk_store.read_run(ok.run_id)).agent == "planner-agent"  # what replayed it
 
 
 # --- executors from asyncio, and a run that failed the same way twice --------------------------

@@ -9,6 +9,7 @@ import http.server
 import multiprocessing
 import os
 import pickle
+import socket
 import socketserver
 import subprocess
 import sys
@@ -425,3 +426,190 @@ def test_environment_reads_are_recorded_without_values_and_compared(
     assert changed.behaviour_changed and changed.departure is not None, changed.summary
     assert changed.departure["step_index"] == 0  # at the read: before any other call of step 0
     assert "os.environ" in changed.summary, changed.summary
+
+
+# --- the nondeterminism guard ---------------------------------------------------------------------
+
+
+def _read(source: str) -> None:
+    """Read ``source`` the way agent code does."""
+    import datetime
+    import random
+    import secrets
+    import time
+    import uuid
+
+    readers: dict[str, Any] = {
+        "date.today": datetime.date.today,
+        "datetime.now": datetime.datetime.now,
+        "datetime.today": datetime.datetime.today,
+        "datetime.utcnow": datetime.datetime.utcnow,
+        "os.urandom": lambda: os.urandom(4),
+        "random.Random()": random.Random,
+        "random.SystemRandom()": random.SystemRandom,
+        "random.getrandbits": lambda: random.getrandbits(8),
+        "random.random": random.random,
+        "random.randbytes": lambda: random.randbytes(4),
+        "secrets.randbelow": lambda: secrets.randbelow(9),
+        "secrets.token_bytes": secrets.token_bytes,
+        "secrets.token_hex": secrets.token_hex,
+        "secrets.token_urlsafe": secrets.token_urlsafe,
+        "time.ctime": time.ctime,
+        "time.gmtime": time.gmtime,
+        "time.localtime": time.localtime,
+        "time.monotonic": time.monotonic,
+        "time.monotonic_ns": time.monotonic_ns,
+        "time.strftime": lambda: time.strftime("%Y"),
+        "time.time": time.time,
+        "time.time_ns": time.time_ns,
+        "uuid.uuid1": uuid.uuid1,
+        "uuid.uuid4": uuid.uuid4,
+    }
+    arguments: dict[str, tuple[Any, ...]] = {
+        "random.choice": ("abc",),
+        "random.choices": ("abc",),
+        "random.randint": (1, 9),
+        "random.randrange": (9,),
+        "random.uniform": (0, 1),
+        "random.shuffle": ([1, 2, 3],),
+        "random.sample": ("abc", 2),
+        "random.gauss": (0, 1),
+        "random.normalvariate": (0, 1),
+        "random.lognormvariate": (0, 1),
+        "random.expovariate": (1,),
+        "random.triangular": (),
+        "random.betavariate": (1, 2),
+        "random.gammavariate": (1, 2),
+        "random.paretovariate": (1,),
+        "random.weibullvariate": (1, 2),
+        "random.vonmisesvariate": (0, 1),
+    }
+    if source in readers:
+        readers[source]()
+    else:
+        getattr(random, source.split(".", 1)[1])(*arguments[source])
+
+
+def test_the_guard_reports_every_source_it_claims() -> None:
+    from steplog.recorder.guard import SOURCES, NondeterminismGuard
+
+    assert len(SOURCES) >= 40
+    for source in SOURCES:
+        with NondeterminismGuard() as guard:
+            _read(source)
+        calls = [r["call"] for r in guard.reads]
+        assert calls == [source], (source, calls)
+
+
+def test_the_guard_leaves_seeded_generators_and_explicit_times_of_its_own_alone() -> None:
+    import random
+
+    from steplog.recorder.guard import NondeterminismGuard
+
+    with NondeterminismGuard() as guard:
+        generator = random.Random(7)
+        generator.gauss(0, 1)
+        generator.choice("abc")
+        generator.randbytes(2)
+    assert guard.reads == []
+
+
+# --- imported runs: the final answer is compared too -----------------------------------------
+
+
+def _imported_booking(store: EventStore) -> str:
+    from steplog.events import ModelCalled, RunCompleted, RunStarted, StepCompleted, StepStarted
+
+    run_id = "imported-booking-1"
+    store.append(
+        run_id,
+        [
+            RunStarted(scenario="booking", model_version="gpt-x", agent="booker", source="otlp"),
+            StepStarted(step="book", step_index=0),
+            ModelCalled(step_index=0, call_index=0, model="gpt-x", response={"hotel": "H1"}),
+            StepCompleted(step="book", step_index=0, output={"text": "booking H1"}),
+            RunCompleted(output={"answer": "Booked H1"}),
+        ],
+    )
+    return run_id
+
+
+def _booker(says: str) -> Any:
+    @model_call("gpt-x")
+    def choose(request: str) -> dict[str, str]:
+        raise AssertionError("served, never called")
+
+    def booker(**_: Any) -> dict[str, Any]:
+        with step("book") as s:
+            hotel = choose("book a hotel")["hotel"]
+            s.output = {"text": f"booking {hotel}"}
+        return {"answer": says.format(hotel=hotel)}
+
+    return booker
+
+
+def test_an_imported_run_is_compared_on_its_final_answer(store: EventStore) -> None:
+    run_id = _imported_booking(store)
+    register_agent("booker")(_booker("Booked {hotel}"))
+    assert replay(store, run_id, agent="booker", check=True).identical
+    register_agent("booker")(_booker("I could not book anything"))
+    changed = replay(store, run_id, agent="booker", check=True)
+    assert not changed.identical and changed.behaviour_changed, changed.summary
+    assert "Booked H1" in changed.summary and "I could not book anything" in changed.summary
+
+
+@register_agent("interrupted-agent")
+def interrupted_agent() -> dict[str, Any]:
+    with step("ask") as s:
+        s.output = {"a": ask("q")}
+        if SWITCH.get("interrupt"):
+            raise KeyboardInterrupt  # as a Ctrl-C during the replay would
+    return dict(s.output)
+
+
+def test_a_ctrl_c_the_recording_did_not_have_stops_the_replay(store: EventStore) -> None:
+    run_id = record(store, "interrupted-agent")
+    SWITCH["interrupt"] = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            replay(store, run_id, check=True)
+    finally:
+        SWITCH.clear()
+    assert replay(store, run_id, check=True).identical
+
+
+# --- an LLM client's stream left open ---------------------------------------------------------
+
+
+def test_an_openai_stream_left_open_is_recorded_as_what_was_read(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers.fake_llm import fake_llm
+
+    with fake_llm() as llm:
+
+        def partial_reader(question: str) -> dict[str, Any]:
+            client = openai.OpenAI(base_url=llm.openai_url, api_key="sk-fake", max_retries=0)
+            with step("peek") as s:
+                chunks = client.chat.completions.create(
+                    model="gpt-fake",
+                    messages=[{"role": "user", "content": question}],
+                    stream=True,
+                )
+                first = [next(iter(chunks)).choices[0].delta.content for _ in range(2)]
+                s.output = {"first": first}  # the stream is never read to its end nor closed
+            return dict(s.output)
+
+        register_agent("partial-reader")(partial_reader)
+        run_id = record(store, "partial-reader", question="one two three four five")
+        (call,) = [e.payload for e in store.read_run(run_id) if e.type == "ModelCalled"]
+        assert call["step_index"] == 0 and "echo" in str(call["response"]["body"])
+        seen = len(llm.requests)
+        monkeypatch.setattr(socket.socket, "connect", _refused)
+        result = replay(store, run_id, check=True)
+        assert result.identical, (result.summary, result.departure)
+        assert len(llm.requests) == seen
+
+
+def _refused(*args: Any, **kwargs: Any) -> Any:
+    raise OSError("the network was used during a replay")

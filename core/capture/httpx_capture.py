@@ -303,7 +303,7 @@ def _served(module: ModuleType, run: RecordedRun, request: Any, body: bytes) -> 
         )
     if not isinstance(answer, dict) or "status_code" not in answer:
         raise Divergence(
-            current_step_index(), None, f"an HTTP response for {model}", "a recorded non-HTTP call"
+            current_step_index(), None, "a recorded non-HTTP call", f"an HTTP request to {model}"
         )
     headers = dict(answer.get("headers") or {})
     content = answer.get("body")

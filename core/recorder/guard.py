@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import os
 import random
+import secrets
 import sys
 import sysconfig
 import threading
@@ -26,6 +27,12 @@ from typing import Any
 _C_FUNCTIONS = {
     id(time.time): "time.time",
     id(time.time_ns): "time.time_ns",
+    id(time.monotonic): "time.monotonic",
+    id(time.monotonic_ns): "time.monotonic_ns",
+    id(time.localtime): "time.localtime",
+    id(time.gmtime): "time.gmtime",
+    id(time.ctime): "time.ctime",
+    id(time.strftime): "time.strftime",
     id(os.urandom): "os.urandom",
 }
 _C_METHODS = {
@@ -37,15 +44,53 @@ _C_METHODS = {
 _GLOBAL_RANDOM = getattr(random, "_inst", None)
 _RANDOM_METHODS = {
     getattr(random.Random, name).__code__: f"random.{name}"
-    for name in ("choice", "choices", "randint", "randrange", "uniform", "shuffle", "sample")
-    if hasattr(getattr(random.Random, name), "__code__")
+    for name in (
+        "choice",
+        "choices",
+        "randint",
+        "randrange",
+        "uniform",
+        "shuffle",
+        "sample",
+        "gauss",
+        "normalvariate",
+        "lognormvariate",
+        "expovariate",
+        "triangular",
+        "betavariate",
+        "gammavariate",
+        "paretovariate",
+        "weibullvariate",
+        "vonmisesvariate",
+        "randbytes",
+    )
+    if hasattr(getattr(random.Random, name, None), "__code__")
 }
 _PY_CODES: dict[Any, tuple[str, bool]] = {
     uuid.uuid4.__code__: ("uuid.uuid4", False),
     uuid.uuid1.__code__: ("uuid.uuid1", False),
+    secrets.token_bytes.__code__: ("secrets.token_bytes", False),
+    secrets.token_hex.__code__: ("secrets.token_hex", False),
+    secrets.token_urlsafe.__code__: ("secrets.token_urlsafe", False),
+    secrets.randbelow.__code__: ("secrets.randbelow", False),
+    random.Random.__init__.__code__: ("random.Random()", True),
     **{code: (label, True) for code, label in _RANDOM_METHODS.items()},
 }
-"""Python functions watched: code object -> (label, only on the global ``random`` instance)."""
+"""Python functions watched: code object -> (label, only on an unseeded generator: the global
+``random`` instance, a ``SystemRandom``, or ``Random()`` built without a seed)."""
+SOURCES = tuple(
+    sorted(
+        {
+            *_C_FUNCTIONS.values(),
+            *_C_METHODS.values(),
+            *(label for label, _ in _PY_CODES.values()),
+            "random.random",
+            "random.getrandbits",
+            "random.SystemRandom()",
+        }
+    )
+)
+"""Every clock and randomness source the guard reports (tests read each one)."""
 _C_METHOD_NAMES = frozenset(
     {method for _, method in _C_METHODS}
     | {
@@ -117,7 +162,9 @@ class NondeterminismGuard:
                 if method not in _C_METHOD_NAMES:
                     return
                 owner = getattr(arg, "__self__", None)
-                if owner is not None and owner is _GLOBAL_RANDOM:
+                if owner is not None and (
+                    owner is _GLOBAL_RANDOM or isinstance(owner, random.SystemRandom)
+                ):
                     name = f"random.{method}"
                 elif isinstance(owner, type):
                     for (cls, wanted), label in _C_METHODS.items():
@@ -131,11 +178,14 @@ class NondeterminismGuard:
             entry = _PY_CODES.get(frame.f_code)
             if entry is None:
                 return
-            name, only_global_random = entry
-            if only_global_random and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
-                return
-            if frame.f_back is not None:
-                self._note(name, frame.f_back)
+            name, only_unseeded = entry
+            if only_unseeded:
+                name = _unseeded(name, frame)
+                if name is None:
+                    return
+            site = frame.f_back
+            if site is not None and site.f_code not in _PY_CODES:  # token_hex -> token_bytes
+                self._note(name, site)
 
     def _note(self, name: str, site: FrameType) -> None:
         filename = site.f_code.co_filename
@@ -154,3 +204,16 @@ class NondeterminismGuard:
                     "function": site.f_code.co_name,
                 }
             )
+
+
+def _unseeded(name: str, frame: FrameType) -> str | None:
+    """``name`` when the generator a watched ``random`` function runs on is not seeded by
+    the run: the global instance, a ``SystemRandom``, ``Random()`` without a seed."""
+    owner = frame.f_locals.get("self")
+    if name == "random.Random()":
+        if isinstance(owner, random.SystemRandom):
+            return "random.SystemRandom()"
+        return name if frame.f_locals.get("x") is None else None
+    if owner is _GLOBAL_RANDOM or isinstance(owner, random.SystemRandom):
+        return name
+    return None

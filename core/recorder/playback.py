@@ -41,6 +41,16 @@ def _same_arguments(payload: dict[str, Any], request: Any) -> bool:
     return bool(jsonable(recorded) == jsonable(kwargs))
 
 
+def _arguments(request: Any) -> str:
+    """``, args {...})``: the keyword arguments of a call, shown where requests are not
+    fingerprinted (imported runs), so a mismatch says what differed."""
+    kwargs = request.get("kwargs") if isinstance(request, dict) else None
+    if not kwargs:
+        return ")"
+    text = json.dumps(jsonable(kwargs), sort_keys=True)
+    return f", args {text[:120]})"
+
+
 def _shared(a: str, b: str) -> int:
     """How many leading characters ``a`` and ``b`` have in common."""
     for index, (x, y) in enumerate(zip(a, b, strict=False)):
@@ -138,19 +148,15 @@ class SdkPlayback:
                     )
                     return {k: v for k, v in payload.items() if k != "_type"}
             got = f"{kind}({name or ''}{', ' if name else ''}step {step_index}" + (
-                f", request {asked[:10]})" if asked else ")"
+                f", request {asked[:10]})" if asked else _arguments(request)
             )
             same_kind = [p for p in pending if p["_type"] == kind and _name(p) == name]
             if same_kind or pending:
                 expected = _closest(same_kind, request) if same_kind else pending[0]
-                raise self._diverged(
-                    Divergence(
-                        step_index,
-                        expected.get("call_index"),
-                        describe(expected["_type"], expected),
-                        got,
-                    )
-                )
+                shown = describe(expected["_type"], expected)
+                if not self.match_requests and "args" in expected:  # imported: show both
+                    shown = shown[:-1] + _arguments({"kwargs": expected["args"]})
+                raise self._diverged(Divergence(step_index, expected.get("call_index"), shown, got))
             where = "the run" if step_index is None else f"step {step_index}"
             raise self._diverged(
                 Divergence(

@@ -103,9 +103,19 @@ def _sealed() -> bool:
     if not replaying_anywhere():
         return False
     run = current_run()
-    if run is None:  # a thread that predates the replay, or one the context did not follow
-        return True
+    if run is None:  # a thread that predates the replay, or one the context did not follow:
+        return _user_code_on_stack()  # sealed when it runs the user's code (not a server's)
     return run.serving(current_step_index()) is not None
+
+
+def _user_code_on_stack() -> bool:
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(("<", _STEPLOG, *_LIBRARIES)):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _recording_outside_call() -> bool:
@@ -271,9 +281,7 @@ def _environment_read(key: Any, value: Any) -> None:
     if served is not None:
         if not served.reads_environment:  # recorded before environment reads were
             return
-        index = served.take("ToolCalled", step_index, name=ENVIRON, request=request)[
-            "call_index"
-        ]
+        index = served.take("ToolCalled", step_index, name=ENVIRON, request=request)["call_index"]
     run.recorder.record_call(
         lambda at: ToolCalled(
             step_index=step_index,

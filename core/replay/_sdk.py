@@ -28,8 +28,10 @@ from ..projections.run_state import RunState, fold
 from ..recorder import SdkPlayback, record_run, registered_agent, registered_agents
 from ..recorder.guard import NondeterminismGuard
 from ..recorder.seal import Watch
+from ._answers import answer_difference
 from ._buffer import BufferedStore, declared_changes, departure, same_stream
 from ._diff import first_difference
+from ._order import by_step, steps_overlap
 from ._result import ReplayResult
 
 ENDINGS = (SystemExit, KeyboardInterrupt, GeneratorExit, asyncio.CancelledError)
@@ -72,9 +74,7 @@ def replay_agent(
     version_now = model_version or original.model_version
     parameters = inspect.signature(agent).parameters
     if fork and model_version not in (None, original.model_version):
-        # the new version must reach the model: as model_version, or through a role map
-        if role_versions is None or "role_versions" not in parameters:
-            _check_takes_version(agent_name or original.agent, parameters)
+        _check_takes_version(agent_name or original.agent, parameters, role_versions)
     if fork and role_versions:
         _check_roles(original, agent_name or original.agent, events, role_versions, parameters)
     if not fork or (role_versions is None and model_version is None):
@@ -90,6 +90,7 @@ def replay_agent(
     run_id = new_run_id or str(uuid7())
     target = store if fork else BufferedStore(store, check_only=check)
     run = _Run(target, original, events, run_id, fork_at_step, version_now, seed_now)
+    run.agent_name = agent_name
     divergence, agent_error, guard, watch = run.call(agent, arguments, session_id, role_versions)
     replayed = target.read_run(run_id)
     if isinstance(target, BufferedStore):
@@ -164,10 +165,12 @@ def _check_fork(original: RunState, fork_at_step: int | None, model_version: str
         raise SteplogError("--model-version changes the model: use it with --fork-at-step K")
 
 
-def _check_takes_version(name: str, parameters: Any) -> None:
-    """A fork onto another model version needs an entry point that takes it: otherwise the fork
-    would be labelled with the new version and still call the old model."""
-    if "model_version" not in parameters:
+def _check_takes_version(name: str, parameters: Any, role_versions: dict[str, str] | None) -> None:
+    """A fork onto another model version needs an entry point that takes it (as
+    ``model_version``, or through a role map it is given): otherwise the fork would be
+    labelled with the new version and still call the old model."""
+    through_roles = role_versions is not None and "role_versions" in parameters
+    if "model_version" not in parameters and not through_roles:
         raise SteplogError(
             f"agent {name!r} cannot be forked onto another model version: its entry point "
             "takes no model_version parameter (add `model_version: str` and call the model "
@@ -216,6 +219,8 @@ class _Run:
     ) -> None:
         self.target, self.original, self.events, self.run_id = target, original, events, run_id
         self.fork_at_step, self.model_version, self.seed = fork_at_step, model_version, seed
+        self.agent_name: str | None = None
+        """The registered agent an imported run is replayed against (its replay's agent)."""
 
     def call(
         self,
@@ -247,7 +252,7 @@ class _Run:
                 record_run(
                     original.scenario,
                     model_version=self.model_version,
-                    agent=original.agent,
+                    agent=self.agent_name or original.agent,
                     agent_version=original.agent_version,
                     task_instance_id=original.task_instance_id,
                     task_type=original.task_type,
@@ -272,11 +277,19 @@ class _Run:
             divergence = stopped.as_dict()
         except Exception as crashed:  # the agent's own failure: recorded as RunFailed, reported
             agent_error = f"{type(crashed).__name__}: {crashed}"
-        except ENDINGS:  # sys.exit, Ctrl-C, a cancelled task: an ending, recorded and compared
-            pass
+        except ENDINGS as ended:  # sys.exit, a cancelled task...: an ending, recorded, compared
+            if isinstance(ended, KeyboardInterrupt) and not _ended_with(self.events, ended):
+                raise  # the user's Ctrl-C (the recording did not end so): stop, never pass
+
         if divergence is None and watch.divergence is not None:  # crossed outside the context
             divergence = watch.divergence.as_dict()
         return divergence, agent_error, guard, watch
+
+
+def _ended_with(events: list[StoredEvent], ending: BaseException) -> bool:
+    """Whether the recording ended with an exception of ``ending``'s class."""
+    last = next((e for e in reversed(events) if e.type in ("RunFailed", "RunCompleted")), None)
+    return last is not None and last.payload.get("error_type") == type(ending).__name__
 
 
 def _compared(
@@ -295,15 +308,21 @@ def _compared(
     difference = found = None
     declared: list[str] = []
     if not fork and original.source == "sdk":
+        if steps_overlap(events):  # concurrent steps: compared step by step
+            events, replayed = by_step(events), by_step(replayed)
         identical = divergence is None and same_stream(events, replayed)
         if not identical:
             difference = first_difference(events, replayed)
             found = departure(events, replayed, divergence)
             declared = declared_changes(events, replayed)
-    elif not fork:  # imported: another recorder wrote it; same calls served, same ending
+    elif not fork:  # imported: another recorder wrote it; same calls, ending and answers
         identical = divergence is None and status == original.status
+        said = answer_difference(events, replayed) if identical else None
         if divergence is not None:
             found = departure([], [], divergence)
+        elif said is not None:
+            identical, found = False, said
+            difference = {"a": {}, "b": {}, "fields": ["output"], "step_index": said["step_index"]}
         elif not identical:
             difference = {
                 "a": {"status": original.status},
