@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from ._shared import console
+from ..errors import SteplogError
+from ._shared import _print_json, console, err_console
 
 if TYPE_CHECKING:
     from ..bench.attribute_agents import AgentBench
@@ -130,5 +131,43 @@ def print_scale_report(report: ScaleReport) -> None:
     wide.print(
         f"{machine['cpus']} CPUs; 1-minute load average {machine['load_average_at_start']:.1f} "
         f"at start, {loads} after each store",
+        highlight=False,
+    )
+
+
+def bench_recorders(
+    scenario: str,
+    version: str,
+    runs: int,
+    repeat: int,
+    recorders: int,
+    db: str | None,
+    as_json: bool,
+) -> None:
+    from ..bench.recorders import TARGET, run_recorders_benchmark
+
+    try:
+        report = run_recorders_benchmark(
+            scenario=scenario,
+            model_version=version,
+            recorders=recorders,
+            runs=max(runs, recorders),
+            repeat=repeat,
+            db=db,
+            progress=lambda message: None if as_json else err_console.print(message),
+        )
+    except RuntimeError as exc:
+        raise SteplogError(str(exc)) from None
+    if as_json:
+        _print_json(report.as_dict())
+        return
+    verdict = "meets" if report.ratio >= TARGET else "misses"
+    console.print(
+        f"{report.recorders} recorders at once on {report.engine}, {report.runs} runs, "
+        f"{report.events:,} events, every step a durable commit\n"
+        f"  durable          {report.durable_events_per_second:>10,.0f} events/s\n"
+        f"  not durable      {report.baseline_events_per_second:>10,.0f} events/s   "
+        f"({report.baseline})\n"
+        f"  ratio            {report.ratio:>10.2f}x   ({verdict} >= {TARGET}x)",
         highlight=False,
     )

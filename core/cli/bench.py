@@ -111,7 +111,9 @@ def bench_record(
 ) -> None:
     """Harness end-to-end events/s against appending the identical batches directly."""
     if recorders > 1:
-        _bench_recorders(scenario, model_version, runs, repeat, recorders, db, as_json)
+        from ._bench_print import bench_recorders
+
+        bench_recorders(scenario, model_version, runs, repeat, recorders, db, as_json)
         return
     from ..bench.record import run_record_benchmark
 
@@ -142,44 +144,6 @@ def bench_record(
             f"nothing: {result.code_alone_cpu_ms_per_run:.2f} ms",
             highlight=False,
         )
-
-
-def _bench_recorders(
-    scenario: str,
-    version: str,
-    runs: int,
-    repeat: int,
-    recorders: int,
-    db: str | None,
-    as_json: bool,
-) -> None:
-    from ..bench.recorders import TARGET, run_recorders_benchmark
-
-    try:
-        report = run_recorders_benchmark(
-            scenario=scenario,
-            model_version=version,
-            recorders=recorders,
-            runs=max(runs, recorders),
-            repeat=repeat,
-            db=db,
-            progress=lambda message: None if as_json else err_console.print(message),
-        )
-    except RuntimeError as exc:
-        raise SteplogError(str(exc)) from None
-    if as_json:
-        _print_json(report.as_dict())
-        return
-    verdict = "meets" if report.ratio >= TARGET else "misses"
-    console.print(
-        f"{report.recorders} recorders at once on {report.engine}, {report.runs} runs, "
-        f"{report.events:,} events, every step a durable commit\n"
-        f"  durable          {report.durable_events_per_second:>10,.0f} events/s\n"
-        f"  not durable      {report.baseline_events_per_second:>10,.0f} events/s   "
-        f"({report.baseline})\n"
-        f"  ratio            {report.ratio:>10.2f}x   ({verdict} >= {TARGET}x)",
-        highlight=False,
-    )
 
 
 @bench_app.command("redact")
