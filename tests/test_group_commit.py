@@ -32,15 +32,14 @@ def slow_commits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     from steplog.store import _append
 
     sizes: list[int] = []
-    for name in ("_commit_sqlite_group", "_commit_pg_group"):
-        original = getattr(_append.BatchWriter, name)
+    original = _append.BatchWriter._commit_group
 
-        def counted(self: Any, group: list[Any], original: Any = original) -> None:
-            sizes.append(len(group))
-            time.sleep(0.02)
-            original(self, group)
+    def counted(self: Any, group: list[Any]) -> None:
+        sizes.append(len(group))
+        time.sleep(0.02)
+        original(self, group)
 
-        monkeypatch.setattr(_append.BatchWriter, name, counted)
+    monkeypatch.setattr(_append.BatchWriter, "_commit_group", counted)
     yield sizes
 
 

@@ -132,9 +132,7 @@ class BatchWriter:
         self._pg_pool: Pool | None = None if self._sqlite else engine.pool.recreate()
         self._park = ConnectionPark(lambda: self._appending_pool)
         # Concurrent appends in this process share commits (see ._group).
-        self._group: GroupCommit[Batch, list[int]] = GroupCommit(
-            self._commit_sqlite_group if self._sqlite else self._commit_pg_group
-        )
+        self._group: GroupCommit[Batch, list[int]] = GroupCommit(self._commit_group)
 
     @property
     def _appending_pool(self) -> Pool:
@@ -190,19 +188,18 @@ class BatchWriter:
     def _driver_call(
         self, run_id: str, batch: PreparedBatch, expected_version: int | None
     ) -> list[int]:
-        """One transaction on a pooled driver connection, below SQLAlchemy's execution layer.
-
-        The engine's dialect commits (``do_commit``: the hook fault drills patch); driver
-        errors, the pool's connect errors included, are wrapped as SQLAlchemy's (a dead
-        connection invalidated) so retries and messages treat them like any other.
-        """
+        """The batch committed, alone or in a group with others appending meanwhile
+        (:meth:`_commit_group`); its positions once that commit is durable."""
         return self._group.submit(Batch(run_id, batch, expected_version))
 
-    def _commit_pg_group(self, group: list[Pending[Batch, list[int]]]) -> None:
-        """A lone batch: one ``steplog_append`` call in autocommit (its own transaction, one
-        round trip). A group: one transaction, each batch in a nested one (a savepoint), so a
-        batch that fails its version check or clashes on an event id fails alone; one commit,
-        one WAL flush for all."""
+    def _commit_group(self, group: list[Pending[Batch, list[int]]]) -> None:
+        """``group``'s batches in one transaction on a pooled driver connection, below
+        SQLAlchemy's execution layer: a lone batch as it always ran, a group with each batch
+        under a savepoint, so one that fails its version check or clashes on an event id fails
+        alone; one durable commit for all. The engine's dialect commits (``do_commit``: the hook
+        fault drills patch); driver errors, the pool's connect errors included, are wrapped as
+        SQLAlchemy's (a dead connection invalidated) so retries and messages treat them like
+        any other."""
         dialect = self.engine.dialect
         pool: Pool | None = None
         pooled: Any = None
@@ -210,56 +207,13 @@ class BatchWriter:
         try:
             pool, pooled = self._park.take()
             dbapi = pooled.dbapi_connection
-            if len(group) == 1:
-                ((pending),) = group
-                pending.result = _pg_append(dbapi, *pending.item)
-            else:
-                if not dbapi.autocommit:
-                    dbapi.autocommit = True
-                with dbapi.transaction():
-                    for pending in group:
-                        _pg_append_alone(dbapi, dialect, pending)
-            dialect.do_commit(pooled)  # autocommit: committed already; no round trip
-            self._park.give_back(pool, pooled)  # ended cleanly: no transaction open
-            pooled = None
-        except dialect.loaded_dbapi.Error as exc:
-            for pending in group:
-                pending.result = None  # nothing of the group was stored
-            gone = dialect.is_disconnect(exc, dbapi, None)
-            if gone and pooled is not None:
-                pooled.invalidate(exc)
-                pooled = None
-            if gone:
-                self._replace_pg_pool()
-            raise wrapped(dialect, "append", (), exc, gone=gone) from exc
-        finally:
-            if pooled is not None:
-                pooled.close()
-
-    def _commit_sqlite_group(self, group: list[Pending[Batch, list[int]]]) -> None:
-        """``group``'s batches in one ``BEGIN IMMEDIATE`` transaction, one durable commit. A
-        lone batch runs as it always did; in a group each has a savepoint, so one that fails
-        its version check or clashes on an event id is rolled back alone and fails alone."""
-        dialect = self.engine.dialect
-        pool: Pool | None = None
-        pooled: Any = None
-        dbapi: Any = None
-        try:
-            pool, pooled = self._park.take()
-            dbapi = pooled.dbapi_connection
-            dbapi.execute("BEGIN IMMEDIATE")
             try:
-                if len(group) == 1:
-                    ((pending),) = group
-                    pending.result = sqlite_append(dbapi, *pending.item)
-                else:
-                    for pending in group:
-                        _sqlite_append_alone(dbapi, dialect, pending)
-                dialect.do_commit(pooled)
+                (_write_sqlite if self._sqlite else _write_pg)(dbapi, dialect, group)
+                dialect.do_commit(pooled)  # PostgreSQL: autocommit, committed already
             except BaseException:
                 for pending in group:
                     pending.result = None  # nothing of the group was stored
-                if dbapi.in_transaction:
+                if self._sqlite and dbapi.in_transaction:
                     dbapi.rollback()
                 raise
             self._park.give_back(pool, pooled)  # ended cleanly: no transaction open
@@ -269,6 +223,8 @@ class BatchWriter:
             if gone and pooled is not None:
                 pooled.invalidate(exc)
                 pooled = None
+            if gone:
+                self._replace_pg_pool()
             raise wrapped(dialect, "append", (), exc, gone=gone) from exc
         finally:
             if pooled is not None:
@@ -348,6 +304,30 @@ def _pg_append(
                 _pg_call(dbapi, run_id, version, now, part)
                 version = None if version is None else version + len(part)
     return list(range(first, first + len(batch)))
+
+
+def _write_sqlite(dbapi: Any, dialect: Any, group: list[Pending[Batch, list[int]]]) -> None:
+    """SQLite: ``BEGIN IMMEDIATE`` (the write lock), then the group's batches (see
+    :meth:`BatchWriter._commit_group`); the caller commits."""
+    dbapi.execute("BEGIN IMMEDIATE")
+    if len(group) == 1:
+        group[0].result = sqlite_append(dbapi, *group[0].item)
+        return
+    for pending in group:
+        _sqlite_append_alone(dbapi, dialect, pending)
+
+
+def _write_pg(dbapi: Any, dialect: Any, group: list[Pending[Batch, list[int]]]) -> None:
+    """PostgreSQL: a lone batch is one ``steplog_append`` call in autocommit (its own
+    transaction, one round trip); a group is one transaction, each batch in a nested one."""
+    if len(group) == 1:
+        group[0].result = _pg_append(dbapi, *group[0].item)
+        return
+    if not dbapi.autocommit:
+        dbapi.autocommit = True
+    with dbapi.transaction():
+        for pending in group:
+            _pg_append_alone(dbapi, dialect, pending)
 
 
 def _pg_append_alone(dbapi: Any, dialect: Any, pending: Pending[Batch, list[int]]) -> None:
