@@ -612,3 +612,33 @@ def test_an_openai_stream_left_open_is_recorded_as_what_was_read(
 
 def _refused(*args: Any, **kwargs: Any) -> Any:
     raise OSError("the network was used during a replay")
+
+
+# --- the regression gate over a set ------------------------------------------------------------
+
+
+@register_agent("exiting-agent")
+def exiting_agent(prompt: str) -> None:
+    with step("ask") as s:
+        s.output = {"a": ask(prompt + ("!" if SWITCH.get("exit-change") else ""))}
+    sys.exit(3)
+
+
+def test_regress_check_compares_a_sample_that_ends_with_sys_exit(store: EventStore) -> None:
+    from steplog.annotations import add_to_regression_set
+    from steplog.replay import check_set
+
+    with pytest.raises(SystemExit):
+        record(store, "exiting-agent", prompt="bye")
+    (run_id,) = {e.run_id for e in store.read_all() if e.type == "RunStarted"}
+    add_to_regression_set(store, "exits", [run_id])
+    unchanged = check_set(store, "exits")
+    assert unchanged.passed, unchanged.verdict
+    SWITCH["exit-change"] = True
+    try:
+        changed = check_set(store, "exits")
+    finally:
+        SWITCH.clear()
+    assert not changed.passed and len(changed.failed) == 1, changed.verdict
+    assert changed.failed[0].departure is not None
+    assert changed.failed[0].departure["step_index"] == 0
