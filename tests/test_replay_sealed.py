@@ -642,3 +642,42 @@ def test_regress_check_compares_a_sample_that_ends_with_sys_exit(store: EventSto
     assert not changed.passed and len(changed.failed) == 1, changed.verdict
     assert changed.failed[0].departure is not None
     assert changed.failed[0].departure["step_index"] == 0
+
+
+# --- nested runs ----------------------------------------------------------------------------------
+
+
+NESTED_STORE: list[EventStore] = []
+
+
+@register_agent("parent-agent")
+def parent_agent(task: str) -> dict[str, Any]:
+    with step("delegate") as s:
+        child_run = record_run(
+            "child", model_version="m-1", input={"task": task}, store=NESTED_STORE[0]
+        )
+        with child_run, step("child-step") as child:
+            child.output = {"a": ask(f"child {task}")}
+        s.output = {"child": child.output}
+    return dict(s.output)
+
+
+def test_a_nested_run_is_replayed_as_a_child_and_written_only_by_a_writing_replay(
+    store: EventStore,
+) -> None:
+    NESTED_STORE[:] = [store]
+    run_id = record(store, "parent-agent", task="t")
+    runs = {e.run_id for e in store.read_all()}
+    assert len(runs) == 2  # the parent and its child
+    (link,) = [
+        e.payload
+        for e in store.read_run(run_id)
+        if e.type == "ToolCalled" and e.payload["tool"] == "steplog.record_run"
+    ]
+    assert link["result"]["run_id"] in runs and link["step_index"] == 0
+    assert replay(store, run_id, check=True).identical
+    assert {e.run_id for e in store.read_all()} == runs  # --check wrote nothing
+    written = replay(store, run_id)
+    assert written.identical, written.summary
+    new = {e.run_id for e in store.read_all()} - runs
+    assert len(new) == 2 and written.run_id in new  # the replay and its replayed child
