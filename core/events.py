@@ -441,12 +441,6 @@ class _MeasuredCall(_RecordedCall):
         default=None,
         description="measured numbers that were out of range, with what each was (v3)",
     )
-    raised: dict[str, Any] | None = Field(
-        default=None,
-        exclude_if=lambda value: value is None,  # absent unless a call failed: old bytes kept
-        description="the exception a failed call raised: class, module, message, plain "
-        "attributes and cause chain, so a replay re-raises it as it was (v4)",
-    )
 
     @model_validator(mode="wrap")
     @classmethod

@@ -367,10 +367,9 @@ def test_a_providers_error_comes_back_as_its_own_class_with_attributes_and_cause
 ) -> None:
     run_id = record(store, "provider-errors")
     (call,) = [e.payload for e in store.read_run(run_id) if e.type == "ModelCalled"]
-    assert (
-        call["raised"]["module"] == "openai" and call["raised"]["attributes"]["status_code"] == 429
-    )
-    assert call["raised"]["cause"]["type"] == "ConnectionResetError"
+    raised = call["response"]["raised"]  # a failed call's response: what it raised
+    assert raised["module"] == "openai" and raised["attributes"]["status_code"] == 429
+    assert raised["cause"]["type"] == "ConnectionResetError"
     result = replay(store, run_id, check=True)
     assert result.identical, (result.summary, result.departure)
 
@@ -613,3 +612,72 @@ def test_an_openai_stream_left_open_is_recorded_as_what_was_read(
 
 def _refused(*args: Any, **kwargs: Any) -> Any:
     raise OSError("the network was used during a replay")
+
+
+# --- the regression gate over a set ------------------------------------------------------------
+
+
+@register_agent("exiting-agent")
+def exiting_agent(prompt: str) -> None:
+    with step("ask") as s:
+        s.output = {"a": ask(prompt + ("!" if SWITCH.get("exit-change") else ""))}
+    sys.exit(3)
+
+
+def test_regress_check_compares_a_sample_that_ends_with_sys_exit(store: EventStore) -> None:
+    from steplog.annotations import add_to_regression_set
+    from steplog.replay import check_set
+
+    with pytest.raises(SystemExit):
+        record(store, "exiting-agent", prompt="bye")
+    (run_id,) = {e.run_id for e in store.read_all() if e.type == "RunStarted"}
+    add_to_regression_set(store, "exits", [run_id])
+    unchanged = check_set(store, "exits")
+    assert unchanged.passed, unchanged.verdict
+    SWITCH["exit-change"] = True
+    try:
+        changed = check_set(store, "exits")
+    finally:
+        SWITCH.clear()
+    assert not changed.passed and len(changed.failed) == 1, changed.verdict
+    assert changed.failed[0].departure is not None
+    assert changed.failed[0].departure["step_index"] == 0
+
+
+# --- nested runs ----------------------------------------------------------------------------------
+
+
+NESTED_STORE: list[EventStore] = []
+
+
+@register_agent("parent-agent")
+def parent_agent(task: str) -> dict[str, Any]:
+    with step("delegate") as s:
+        child_run = record_run(
+            "child", model_version="m-1", input={"task": task}, store=NESTED_STORE[0]
+        )
+        with child_run, step("child-step") as child:
+            child.output = {"a": ask(f"child {task}")}
+        s.output = {"child": child.output}
+    return dict(s.output)
+
+
+def test_a_nested_run_is_replayed_as_a_child_and_written_only_by_a_writing_replay(
+    store: EventStore,
+) -> None:
+    NESTED_STORE[:] = [store]
+    run_id = record(store, "parent-agent", task="t")
+    runs = {e.run_id for e in store.read_all()}
+    assert len(runs) == 2  # the parent and its child
+    (link,) = [
+        e.payload
+        for e in store.read_run(run_id)
+        if e.type == "ToolCalled" and e.payload["tool"] == "steplog.record_run"
+    ]
+    assert link["result"]["run_id"] in runs and link["step_index"] == 0
+    assert replay(store, run_id, check=True).identical
+    assert {e.run_id for e in store.read_all()} == runs  # --check wrote nothing
+    written = replay(store, run_id)
+    assert written.identical, written.summary
+    new = {e.run_id for e in store.read_all()} - runs
+    assert len(new) == 2 and written.run_id in new  # the replay and its replayed child

@@ -93,15 +93,14 @@ def tool_call(
         }
         if error is not None:
             error_type, message = type(error).__name__, recording_redactor().text(str(error))
-            raised = stored(described(error))
+            failure = {"error": message, "raised": stored(described(error))}
             run.recorder.record_call(
                 lambda index: ToolCalled(
                     **common,
                     call_index=index,
                     status="error",
                     error_type=error_type,
-                    result=message,
-                    raised=raised,
+                    result=failure,
                 )
             )
         else:
@@ -126,7 +125,8 @@ def record_model(
     input_tokens, output_tokens = usage(response)
     body = stored(jsonable(response))
     failure = None if error is None else stored(f"{type(error).__name__}: {error}")
-    raised = None if error is None else stored(described(error))
+    if error is not None and body is None:  # what was raised, for a replay to raise it again
+        body = stored({"raised": described(error)})
     run.recorder.record_call(
         lambda index: ModelCalled(
             step_index=step_index,
@@ -136,7 +136,6 @@ def record_model(
             request=request,
             response=body,
             error=failure,
-            raised=raised,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             latency_ms=elapsed_ms(started),
@@ -154,13 +153,17 @@ def serve(run: RecordedRun, kind: str, name: str, request: Any, scope: dict[str,
     run.recorder.record_call(lambda _: event.model_validate(payload), payload["call_index"])
     if kind == "ModelCalled" and payload.get("error"):
         error_type, _, message = str(payload["error"]).partition(": ")
-        raise rebuild_error(error_type, message, scope, payload.get("raised"))
+        response = payload.get("response")
+        raised = response.get("raised") if isinstance(response, dict) else None
+        raise rebuild_error(error_type, message, scope, raised)
     if kind == "ToolCalled" and payload.get("status") == "error":
+        result = payload.get("result")
+        failure = result if isinstance(result, dict) else {"error": result}
         raise rebuild_error(
             str(payload.get("error_type") or "ToolError"),
-            str(payload.get("result")),
+            str(failure.get("error")),
             scope,
-            payload.get("raised"),
+            failure.get("raised"),
         )
     return payload.get("response") if kind == "ModelCalled" else payload.get("result")
 

@@ -263,6 +263,7 @@ class Nested:
         if self.playback is not None and playback is not None:
             if playback.diverged is not None and parent is not None:
                 parent.refused(playback.diverged)
-            commit = getattr(self.store, "commit", None)
-            if commit is not None and not getattr(self.store, "check_only", True):
-                commit(self.run_id)
+            check_only = getattr(self.store, "check_only", True)
+            done = getattr(self.store, "discard" if check_only else "commit", None)
+            if done is not None:
+                done(self.run_id)
