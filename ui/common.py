@@ -194,27 +194,39 @@ def _typed(value: str) -> Any:
 def pickable(
     frame: Any, key: str, on_pick: Callable[[dict[str, Any]], None], **options: Any
 ) -> None:
-    """A table whose rows can be clicked; ``on_pick(row)`` runs when the selection changes.
+    """A table whose rows open on a click anywhere in them; ``on_pick(row)`` runs on a change.
 
-    Only a change is acted on, so a selection left over from before a back/forward does not
-    undo the navigation.
+    A click on a cell selects that cell (its row is the pick), a click on the row's checkbox
+    selects the row: either opens it. Only a change is acted on, so a selection left over from
+    before a back/forward does not undo the navigation.
     """
 
     def changed() -> None:
         state = st.session_state.get(key)
-        rows = state.selection.rows if state is not None else []
-        if rows:
-            on_pick(frame.iloc[rows[0]].to_dict())
+        row = picked_row(state.selection if state is not None else None)
+        if row is not None and row < len(frame):
+            on_pick(frame.iloc[row].to_dict())
 
     st.dataframe(
         frame,
         key=key,
         on_select=changed,
-        selection_mode="single-row",
+        selection_mode=["single-row", "single-cell"],
         hide_index=True,
         width="stretch",
         **options,
     )
+
+
+def picked_row(selection: Any) -> int | None:
+    """The row a dataframe selection points at: a selected row, else a selected cell's row."""
+    if not selection:
+        return None
+    rows = selection.get("rows") or []
+    if rows:
+        return int(rows[0])
+    cells = selection.get("cells") or []
+    return int(cells[0][0]) if cells else None
 
 
 def url_text(label: str, key: str, **options: Any) -> str:

@@ -8,7 +8,18 @@ import streamlit as st
 from steplog.projections.queries import list_runs, metrics
 from steplog.stats.proportions import proportion
 from steplog.ui import charts
-from steplog.ui.common import EMPTY_HINT, RUN, cached, go, guard, pct, pickable, position, store
+from steplog.ui.common import (
+    EMPTY_HINT,
+    LIBRARY,
+    RUN,
+    cached,
+    go,
+    guard,
+    pct,
+    pickable,
+    position,
+    store,
+)
 
 
 def render() -> None:
@@ -54,10 +65,11 @@ def render() -> None:
         ),
         width="stretch",
     )
-    st.dataframe(
+    st.caption("Click a row to open its failures in the library.")
+    pickable(
         frame.drop(columns=["low", "high"]),
-        hide_index=True,
-        width="stretch",
+        "groups",
+        lambda row: go(LIBRARY, scenario=row["scenario"], version=row["model version"]),
         column_config={"completion": st.column_config.NumberColumn(format="percent")},
     )
     st.subheader("Newest failures")

@@ -19,7 +19,20 @@ from steplog.projections.queries import (
 from steplog.projections.run_state import as_of, fold
 from steplog.ui import charts, trajectory_view
 from steplog.ui.annotate import flash, label_form, labels_table, set_form, set_members
-from steplog.ui.common import LIBRARY, REPLAY, RUN, cached, guard, link, md, store, text, url_text
+from steplog.ui.common import (
+    LIBRARY,
+    REPLAY,
+    RUN,
+    cached,
+    go,
+    guard,
+    link,
+    md,
+    pickable,
+    store,
+    text,
+    url_text,
+)
 from steplog.ui.trajectory import cut_at_step, trajectory
 
 KINDS = ["model", "tool", "random", "clock"]
@@ -110,12 +123,31 @@ def render() -> None:
     )
     _attribution(run_id, final)
     _annotations(run_id, final, summary)
-    related = cached(related_runs, run_id)
-    if related:
-        st.subheader("Replays and forks")
-        for row in related:
-            link(RUN, f"{row['run_id']} ({row['status']})", run=row["run_id"])
+    _related(run_id)
     link(REPLAY, "Replay or fork this run", run=run_id)
+
+
+def _related(run_id: str) -> None:
+    """Replays, forks and reruns of this run: a click on a row opens it."""
+    related = cached(related_runs, run_id)
+    if not related:
+        return
+    st.subheader("Replays and forks")
+    frame = pd.DataFrame(
+        [
+            {
+                "mode": "replay" if r["replay_of"] else "fork" if r["forked_from"] else "rerun",
+                "fork step": r["fork_step"],
+                "model version": r["model_version"],
+                "status": r["status"],
+                "failed step": r["failed_step"],
+                "run_id": r["run_id"],
+                "started": r["started_at"],
+            }
+            for r in related
+        ]
+    )
+    pickable(frame, "related", lambda row: go(RUN, run=str(row["run_id"])))
 
 
 def _attribution(run_id: str, final) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,67 @@
+"""Issue 36 in chromium, on SQLite and PostgreSQL: rows open on a click anywhere, compare links
+keep their meaning, the run view leads with the fatal step, a missing database is said.
+
+The server and browser helpers are those of test_ui_browser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_ui_browser import browser, click_cell, need_chromium, seed, serving, settle, shots
+
+__all__ = ["browser"]  # the fixture, shared
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def served_on(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """`steplog ui` on a seeded store of each engine."""
+    need_chromium()
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/ui.db"
+    else:
+        url = request.getfixturevalue("pg_schemas").new(migrate=True)
+    seed(url, runs=8)
+    with serving(url) as base:
+        yield base, url
+
+
+@pytest.mark.slow
+def test_a_click_anywhere_in_a_row_opens_it(
+    served_on: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    base, _ = served_on
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/failures")
+    settle(page)
+    click_cell(page.get_by_test_id("stDataFrame").first, 0, x=0.6)  # the message column
+    page.wait_for_url("**sig=*", timeout=30_000)
+    settle(page)
+    expect(page.get_by_text("Samples", exact=False).first).to_be_visible()
+    click_cell(page.get_by_test_id("stDataFrame").nth(1), 0, x=0.5)  # a sample's cell
+    page.wait_for_url("**/run?run=*", timeout=30_000)
+    settle(page)
+    expect(page.get_by_role("heading", name="Run detail")).to_be_visible()
+    # the overview: a newest failure, then a scenario/version group
+    page.goto(base)
+    settle(page)
+    newest = page.get_by_test_id("stDataFrame").filter(has_text="failed_step")
+    click_cell(newest, 0, x=0.7)
+    page.wait_for_url("**/run?run=*", timeout=30_000)
+    settle(page)
+    expect(page.get_by_role("heading", name="Run detail")).to_be_visible()
+    assert len(browser.contexts[0].pages) == 1  # same tab
+    page.goto(base)
+    settle(page)
+    groups = page.get_by_test_id("stDataFrame").filter(has_text="mid-run correction")
+    click_cell(groups, 0, x=0.3)
+    page.wait_for_url("**/failures?*", timeout=30_000)
+    settle(page)
+    assert "scenario=customer-service" in page.url and "version=sim-v1" in page.url
+    expect(page.get_by_role("combobox", name="model version")).to_have_value("sim-v1")
+    page.screenshot(path=str(shots(tmp_path) / "glance-1-rows.png"), full_page=True)
