@@ -65,3 +65,37 @@ def test_a_click_anywhere_in_a_row_opens_it(
     assert "scenario=customer-service" in page.url and "version=sim-v1" in page.url
     expect(page.get_by_role("combobox", name="model version")).to_have_value("sim-v1")
     page.screenshot(path=str(shots(tmp_path) / "glance-1-rows.png"), full_page=True)
+
+
+@pytest.mark.slow
+def test_compare_links_carry_every_choice_and_say_what_was_wrong(
+    served_on: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from playwright.sync_api import expect
+
+    base, _ = served_on
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/compare")
+    settle(page)
+    page.wait_for_url("**alpha=*", timeout=30_000)
+    query = parse_qs(urlsplit(page.url).query)
+    assert {"baseline", "candidate", "scenario", "paired", "alpha"} <= set(query)
+    heading = page.get_by_role("heading", name=" vs ", exact=False).first.inner_text()
+    fresh = browser.new_context().new_page()  # a shared link, in a fresh browser
+    fresh.goto(page.url)
+    settle(fresh)
+    assert fresh.get_by_role("heading", name=" vs ", exact=False).first.inner_text() == heading
+    page.goto(f"{base}/compare?baseline=sim-v9&candidate=sim-v2&alpha=0.3")
+    settle(page)
+    warnings = page.get_by_test_id("stAlertContentWarning")
+    expect(warnings).to_have_count(2)
+    texts = [warnings.nth(i).inner_text() for i in range(2)]
+    assert texts[0] == (
+        "baseline 'sim-v9' in the link is not a model version in this store; showing sim-v1."
+    )
+    assert texts[1] == "alpha '0.3' in the link is not one of 0.01, 0.05, 0.1; showing 0.05."
+    page.wait_for_url("**baseline=sim-v1*", timeout=30_000)
+    assert "alpha=0.05" in page.url
+    page.screenshot(path=str(shots(tmp_path) / "glance-2-compare.png"), full_page=True)

@@ -249,3 +249,36 @@ def url_text(label: str, key: str, **options: Any) -> str:
         set_param(key, value)
 
     return str(st.text_input(label, key=widget, on_change=changed, **options)).strip()
+
+
+def url_choice(
+    where: Any, label: str, key: str, options: list[str], default: str, what: str = ""
+) -> str:
+    """A selectbox whose value comes from the URL parameter ``key`` (see :func:`keep_in_url`).
+
+    A URL value that is not among ``options`` is replaced by ``default``, with a one-line
+    warning that says what was wrong and what is shown instead. ``what`` names the valid
+    values (default: the options).
+    """
+    raw = st.query_params.get(key)
+    seen = f"_{Path(st.session_state.get('_page', '')).stem}_{key}_seen"
+    if key not in st.session_state or st.session_state.get(seen) != raw:
+        # a new page, or the URL changed under the widget: a link, Back, Forward
+        value = raw if raw in options else default
+        if raw is not None and raw not in options:
+            valid = what or "one of " + ", ".join(options)
+            st.warning(md(f"{label} {raw!r} in the link is not {valid}; showing {value}."))
+        st.session_state[key] = value
+    elif st.session_state[key] not in options:
+        st.session_state[key] = default
+    value = str(where.selectbox(label, options, key=key))
+    st.session_state[seen] = value
+    return value
+
+
+def keep_in_url(**values: str) -> None:
+    """Write every value into the URL, defaults included, in one history entry: a shared link
+    then means the same selection whatever the store holds later."""
+    changed = {key: value for key, value in values.items() if st.query_params.get(key) != value}
+    if changed:
+        st.query_params.update(changed)
