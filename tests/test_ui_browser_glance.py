@@ -99,3 +99,47 @@ def test_compare_links_carry_every_choice_and_say_what_was_wrong(
     page.wait_for_url("**baseline=sim-v1*", timeout=30_000)
     assert "alpha=0.05" in page.url
     page.screenshot(path=str(shots(tmp_path) / "glance-2-compare.png"), full_page=True)
+
+
+@pytest.mark.slow
+def test_the_run_view_leads_with_the_fatal_step(
+    served_on: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    from steplog.harness.batch import execute_all, plan_runs
+    from steplog.harness.scenario import get_scenario
+    from steplog.projections.queries import list_runs, refresh
+    from steplog.store import EventStore
+
+    base, url = served_on
+    spec = get_scenario("invoice-extraction")  # long runs: 20+ steps, failures late
+    execute_all(url, plan_runs(spec, model_version="sim-v1", runs=4, seed=0))
+    store = EventStore.open(url)
+    refresh(store)
+    late = [
+        r
+        for r in list_runs(store, status="failed", limit=100)
+        if (r["failed_step_index"] or 0) >= 10
+    ]
+    store.close()
+    assert late, "the seeded invoice runs failed late"
+    run = late[0]
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/run?run={run['run_id']}")
+    settle(page)
+    expect(page.get_by_role("heading", name="Fatal: step", exact=False)).to_be_visible()
+    fatal = page.get_by_test_id("stExpander").filter(has_text="(fatal)")
+    assert f"#{run['failed_step_index']}" in fatal.locator("summary").first.inner_text()
+    red = fatal.locator("summary").first.locator(".stMarkdownColoredText", has_text="(fatal)")
+    expect(red).to_have_css("color", "rgb(158, 48, 59)")  # red, not a green check
+    scroller = page.locator(".st-key-steps-table .dvn-scroller")
+    page.wait_for_function(
+        "() => document.querySelector('.st-key-steps-table .dvn-scroller')?.scrollTop > 0",
+        timeout=15_000,
+    )
+    top = scroller.evaluate("e => e.scrollTop")
+    shown = scroller.evaluate("e => e.clientHeight")
+    row = run["failed_step_index"] * 35  # the fatal row's top, below the header
+    assert top <= row and row + 35 <= top + shown  # the fatal row is in view
+    page.screenshot(path=str(shots(tmp_path) / "glance-3-fatal.png"), full_page=True)

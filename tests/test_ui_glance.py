@@ -3,13 +3,17 @@ step first, a missing or unmigrated database said on every page."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from test_ui import page, seeded, seeded_url
 
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import get_scenario
+from steplog.projections.queries import list_runs
 from steplog.store import EventStore
 from steplog.ui.common import md, picked_row
+from steplog.ui.trajectory import step_seconds, trajectory
 
 __all__ = ["seeded", "seeded_url"]  # fixtures, shared with test_ui
 
@@ -97,3 +101,67 @@ def test_compare_alpha_sets_the_confidence_of_every_interval(seeded: EventStore)
     assert "99% CI" in rows.columns
     first = rows[rows["scenario"] == "customer-service"].iloc[0]
     assert first["verdict"] == expected["decision"]["head"]
+
+
+# --- the fatal step first ---------------------------------------------------------------------
+
+
+def _criterion_failure(store: EventStore) -> dict[str, Any]:
+    """A run that failed on a completion criterion after its last step had completed."""
+    runs = list_runs(store, status="failed", limit=500)
+    return next(r for r in runs if r["error_type"] == "completion_criterion")
+
+
+def test_a_completion_failure_marks_its_step_fatal_not_completed(seeded: EventStore) -> None:
+    run = _criterion_failure(seeded)
+    found = trajectory(seeded.read_run(run["run_id"]))
+    fatal = found.fatal_step
+    assert fatal is not None and fatal.index == run["failed_step_index"]
+    assert fatal.status == "failed" and [s for s in found.steps if s.fatal] == [fatal]
+    assert all("completion_criterion" in (e.error or "") for e in found.fatal_errors)
+    app = page("run", run=run["run_id"])
+    assert not app.exception, app.exception
+    table = app.dataframe[0].value
+    row = table[table["#"] == run["failed_step_index"]].iloc[0]
+    assert row["status"] == "failed (fatal)"
+    titles = [e.label for e in app.expander if "(fatal)" in e.label]
+    assert len(titles) == 1 and f"#{run['failed_step_index']}" in titles[0]
+    assert ":red[" in titles[0] and ":material/check_circle:" not in titles[0]
+    assert any(m.value.startswith("#### :red[Fatal: step") for m in app.markdown)
+
+
+def test_recovered_errors_are_listed_apart_from_the_fatal_one(seeded: EventStore) -> None:
+    for run in list_runs(seeded, status="failed", limit=500):
+        found = trajectory(seeded.read_run(run["run_id"]))
+        if found.recovered_errors and found.fatal_errors:
+            break
+    else:
+        pytest.skip("no failed run recovered from an error first")
+    assert set(map(id, found.recovered_errors)).isdisjoint(map(id, found.fatal_errors))
+    assert len(found.recovered_errors) + len(found.fatal_errors) == len(found.errors)
+    app = page("run", run=run["run_id"])
+    recovered = [w.value for w in app.warning]
+    assert len(recovered) >= len(found.recovered_errors)
+    assert any("recovered error" in m.value for m in app.markdown)
+    table = app.dataframe[0].value
+    fatal = found.fatal_step.index if found.fatal_step else None
+    elsewhere = {e.payload.get("step_index") for e in found.recovered_errors} - {fatal, None}
+    marked = set(table[table["status"].str.endswith(", recovered")]["#"])
+    assert elsewhere <= marked and fatal not in marked
+
+
+def test_step_durations_come_from_the_calls(seeded: EventStore) -> None:
+    run = _criterion_failure(seeded)
+    events = seeded.read_run(run["run_id"])
+    found = trajectory(events)
+    for step in found.steps:
+        latencies = [
+            e.payload["latency_ms"]
+            for e in events
+            if e.type in ("ModelCalled", "ToolCalled") and e.payload.get("step_index") == step.index
+        ]
+        if latencies:
+            assert step_seconds(step) == pytest.approx(sum(latencies) / 1000)
+    app = page("run", run=run["run_id"])
+    durations = app.dataframe[0].value["duration (s)"]
+    assert (durations > 0).all()

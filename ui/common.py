@@ -282,3 +282,25 @@ def keep_in_url(**values: str) -> None:
     changed = {key: value for key, value in values.items() if st.query_params.get(key) != value}
     if changed:
         st.query_params.update(changed)
+
+
+_SCROLL = """<script>
+(() => {
+  const deadline = Date.now() + 10000;
+  const scroll = () => {
+    const grid = window.parent.document.querySelector(".st-key-%(key)s .dvn-scroller")
+      || document.querySelector(".st-key-%(key)s .dvn-scroller");
+    if (grid) { grid.scrollTop = Math.max(0, %(row)d - 2) * 35; return; }
+    if (Date.now() < deadline) setTimeout(scroll, 100);
+  };
+  scroll();
+})();
+</script>"""
+
+
+def scroll_table_to(key: str, row: int) -> None:
+    """Scroll the dataframe in the container with ``key`` so that row ``row`` (0-based) is in
+    view (a short script: Streamlit has no scroll position for tables)."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", key):
+        raise ValueError(f"not a widget key: {key!r}")
+    st.html(_SCROLL % {"key": key, "row": int(row)}, unsafe_allow_javascript=True)
