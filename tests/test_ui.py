@@ -47,7 +47,9 @@ def seeded(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> EventStore:
 def test_every_page_renders_on_an_empty_store(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("STEPLOG_DATABASE_URL", f"sqlite:///{tmp_path}/empty.db")
+    url = f"sqlite:///{tmp_path}/empty.db"
+    EventStore.open(url).close()  # what `steplog ui` does first; the UI itself creates nothing
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", url)
     app = page(name)
     assert not app.exception, app.exception
     texts = " ".join(str(e.value) for e in [*app.info, *app.caption])

@@ -143,3 +143,42 @@ def test_the_run_view_leads_with_the_fatal_step(
     row = run["failed_step_index"] * 35  # the fatal row's top, below the header
     assert top <= row and row + 35 <= top + shown  # the fatal row is in view
     page.screenshot(path=str(shots(tmp_path) / "glance-3-fatal.png"), full_page=True)
+
+
+@pytest.mark.slow
+def test_a_removed_or_emptied_database_is_said_on_every_page(
+    served_on: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+    from sqlalchemy import text
+
+    from steplog.models import metadata
+    from steplog.store import create_engine_for, sqlite_path
+
+    base, url = served_on
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/failures")
+    settle(page)
+    expect(page.get_by_role("heading", name="Failure library")).to_be_visible()
+    path = sqlite_path(url)
+    if path is not None:
+        path.unlink()
+        said = "was removed while the UI was open"
+    else:
+        engine = create_engine_for(url)  # emptied: every table dropped
+        with engine.begin() as conn:
+            tables = ", ".join([*metadata.tables, "alembic_version"])
+            conn.execute(text(f"DROP TABLE {tables} CASCADE"))
+        engine.dispose()
+        said = "is empty, but this steplog needs revision"
+    for name in ("failures", "", "compare", "run?run=x", "replay"):
+        page.goto(f"{base}/{name}")
+        settle(page)
+        alerts = page.get_by_test_id("stAlertContentError")
+        expect(alerts).to_have_count(1)
+        line = alerts.first.inner_text()
+        assert said in line and "\n" not in line.strip(), line
+        expect(page.get_by_test_id("stDataFrame")).to_have_count(0)  # nothing stale
+    if path is not None:
+        assert not path.exists()  # never re-created
+    page.screenshot(path=str(shots(tmp_path) / "glance-4-removed.png"), full_page=True)

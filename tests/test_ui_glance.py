@@ -3,15 +3,20 @@ step first, a missing or unmigrated database said on every page."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+from streamlit.testing.v1 import AppTest
 from test_ui import page, seeded, seeded_url
 
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import get_scenario
 from steplog.projections.queries import list_runs
-from steplog.store import EventStore
+from steplog.store import EventStore, create_engine_for, current_revision
 from steplog.ui.common import md, picked_row
 from steplog.ui.trajectory import step_seconds, trajectory
 
@@ -165,3 +170,82 @@ def test_step_durations_come_from_the_calls(seeded: EventStore) -> None:
     app = page("run", run=run["run_id"])
     durations = app.dataframe[0].value["duration (s)"]
     assert (durations > 0).all()
+
+
+# --- a missing or unmigrated database ---------------------------------------------------------
+
+PAGES = ["overview", "failures", "run", "compare", "replay"]
+
+
+def _one_line_error(app: AppTest) -> str:
+    assert not app.exception, app.exception
+    assert len(app.error) == 1, [e.value for e in app.error]
+    assert not app.dataframe and not app.metric  # nothing stale under it
+    line = str(app.error[0].value)
+    assert "\n" not in line
+    return line
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_a_missing_database_is_said_and_not_created(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "typo.db"
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", f"sqlite:///{missing}")
+    line = _one_line_error(page(name, run="x"))
+    assert line.startswith("there is no steplog database at")
+    assert not missing.exists() and not list(tmp_path.iterdir())
+
+
+def test_an_unmigrated_database_is_said_and_left_alone(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    if store_url.startswith("sqlite"):
+        url = f"sqlite:///{tmp_path}/bare.db"
+        sqlite3.connect(tmp_path / "bare.db").close()  # a file, no tables
+    else:
+        url = request.getfixturevalue("pg_schemas").new(migrate=False)
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", url)
+    for name in PAGES:
+        line = _one_line_error(page(name))
+        assert "is empty" in line and "steplog db upgrade" in line
+    engine = create_engine_for(url)
+    assert current_revision(engine) is None  # nothing migrated behind the user's back
+    engine.dispose()
+
+
+def test_a_database_removed_while_open_is_said_and_not_recreated(
+    seeded_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = Path(seeded_url.removeprefix("sqlite:///"))
+    copy = tmp_path / "copy.db"
+    shutil.copy(source, copy)
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", f"sqlite:///{copy}")
+    app = page("overview")
+    assert not app.error and app.metric
+    copy.unlink()
+    app.run()
+    line = _one_line_error(app)
+    assert "was removed while the UI was open" in line
+    page("failures")  # another page, a label, a rerun: still nothing created
+    app.run()
+    assert not copy.exists()
+    shutil.copy(source, copy)  # put back: shown again
+    app.run()
+    assert not app.error and app.metric
+
+
+def test_tables_dropped_under_the_ui_are_said_in_one_line(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    EventStore.open(store_url).close()
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", store_url)
+    app = page("overview")
+    assert not app.error
+    engine = create_engine_for(store_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE projection_checkpoints"))
+    engine.dispose()
+    app.run()
+    line = _one_line_error(app)
+    assert "no steplog tables" in line or "is at revision" in line or "is empty" in line

@@ -19,20 +19,65 @@ from streamlit.errors import StreamlitAPIException
 
 from steplog.errors import SteplogError
 from steplog.projections.queries import refresh
-from steplog.store import EventStore, resolve_url
+from steplog.store import EventStore, ensure_schema, redact, resolve_url, sqlite_path
 
 T = TypeVar("T")
 EMPTY_HINT = "The store has no runs yet. Seed it with `steplog demo --no-ui` (or run a scenario)."
 
 
 @st.cache_resource(show_spinner=False)
-def _store(url: str) -> EventStore:
-    return EventStore.open(url)
+def _store(url: str) -> tuple[EventStore, tuple[int, int] | None]:
+    """The store, opened as it is (never created or migrated), and which file it opened."""
+    opened = EventStore.open_existing(url)  # refuses a missing file before the stat
+    return opened, _identity(sqlite_path(url))
+
+
+def _identity(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    found = path.stat()
+    return found.st_dev, found.st_ino
 
 
 def store() -> EventStore:
     """The process's store (the engine is cached; the URL comes from ``steplog ui --db``)."""
-    return _store(resolve_url())
+    return _store(resolve_url())[0]
+
+
+def store_url() -> str:
+    """The store's URL as the user gave it, password hidden."""
+    return redact(resolve_url())
+
+
+def store_problem(again: bool = True) -> str | None:
+    """Why no page can show the store, in one line (``None`` when it is fine): the database
+    is missing, not migrated, not steplog's, or its file was removed or replaced meanwhile."""
+    url = resolve_url()
+    try:
+        opened, identity = _store(url)
+    except SteplogError as exc:  # not cached: the next page run looks again
+        return str(exc)
+    path = sqlite_path(url)
+    if path is not None:
+        try:
+            now = _identity(path)
+        except FileNotFoundError:
+            return (
+                f"the database file {path} was removed while the UI was open; nothing is shown "
+                "until it is back (or start steplog ui --db on the right file)"
+            )
+        if now != identity and again:  # replaced (restored, copied over): open it afresh
+            _store.clear()
+            opened.close()
+            return store_problem(again=False)
+    try:  # emptied or dropped meanwhile (two small queries: alembic_version)
+        ensure_schema(opened.engine, auto_migrate=False)
+    except SteplogError as exc:
+        _store.clear()
+        opened.close()
+        shown = redact(opened.engine.url.render_as_string(hide_password=False))
+        return str(exc).replace(shown, store_url())
+    return None
 
 
 def position() -> int:
@@ -74,6 +119,10 @@ def guard(render: Callable[[], None]) -> None:
     page = render.__code__.co_filename  # which view is running
     st.session_state["_page"] = page
     came_back(page)
+    problem = store_problem()
+    if problem is not None:  # one line on every page, and nothing stale under it
+        st.error(md(problem))
+        return
     try:
         render()
     except SteplogError as exc:
@@ -81,10 +130,19 @@ def guard(render: Callable[[], None]) -> None:
     except Exception as exc:  # the database may be gone; say so instead of a traceback
         from sqlalchemy.exc import DBAPIError
 
-        if isinstance(exc, DBAPIError):
-            st.error(md(f"database error: {str(exc.orig).strip().splitlines()[0]}"))
-        else:
+        if not isinstance(exc, DBAPIError):
             raise
+        reason = str(exc.orig).strip().splitlines()[0]
+        if "no such table" in reason or "does not exist" in reason:
+            _store.clear()  # the next page run checks the schema again
+            st.error(
+                md(
+                    f"the database {store_url()} has no steplog tables ({reason}): it was "
+                    f"emptied or never migrated; run steplog db upgrade --db '{store_url()}'"
+                )
+            )
+        else:
+            st.error(md(f"database error: {reason}"))
 
 
 def pct(value: float | None) -> str:

@@ -18,7 +18,7 @@ from steplog.ui.common import (
     pct,
     pickable,
     position,
-    store,
+    store_url,
 )
 
 
@@ -30,7 +30,7 @@ def render() -> None:
     left, middle, right = st.columns(3)
     left.metric("events", f"{last:,}")
     middle.metric("finished runs", f"{sum(m.runs for m in rows):,}")
-    right.metric("store", store().url)
+    right.metric("store", store_url())
     if not rows:
         st.info(EMPTY_HINT)
         return
