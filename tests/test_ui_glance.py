@@ -249,3 +249,21 @@ def test_tables_dropped_under_the_ui_are_said_in_one_line(
     app.run()
     line = _one_line_error(app)
     assert "no steplog tables" in line or "is at revision" in line or "is empty" in line
+
+
+def test_steplog_ui_refuses_a_db_that_is_not_a_store_and_leaves_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from steplog.cli import app as cli
+
+    runner = CliRunner()
+    missing = tmp_path / "typo.db"
+    result = runner.invoke(cli, ["ui", "--db", f"sqlite:///{missing}", "--port", "8599"])
+    assert result.exit_code != 0 and "there is no steplog database" in result.output
+    assert not missing.exists()
+    sqlite3.connect(tmp_path / "bare.db").close()
+    result = runner.invoke(cli, ["ui", "--db", f"sqlite:///{tmp_path}/bare.db", "--port", "8599"])
+    assert result.exit_code != 0 and "steplog db upgrade" in result.output
+    engine = create_engine_for(f"sqlite:///{tmp_path}/bare.db")
+    assert current_revision(engine) is None
+    engine.dispose()
