@@ -182,3 +182,36 @@ def test_a_removed_or_emptied_database_is_said_on_every_page(
     if path is not None:
         assert not path.exists()  # never re-created
     page.screenshot(path=str(shots(tmp_path) / "glance-4-removed.png"), full_page=True)
+
+
+@pytest.mark.slow
+def test_the_waterfall_shows_a_clicked_calls_inputs_and_outputs(
+    served_on: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    from steplog.projections.queries import list_runs, refresh
+    from steplog.store import EventStore
+
+    base, url = served_on
+    store = EventStore.open(url)
+    refresh(store)
+    run = list_runs(store, status="failed", limit=1)[0]
+    store.close()
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/run?run={run['run_id']}")
+    settle(page)
+    chart = page.get_by_test_id("stVegaLiteChart").first
+    chart.scroll_into_view_if_needed()
+    bars = chart.locator("[aria-roledescription=bar]")
+    expect(bars.first).to_be_attached()
+    labels = [bars.nth(i).get_attribute("aria-label") or "" for i in range(bars.count())]
+    assert any("fatal" in label for label in labels)  # the failing path, coloured
+    model = next(i for i, label in enumerate(labels) if "model" in label and "call" in label)
+    before = page.get_by_test_id("stChatMessage").count()
+    bars.nth(model).click(force=True)
+    settle(page)
+    expect(page.get_by_text("tokens, $", exact=False).first).to_be_visible()
+    assert page.get_by_test_id("stChatMessage").count() > before  # the call's messages
+    page.screenshot(path=str(shots(tmp_path) / "glance-5-waterfall.png"), full_page=True)
+    page.screenshot(path="/tmp/uishots/glance-5.png", full_page=False)

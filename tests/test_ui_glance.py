@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +268,45 @@ def test_steplog_ui_refuses_a_db_that_is_not_a_store_and_leaves_it(tmp_path: Pat
     engine = create_engine_for(f"sqlite:///{tmp_path}/bare.db")
     assert current_revision(engine) is None
     engine.dispose()
+
+
+# --- the span waterfall -----------------------------------------------------------------------
+
+
+def test_the_waterfall_lays_every_call_on_a_time_axis_with_the_failing_path_red(
+    seeded: EventStore,
+) -> None:
+    from steplog.ui import waterfall
+
+    run = _criterion_failure(seeded)
+    events = seeded.read_run(run["run_id"])
+    rows = waterfall.spans(trajectory(events))
+    calls = [e for e in events if e.type in ("ModelCalled", "ToolCalled")]
+    assert sorted(r["id"] for r in rows if r["kind"] in ("model", "tool")) == sorted(
+        f"e{e.seq}" for e in calls
+    )
+    assert len({r["label"] for r in rows}) == len(rows)  # one bar per label
+    for row in rows:
+        assert row["end"] >= row["start"] >= 0
+        if row["kind"] in ("model", "tool"):
+            event = next(e for e in calls if f"e{e.seq}" == row["id"])
+            assert row["ms"] == pytest.approx(event.payload["latency_ms"], abs=0.1)
+    ordered = [r for r in rows if r["kind"] in ("model", "tool")]
+    assert all(a["end"] <= b["start"] + 1e-9 for a, b in pairwise(ordered))
+    fatal = [r for r in rows if r["state"] == "fatal"]
+    assert fatal and fatal[0]["label"].startswith(f"#{run['failed_step_index']} ")
+    assert "completion_criterion" in fatal[0]["error"]
+    steps = [r for r in rows if r["kind"] == "step"]
+    assert sum(s["tokens"] for s in steps) == sum(
+        e.payload.get("input_tokens", 0) + e.payload.get("output_tokens", 0) for e in calls
+    )
+
+
+def test_the_run_page_shows_the_waterfall_and_a_picked_calls_messages(seeded: EventStore) -> None:
+    import json
+
+    run = _criterion_failure(seeded)
+    app = page("run", run=run["run_id"])
+    assert any(s.value == "Waterfall" for s in app.subheader)
+    specs = [json.loads(c.proto.spec) for c in app.get("vega_lite_chart")]
+    assert any(spec.get("params", [{}])[0].get("name") == "pick" for spec in specs)

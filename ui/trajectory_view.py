@@ -190,3 +190,8 @@ def render_recovered(entry: Entry, *, raw: bool, key: str) -> None:
                 (_model if entry.kind == "model" else _tool)(entry)
                 if raw:
                     st.code(_raw(entry.payload), language="json", wrap_lines=True)
+
+
+def render_call(entry: Entry) -> None:
+    """A model or tool call's inputs and outputs, as in the timeline."""
+    (_model if entry.kind == "model" else _tool)(entry)

@@ -17,7 +17,7 @@ from steplog.projections.queries import (
     run_summary,
 )
 from steplog.projections.run_state import as_of, fold
-from steplog.ui import charts, trajectory_view
+from steplog.ui import charts, trajectory_view, waterfall
 from steplog.ui.annotate import flash, label_form, labels_table, set_form, set_members
 from steplog.ui.common import (
     LIBRARY,
@@ -91,6 +91,7 @@ def render() -> None:
         f"as of step {at}: run mode {state.run_mode}; retries {state.retries}; tokens "
         f"{state.input_tokens + state.output_tokens:,}; cost ${state.cost_usd:.4f}"
     )
+    _waterfall(found)
     st.subheader("Trajectory")
     c1, c2, c3 = st.columns([1, 2, 1])
     errors_only = c1.toggle("errors only", key="errors", bind="query-params")
@@ -149,6 +150,45 @@ def _steps(state, found: Trajectory, final) -> None:  # type: ignore[no-untyped-
         position = next((i for i, s in enumerate(state.steps) if s.index == fatal), None)
         if position is not None:
             scroll_table_to("steps-table", position)
+
+
+def _waterfall(found: Trajectory) -> None:
+    """Steps, attempts and calls on a time axis; a click on a call shows its inputs and outputs."""
+    rows = waterfall.spans(found)
+    if not rows:
+        return
+    st.subheader("Waterfall")
+    event = st.vega_lite_chart(
+        pd.DataFrame(rows),
+        waterfall.chart(len(rows)),
+        width="stretch",
+        height=waterfall.height(len(rows)),
+        on_select="rerun",
+        selection_mode="pick",
+        key="waterfall",
+    )
+    picked = [p.get("id") for p in (event.selection.get("pick") or [])] if event else []
+    row = next((r for r in rows if picked and r["id"] == picked[0]), None)
+    if row is None:
+        st.caption("Red: the failing path; orange: errors the run went on after. Click a bar.")
+        return
+    st.markdown(
+        md(
+            f"{row['label'].strip()}: {row['ms']:,.0f} ms, {row['tokens']:,} tokens, "
+            f"${row['cost']:.4f}"
+        )
+    )
+    if row["error"]:
+        st.error(md(row["error"]))
+    entry = next((e for e in _calls(found) if f"e{e.event.seq}" == row["id"]), None)
+    if entry is not None:
+        trajectory_view.render_call(entry)
+
+
+def _calls(found: Trajectory):  # type: ignore[no-untyped-def]
+    return (
+        e for s in found.steps for a in s.attempts for e in a.entries if e.kind in waterfall.CALLS
+    )
 
 
 def _rounded(value: float | None) -> float | None:
