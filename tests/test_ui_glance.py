@@ -310,3 +310,14 @@ def test_the_run_page_shows_the_waterfall_and_a_picked_calls_messages(seeded: Ev
     assert any(s.value == "Waterfall" for s in app.subheader)
     specs = [json.loads(c.proto.spec) for c in app.get("vega_lite_chart")]
     assert any(spec.get("params", [{}])[0].get("name") == "pick" for spec in specs)
+
+
+def test_the_empty_store_hint_names_this_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path}/empty.db"
+    EventStore.open(url).close()
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", url)
+    for name in ("overview", "failures", "compare"):
+        app = page(name)
+        assert any(f"--db '{url}'" in i.value for i in app.info), [i.value for i in app.info]

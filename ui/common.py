@@ -22,7 +22,6 @@ from steplog.projections.queries import refresh
 from steplog.store import EventStore, ensure_schema, redact, resolve_url, sqlite_path
 
 T = TypeVar("T")
-EMPTY_HINT = "The store has no runs yet. Seed it with `steplog demo --no-ui` (or run a scenario)."
 
 
 @st.cache_resource(show_spinner=False)
@@ -78,6 +77,13 @@ def store_problem(again: bool = True) -> str | None:
         shown = redact(opened.engine.url.render_as_string(hide_password=False))
         return str(exc).replace(shown, store_url())
     return None
+
+
+def empty_hint() -> str:
+    """What an empty store says: how to seed this store (its ``--db`` included)."""
+    url = store_url().replace("`", "")
+    seed = f"steplog demo --no-ui --db '{url}'"
+    return f"The store has no runs yet. Seed it with `{seed}` (or run a scenario)."
 
 
 def position() -> int:

@@ -18,8 +18,8 @@ from steplog.errors import SteplogError
 from steplog.projections.queries import list_runs
 from steplog.ui import charts
 from steplog.ui.common import (
-    EMPTY_HINT,
     cached,
+    empty_hint,
     guard,
     keep_in_url,
     md,
@@ -79,7 +79,7 @@ def render() -> None:
     groups = cached(comparable)
     versions = sorted({version for _, version in groups})
     if len(versions) < 2:
-        st.info(EMPTY_HINT if not groups else "Two model versions are needed to compare.")
+        st.info(empty_hint() if not groups else "Two model versions are needed to compare.")
         return
     versions, scenarios, default_base, default_cand = _defaults(groups)
     c1, c2, c3, c4, c5 = st.columns([2, 2, 3, 1, 1])

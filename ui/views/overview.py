@@ -9,10 +9,10 @@ from steplog.projections.queries import list_runs, metrics
 from steplog.stats.proportions import proportion
 from steplog.ui import charts
 from steplog.ui.common import (
-    EMPTY_HINT,
     LIBRARY,
     RUN,
     cached,
+    empty_hint,
     go,
     guard,
     pct,
@@ -32,7 +32,7 @@ def render() -> None:
     middle.metric("finished runs", f"{sum(m.runs for m in rows):,}")
     right.metric("store", store_url())
     if not rows:
-        st.info(EMPTY_HINT)
+        st.info(empty_hint())
         return
     table = []
     for m in rows:
