@@ -173,7 +173,7 @@ def test_library_to_run_to_label_to_set_by_clicking(
     page.wait_for_url("**/run?run=*", timeout=30_000)
     settle(page)
     expect(page.get_by_role("heading", name="Run detail")).to_be_visible()
-    errors = page.get_by_text("errors, in order")
+    errors = page.get_by_text("Fatal: step", exact=False).first  # the fatal step leads
     expect(errors).to_be_visible()
     failed_calls = page.locator(".st-key-errors-first").get_by_test_id("stExpander")
     if failed_calls.count():  # this failure had a failed call: open it, built on demand
