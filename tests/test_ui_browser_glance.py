@@ -214,4 +214,3 @@ def test_the_waterfall_shows_a_clicked_calls_inputs_and_outputs(
     expect(page.get_by_text("tokens, $", exact=False).first).to_be_visible()
     assert page.get_by_test_id("stChatMessage").count() > before  # the call's messages
     page.screenshot(path=str(shots(tmp_path) / "glance-5-waterfall.png"), full_page=True)
-    page.screenshot(path="/tmp/uishots/glance-5.png", full_page=False)
