@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers.children import spawn
 
 from steplog.errors import ConcurrencyError
 from steplog.events import RunStarted, StepStarted
@@ -207,9 +208,7 @@ def test_sigkill_never_loses_an_acknowledged_append(store_url: str) -> None:
     SIGKILLed mid-stream: every run it printed is in the store."""
     url = store_url
     EventStore.open(url).close()
-    process = subprocess.Popen(
-        [sys.executable, "-c", WRITER, url], stdout=subprocess.PIPE, text=True
-    )
+    process = spawn([sys.executable, "-c", WRITER, url], stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     acked = []
     for line in process.stdout:

@@ -413,7 +413,8 @@ def _square(n: int) -> int:
 @tool_call("pool-squares")
 def squares(numbers: list[int]) -> list[int]:
     live("multiprocessing")
-    with multiprocessing.get_context("fork").Pool(2) as pool:
+    # spawn, not fork: a fork of this threaded process (xdist, servers) can inherit a held lock
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
         return pool.map(_square, numbers)
 
 
@@ -437,7 +438,7 @@ def multiprocessing_pool(numbers: list[int]) -> dict[str, Any]:
 @tool_call("process-pool")
 def cubes(numbers: list[int]) -> list[int]:
     live("process-pool")
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")  # (see squares)
     with ProcessPoolExecutor(2, mp_context=context) as pool:
         return [n * root for n, root in zip(numbers, pool.map(_square, numbers), strict=True)]
 

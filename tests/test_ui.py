@@ -47,7 +47,9 @@ def seeded(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> EventStore:
 def test_every_page_renders_on_an_empty_store(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("STEPLOG_DATABASE_URL", f"sqlite:///{tmp_path}/empty.db")
+    url = f"sqlite:///{tmp_path}/empty.db"
+    EventStore.open(url).close()  # what `steplog ui` does first; the UI itself creates nothing
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", url)
     app = page(name)
     assert not app.exception, app.exception
     texts = " ".join(str(e.value) for e in [*app.info, *app.caption])
@@ -117,7 +119,7 @@ def test_run_page_shows_errors_first_with_the_failed_call(seeded: EventStore) ->
     assert errors and errors[0].startswith("failed at step")
     attempt_failures = [e.payload for e in seeded.read_run(failed) if e.type == "StepAttemptFailed"]
     assert attempt_failures, "the seeded run retried"
-    shown = " ".join(errors)
+    shown = " ".join([*errors, *(w.value for w in app.warning)])  # fatal red, recovered apart
     assert attempt_failures[0]["error_type"].replace("_", "\\_") in shown
     # errors only: every step shown holds an error
     app.toggle(key="errors").set_value(True).run()
@@ -130,7 +132,7 @@ def test_run_page_shows_errors_first_with_the_failed_call(seeded: EventStore) ->
 def test_run_page_filters_calls_and_shows_raw_json_on_demand(seeded: EventStore) -> None:
     failed = _failed_with_retries(seeded)
     app = page("run", run=failed)
-    assert not any('"call_index"' in c.value for c in app.code)  # no raw JSON by default
+    assert not any('"step_index"' in c.value for c in app.code)  # no raw JSON by default
     calls = [e.label for e in app.expander if "· call" in e.label]
     assert any("model" in label for label in calls) and any("tool" in label for label in calls)
     app.multiselect(key="calls").set_value(["tool"]).run()
@@ -139,7 +141,7 @@ def test_run_page_filters_calls_and_shows_raw_json_on_demand(seeded: EventStore)
     errors = [e for e in seeded.read_run(failed) if e.type == "ModelCalled" and e.payload["error"]]
     assert len(timeline_calls) <= len(errors) * 2  # only failed model calls remain (errors first)
     app.toggle(key="raw").set_value(True).run()
-    assert any('"call_index"' in c.value for c in app.code)
+    assert any('"step_index"' in c.value for c in app.code)
 
 
 def test_labels_are_shown_saved_once_and_sets_list_members(seeded: EventStore) -> None:

@@ -28,7 +28,9 @@ def page(name: str, **query: str) -> AppTest:
 
 
 def _charts(app: AppTest) -> list[dict[str, Any]]:
-    return [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+    """The page's charts but the run's span waterfall (every run page has one)."""
+    specs = [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
+    return [spec for spec in specs if not spec.get("params")]
 
 
 @pytest.fixture

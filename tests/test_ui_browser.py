@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,20 +38,26 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
+def need_chromium() -> None:
     if not Path(CHROMIUM).exists():
         message = "chromium is not installed: sudo apt-get install chromium"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    url = f"sqlite:///{tmp_path}/ui.db"
+
+
+def seed(url: str, runs: int = 12) -> None:
     spec = get_scenario("customer-service")
     for version in ("sim-v1", "sim-v2"):
-        execute_all(url, plan_runs(spec, model_version=version, runs=12, seed=0))
+        execute_all(url, plan_runs(spec, model_version=version, runs=runs, seed=0))
+
+
+@contextmanager
+def serving(url: str, *extra: str) -> Iterator[str]:
+    """`steplog ui` on ``url``; yields its base URL once healthy."""
     port = _free_port()
     server = spawn(
-        [STEPLOG, "ui", "--db", url, "--port", str(port), "--allow-replays"],
+        [STEPLOG, "ui", "--db", url, "--port", str(port), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -67,9 +74,18 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
             assert server.poll() is None, "steplog ui exited"
             assert time.monotonic() < deadline, "steplog ui did not start within 60 s"
             time.sleep(0.3)
-        yield base, url
+        yield base
     finally:
         reap(server, grace=20)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    need_chromium()
+    url = f"sqlite:///{tmp_path}/ui.db"
+    seed(url)
+    with serving(url, "--allow-replays") as base:
+        yield base, url
 
 
 SETTLED = """() => {
@@ -108,6 +124,14 @@ def click_row(grid: Any, row: int) -> None:
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     grid.page.mouse.click(box["x"] + 16, box["y"] + ROW * (row + 1.5))
+
+
+def click_cell(grid: Any, row: int, x: float = 0.5) -> None:
+    """Click row ``row`` (0-based) of an st.dataframe on a cell, at ``x`` of the grid's width."""
+    grid.locator("[role=gridcell]").first.wait_for(state="attached", timeout=30_000)
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    grid.page.mouse.click(box["x"] + box["width"] * x, box["y"] + ROW * (row + 1.5))
 
 
 def cells(grid: Any) -> list[str]:
@@ -149,7 +173,7 @@ def test_library_to_run_to_label_to_set_by_clicking(
     page.wait_for_url("**/run?run=*", timeout=30_000)
     settle(page)
     expect(page.get_by_role("heading", name="Run detail")).to_be_visible()
-    errors = page.get_by_text("errors, in order")
+    errors = page.get_by_text("Fatal: step", exact=False).first  # the fatal step leads
     expect(errors).to_be_visible()
     failed_calls = page.locator(".st-key-errors-first").get_by_test_id("stExpander")
     if failed_calls.count():  # this failure had a failed call: open it, built on demand
@@ -286,11 +310,7 @@ def test_run_to_replay_verdict_in_chromium(
 
 def test_bench_ui_times_every_page_in_chromium(tmp_path: Path) -> None:
     """`steplog bench ui --browser`: each page's time to settled next to its server render."""
-    if not Path(CHROMIUM).exists():
-        message = "chromium is not installed: sudo apt-get install chromium"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    need_chromium()
     env = {**os.environ, "STEPLOG_HOME": str(tmp_path / "home")}
     result = subprocess.run(
         [STEPLOG, "bench", "ui", "--runs", "1000", "--repeat", "1", "--browser", "--json"],

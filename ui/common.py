@@ -19,20 +19,71 @@ from streamlit.errors import StreamlitAPIException
 
 from steplog.errors import SteplogError
 from steplog.projections.queries import refresh
-from steplog.store import EventStore, resolve_url
+from steplog.store import EventStore, ensure_schema, redact, resolve_url, sqlite_path
 
 T = TypeVar("T")
-EMPTY_HINT = "The store has no runs yet. Seed it with `steplog demo --no-ui` (or run a scenario)."
 
 
 @st.cache_resource(show_spinner=False)
-def _store(url: str) -> EventStore:
-    return EventStore.open(url)
+def _store(url: str) -> tuple[EventStore, tuple[int, int] | None]:
+    """The store, opened as it is (never created or migrated), and which file it opened."""
+    opened = EventStore.open_existing(url)  # refuses a missing file before the stat
+    return opened, _identity(sqlite_path(url))
+
+
+def _identity(path: Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    found = path.stat()
+    return found.st_dev, found.st_ino
 
 
 def store() -> EventStore:
     """The process's store (the engine is cached; the URL comes from ``steplog ui --db``)."""
-    return _store(resolve_url())
+    return _store(resolve_url())[0]
+
+
+def store_url() -> str:
+    """The store's URL as the user gave it, password hidden."""
+    return redact(resolve_url())
+
+
+def store_problem(again: bool = True) -> str | None:
+    """Why no page can show the store, in one line (``None`` when it is fine): the database
+    is missing, not migrated, not steplog's, or its file was removed or replaced meanwhile."""
+    url = resolve_url()
+    try:
+        opened, identity = _store(url)
+    except SteplogError as exc:  # not cached: the next page run looks again
+        return str(exc)
+    path = sqlite_path(url)
+    if path is not None:
+        try:
+            now = _identity(path)
+        except FileNotFoundError:
+            return (
+                f"the database file {path} was removed while the UI was open; nothing is shown "
+                "until it is back (or start steplog ui --db on the right file)"
+            )
+        if now != identity and again:  # replaced (restored, copied over): open it afresh
+            _store.clear()
+            opened.close()
+            return store_problem(again=False)
+    try:  # emptied or dropped meanwhile (two small queries: alembic_version)
+        ensure_schema(opened.engine, auto_migrate=False)
+    except SteplogError as exc:
+        _store.clear()
+        opened.close()
+        shown = redact(opened.engine.url.render_as_string(hide_password=False))
+        return str(exc).replace(shown, store_url())
+    return None
+
+
+def empty_hint() -> str:
+    """What an empty store says: how to seed this store (its ``--db`` included)."""
+    url = store_url().replace("`", "")
+    seed = f"steplog demo --no-ui --db '{url}'"
+    return f"The store has no runs yet. Seed it with `{seed}` (or run a scenario)."
 
 
 def position() -> int:
@@ -74,6 +125,10 @@ def guard(render: Callable[[], None]) -> None:
     page = render.__code__.co_filename  # which view is running
     st.session_state["_page"] = page
     came_back(page)
+    problem = store_problem()
+    if problem is not None:  # one line on every page, and nothing stale under it
+        st.error(md(problem))
+        return
     try:
         render()
     except SteplogError as exc:
@@ -81,10 +136,19 @@ def guard(render: Callable[[], None]) -> None:
     except Exception as exc:  # the database may be gone; say so instead of a traceback
         from sqlalchemy.exc import DBAPIError
 
-        if isinstance(exc, DBAPIError):
-            st.error(md(f"database error: {str(exc.orig).strip().splitlines()[0]}"))
-        else:
+        if not isinstance(exc, DBAPIError):
             raise
+        reason = str(exc.orig).strip().splitlines()[0]
+        if "no such table" in reason or "does not exist" in reason:
+            _store.clear()  # the next page run checks the schema again
+            st.error(
+                md(
+                    f"the database {store_url()} has no steplog tables ({reason}): it was "
+                    f"emptied or never migrated; run steplog db upgrade --db '{store_url()}'"
+                )
+            )
+        else:
+            st.error(md(f"database error: {reason}"))
 
 
 def pct(value: float | None) -> str:
@@ -194,27 +258,39 @@ def _typed(value: str) -> Any:
 def pickable(
     frame: Any, key: str, on_pick: Callable[[dict[str, Any]], None], **options: Any
 ) -> None:
-    """A table whose rows can be clicked; ``on_pick(row)`` runs when the selection changes.
+    """A table whose rows open on a click anywhere in them; ``on_pick(row)`` runs on a change.
 
-    Only a change is acted on, so a selection left over from before a back/forward does not
-    undo the navigation.
+    A click on a cell selects that cell (its row is the pick), a click on the row's checkbox
+    selects the row: either opens it. Only a change is acted on, so a selection left over from
+    before a back/forward does not undo the navigation.
     """
 
     def changed() -> None:
         state = st.session_state.get(key)
-        rows = state.selection.rows if state is not None else []
-        if rows:
-            on_pick(frame.iloc[rows[0]].to_dict())
+        row = picked_row(state.selection if state is not None else None)
+        if row is not None and row < len(frame):
+            on_pick(frame.iloc[row].to_dict())
 
     st.dataframe(
         frame,
         key=key,
         on_select=changed,
-        selection_mode="single-row",
+        selection_mode=["single-row", "single-cell"],
         hide_index=True,
         width="stretch",
         **options,
     )
+
+
+def picked_row(selection: Any) -> int | None:
+    """The row a dataframe selection points at: a selected row, else a selected cell's row."""
+    if not selection:
+        return None
+    rows = selection.get("rows") or []
+    if rows:
+        return int(rows[0])
+    cells = selection.get("cells") or []
+    return int(cells[0][0]) if cells else None
 
 
 def url_text(label: str, key: str, **options: Any) -> str:
@@ -237,3 +313,58 @@ def url_text(label: str, key: str, **options: Any) -> str:
         set_param(key, value)
 
     return str(st.text_input(label, key=widget, on_change=changed, **options)).strip()
+
+
+def url_choice(
+    where: Any, label: str, key: str, options: list[str], default: str, what: str = ""
+) -> str:
+    """A selectbox whose value comes from the URL parameter ``key`` (see :func:`keep_in_url`).
+
+    A URL value that is not among ``options`` is replaced by ``default``, with a one-line
+    warning that says what was wrong and what is shown instead. ``what`` names the valid
+    values (default: the options).
+    """
+    raw = st.query_params.get(key)
+    seen = f"_{Path(st.session_state.get('_page', '')).stem}_{key}_seen"
+    if key not in st.session_state or st.session_state.get(seen) != raw:
+        # a new page, or the URL changed under the widget: a link, Back, Forward
+        value = raw if raw in options else default
+        if raw is not None and raw not in options:
+            valid = what or "one of " + ", ".join(options)
+            st.warning(md(f"{label} {raw!r} in the link is not {valid}; showing {value}."))
+        st.session_state[key] = value
+    elif st.session_state[key] not in options:
+        st.session_state[key] = default
+    value = str(where.selectbox(label, options, key=key))
+    st.session_state[seen] = value
+    return value
+
+
+def keep_in_url(**values: str) -> None:
+    """Write every value into the URL, defaults included, in one history entry: a shared link
+    then means the same selection whatever the store holds later."""
+    changed = {key: value for key, value in values.items() if st.query_params.get(key) != value}
+    if changed:
+        st.query_params.update(changed)
+
+
+_SCROLL = """<script>
+(() => {
+  const deadline = Date.now() + 10000;
+  const scroll = () => {
+    const grid = window.parent.document.querySelector(".st-key-%(key)s .dvn-scroller")
+      || document.querySelector(".st-key-%(key)s .dvn-scroller");
+    if (grid) { grid.scrollTop = Math.max(0, %(row)d - 2) * 35; return; }
+    if (Date.now() < deadline) setTimeout(scroll, 100);
+  };
+  scroll();
+})();
+</script>"""
+
+
+def scroll_table_to(key: str, row: int) -> None:
+    """Scroll the dataframe in the container with ``key`` so that row ``row`` (0-based) is in
+    view (a short script: Streamlit has no scroll position for tables)."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", key):
+        raise ValueError(f"not a widget key: {key!r}")
+    st.html(_SCROLL % {"key": key, "row": int(row)}, unsafe_allow_javascript=True)

@@ -60,6 +60,7 @@ class Step:
     name: str
     status: str = "running"
     attempts: list[Attempt] = field(default_factory=list)
+    fatal: bool = False  # the run failed (or was aborted) here
 
     @property
     def errors(self) -> int:
@@ -88,6 +89,37 @@ class Trajectory:
         found = [e for s in self.steps for a in s.attempts for e in a.entries if e.error]
         found += [e for e in self.run_events if e.error]
         return sorted(found, key=lambda e: e.event.seq)
+
+    @property
+    def fatal_step(self) -> Step | None:
+        """The step the run failed or was aborted at (``None`` for a run that did not)."""
+        return next((step for step in self.steps if step.fatal), None)
+
+    @property
+    def fatal_errors(self) -> list[Entry]:
+        """The errors that ended the run: the fatal step's last attempt and the run's own."""
+        step = self.fatal_step
+        found = [e for e in step.attempts[-1].entries if e.error] if step and step.attempts else []
+        found += [e for e in self.run_events if e.error]
+        return sorted(found, key=lambda e: e.event.seq)
+
+    @property
+    def recovered_errors(self) -> list[Entry]:
+        """Errors the run went on after: a retry, a later attempt, a step that completed."""
+        fatal = {id(entry) for entry in self.fatal_errors}
+        return [entry for entry in self.errors if id(entry) not in fatal]
+
+
+def step_seconds(step: Step) -> float | None:
+    """A step's duration: the time its calls took (their latencies, summed), else the time
+    between its first and last recorded event (recorders that time no call)."""
+    entries = [e for attempt in step.attempts for e in attempt.entries]
+    timed = [e.payload.get("latency_ms") for e in entries if e.kind in ("model", "tool")]
+    calls = [float(ms) for ms in timed if isinstance(ms, int | float)]
+    if calls:
+        return sum(calls) / 1000
+    times = [e.event.recorded_at for e in entries]
+    return (max(times) - min(times)).total_seconds() if times else None
 
 
 def cut_at_step(events: Sequence[StoredEvent], step: int | None) -> Sequence[StoredEvent]:
@@ -168,10 +200,12 @@ def trajectory(events: Sequence[StoredEvent]) -> Trajectory:
         step.attempt(int(number)).entries.append(entry)
         if event.type == "StepCompleted":
             step.status = "completed"
-        elif event.type == "StepFailed":
-            step.status = "failed"
+        elif event.type in ("StepFailed", "RunFailed"):
+            step.status = "failed"  # a completion criterion fails a step that had completed
+            step.fatal = step.fatal or event.type == "RunFailed"
         elif event.type == "RunAborted":
             step.status = "aborted"
+            step.fatal = True
     run_events.extend(entry for pending in early.values() for entry in pending)
     run_events.sort(key=lambda entry: entry.event.seq)
     return Trajectory(sorted(steps.values(), key=lambda s: s.index), run_events)

@@ -133,13 +133,12 @@ def render_step(step: Step, *, kinds: set[str], errors_only: bool, raw: bool) ->
     if errors_only and not any(entries for _, entries in shown):
         return
     errors = f" · {step.errors} error{'s' if step.errors != 1 else ''}" if step.errors else ""
+    status = f":red[**{step.status} (fatal)**]" if step.fatal else step.status
     title = (
-        f"{STATUS_ICONS.get(step.status, '')} #{step.index} {md(step.name)} · {step.status}"
+        f"{STATUS_ICONS.get(step.status, '')} #{step.index} {md(step.name)} · {status}"
         f" · {len(step.attempts)} attempt{'s' if len(step.attempts) != 1 else ''}{errors}"
     )
-    box = st.expander(
-        title, expanded=bool(step.errors), key=f"step-{step.index}", on_change="rerun"
-    )
+    box = st.expander(title, expanded=step.fatal, key=f"step-{step.index}", on_change="rerun")
     with box:
         if not box.open:  # built when opened: 30 closed steps cost the browser nothing
             return
@@ -153,13 +152,24 @@ def render_step(step: Step, *, kinds: set[str], errors_only: bool, raw: bool) ->
 
 
 def render(found: Trajectory, *, kinds: set[str], errors_only: bool, raw: bool) -> None:
-    """Errors first, then the timeline."""
-    errors = found.errors
-    if errors:
-        st.markdown(f"#### {len(errors)} error{'s' if len(errors) != 1 else ''}, in order")
+    """The fatal errors first, the recovered ones apart, then the timeline."""
+    fatal, recovered = found.fatal_errors, found.recovered_errors
+    if fatal:
+        step = found.fatal_step
+        where = f"step {step.index} · {step.name}" if step else "the run"
+        st.markdown(f"#### :red[Fatal: {md(where)}]")
         with st.container(border=True, key="errors-first"):
-            for position, entry in enumerate(errors):
+            for position, entry in enumerate(fatal):
                 render_entry(entry, raw=raw, key=f"error-{position}", expand=False)
+    if recovered:
+        many = len(recovered) != 1
+        st.markdown(
+            f"#### :orange[{len(recovered)} recovered error{'s' if many else ''}] "
+            "(the run went on after {})".format("them" if many else "it")
+        )
+        with st.container(border=True, key="errors-recovered"):
+            for position, entry in enumerate(recovered):
+                render_recovered(entry, raw=raw, key=f"recovered-{position}")
     st.markdown("#### Timeline")
     if not found.steps:
         st.caption("no step recorded")
@@ -168,3 +178,20 @@ def render(found: Trajectory, *, kinds: set[str], errors_only: bool, raw: bool) 
     for entry in found.run_events:
         if not errors_only or entry.error:
             render_entry(entry, raw=raw, key=f"run-{entry.event.seq}")
+
+
+def render_recovered(entry: Entry, *, raw: bool, key: str) -> None:
+    """A recovered error: a warning line; a call's conversation on demand."""
+    st.warning(md(f"{entry_title(entry)}: {entry.error}"), icon=":material/replay:")
+    if entry.kind in ("model", "tool"):
+        label = f"{KIND_ICONS.get(entry.kind, '')} {md(entry_title(entry))}"
+        with st.expander(label, key=f"x-{key}", on_change="rerun") as box:
+            if box.open:
+                (_model if entry.kind == "model" else _tool)(entry)
+                if raw:
+                    st.code(_raw(entry.payload), language="json", wrap_lines=True)
+
+
+def render_call(entry: Entry) -> None:
+    """A model or tool call's inputs and outputs, as in the timeline."""
+    (_model if entry.kind == "model" else _tool)(entry)

@@ -149,7 +149,9 @@ def ui_cmd(
     from ..store import EventStore, resolve_url
 
     url = resolve_url(db)
-    EventStore.open(url, must_exist=db is not None).close()  # fail fast, with a clear message
+    # fail fast, with a clear message; a --db given is opened as it is (never created or
+    # migrated: a typo must not leave an empty database behind), the default store is made
+    (EventStore.open_existing(url) if db is not None else EventStore.open(url)).close()
     serve_ui(url, host, port, allow_replays=allow_replays)
 
 

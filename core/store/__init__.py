@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._engine import sqlite_path as sqlite_path
     from ._engine import steplog_home as steplog_home
     from ._engine import with_schema as with_schema
+    from ._engine import without_create as without_create
     from ._engine import write_transaction as write_transaction
     from ._event import RawRow as RawRow
     from ._event import StoredEvent
@@ -84,6 +85,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
                 "sqlite_path",
                 "steplog_home",
                 "with_schema",
+                "without_create",
                 "write_transaction",
             ),
             "._faults": (

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -88,6 +89,18 @@ def sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
     return None if database.startswith("file:") else Path(database).expanduser()
+
+
+def without_create(url: str) -> str:
+    """A SQLite URL whose connections open the file read-write but never create it
+    (``file:...?mode=rw``): a file removed while a store is open is not re-created empty."""
+    path = sqlite_path(url)
+    if path is None:
+        return url
+    parsed = make_url(url)
+    query = {**parsed.query, "mode": "rw", "uri": "true"}
+    database = "file:" + quote(str(path.resolve()))
+    return parsed.set(database=database, query=query).render_as_string(hide_password=False)
 
 
 def sqlite_busy_timeout(url: str | URL) -> float:

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.exc import IntegrityError
 
-from ..errors import ConcurrencyError, ConfigurationError, IdempotencyError, InvalidEventError
+from ..errors import (
+    ConcurrencyError,
+    ConfigurationError,
+    IdempotencyError,
+    InvalidEventError,
+    SchemaNotCurrentError,
+)
 from ..models import events_table
 from . import _quarantine, _read
 from ._append import (
@@ -50,6 +56,7 @@ from ._engine import (
     resolve_url,
     sqlite_busy_timeout,
     sqlite_path,
+    without_create,
     write_transaction,
 )
 from ._event import RawRow as RawRow
@@ -117,6 +124,32 @@ class EventStore(RowDecoder):
             raise ConfigurationError(f"there is no steplog database at {path}")
         engine = create_engine_for(url)
         ensure_schema(engine, auto_migrate=auto_migrate)
+        return cls(engine, **kwargs)
+
+    @classmethod
+    def open_existing(cls, db: str | None = None, **kwargs: Any) -> EventStore:
+        """Open a store that already exists at the current schema; create and migrate nothing.
+
+        For viewers such as ``steplog ui``, which must not make a database they were pointed at
+        by mistake: a missing SQLite file is refused (:class:`ConfigurationError`), a database
+        without steplog's schema or at an older revision too (:class:`SchemaNotCurrentError`,
+        naming ``steplog db upgrade``). SQLite files are opened read-write without create, so a
+        file removed while the store is open is never re-created by the next connection.
+        """
+        url = resolve_url(db)
+        path = sqlite_path(url)
+        if path is not None and not path.exists():
+            raise ConfigurationError(f"there is no steplog database at {path}")
+        engine = create_engine_for(without_create(url))
+        try:
+            ensure_schema(engine, auto_migrate=False)
+        except SchemaNotCurrentError as exc:  # name the database as the user wrote it
+            engine.dispose()
+            shown = redact(engine.url.render_as_string(hide_password=False))
+            raise SchemaNotCurrentError(str(exc).replace(shown, redact(url))) from None
+        except BaseException:
+            engine.dispose()
+            raise
         return cls(engine, **kwargs)
 
     def close(self) -> None:

@@ -17,9 +17,19 @@ from steplog.compare import comparable, compare
 from steplog.errors import SteplogError
 from steplog.projections.queries import list_runs
 from steplog.ui import charts
-from steplog.ui.common import EMPTY_HINT, cached, guard, md, number, pickable
+from steplog.ui.common import (
+    cached,
+    empty_hint,
+    guard,
+    keep_in_url,
+    md,
+    number,
+    pickable,
+    url_choice,
+)
 
 POOLED = "(all, pooled)"
+ALPHAS = ["0.01", "0.05", "0.1"]  # 1 - confidence of every interval and test
 
 
 def direction(report: dict[str, Any]) -> str:
@@ -69,30 +79,28 @@ def render() -> None:
     groups = cached(comparable)
     versions = sorted({version for _, version in groups})
     if len(versions) < 2:
-        st.info(EMPTY_HINT if not groups else "Two model versions are needed to compare.")
+        st.info(empty_hint() if not groups else "Two model versions are needed to compare.")
         return
     versions, scenarios, default_base, default_cand = _defaults(groups)
-    c1, c2, c3, c4 = st.columns([2, 2, 3, 1])
-    baseline = c1.selectbox(
-        "baseline",
-        versions,
-        index=versions.index(default_base),
-        key="baseline",
-        bind="query-params",
+    c1, c2, c3, c4, c5 = st.columns([2, 2, 3, 1, 1])
+    known = "a model version in this store"
+    if st.query_params.get("candidate") == default_base:  # a link naming only the candidate
+        default_base = next(v for v in reversed(versions) if v != default_base)
+    baseline = url_choice(c1, "baseline", "baseline", versions, default_base, known)
+    if default_cand == baseline:
+        default_cand = next(v for v in reversed(versions) if v != baseline)
+    candidate = url_choice(c2, "candidate", "candidate", versions, default_cand, known)
+    scenario = url_choice(c3, "scenario", "scenario", [*scenarios, POOLED], scenarios[0])
+    paired = url_choice(c4, "pairing", "paired", ["auto", "on", "off"], "auto")
+    alpha = url_choice(c5, "alpha", "alpha", ALPHAS, "0.05")
+    keep_in_url(
+        baseline=baseline, candidate=candidate, scenario=scenario, paired=paired, alpha=alpha
     )
-    candidate = c2.selectbox(
-        "candidate",
-        versions,
-        index=versions.index(default_cand),
-        key="candidate",
-        bind="query-params",
-    )
-    scenario = c3.selectbox("scenario", [*scenarios, POOLED], key="scenario", bind="query-params")
-    paired = c4.selectbox("pairing", ["auto", "on", "off"], key="paired", bind="query-params")
+    confidence = 1 - float(alpha)
     if baseline == candidate:
         st.warning("Pick two different versions.")
         return
-    _by_scenario(baseline, candidate, scenarios, paired)
+    _by_scenario(baseline, candidate, scenarios, paired, confidence)
     st.divider()
     try:
         report = cached(
@@ -101,6 +109,7 @@ def render() -> None:
             candidate=candidate,
             scenario=None if scenario == POOLED else scenario,
             paired_mode=paired,
+            confidence=confidence,
         )
     except SteplogError as exc:
         st.warning(md(exc))
@@ -121,12 +130,19 @@ def render() -> None:
     _power(report)
 
 
-def _by_scenario(baseline: str, candidate: str, scenarios: list[str], paired: str) -> None:
+def _by_scenario(
+    baseline: str, candidate: str, scenarios: list[str], paired: str, confidence: float
+) -> None:
     rows = []
     for name in scenarios:
         try:
             r = cached(
-                compare, baseline=baseline, candidate=candidate, scenario=name, paired_mode=paired
+                compare,
+                baseline=baseline,
+                candidate=candidate,
+                scenario=name,
+                paired_mode=paired,
+                confidence=confidence,
             )
         except SteplogError:
             continue
@@ -138,7 +154,7 @@ def _by_scenario(baseline: str, candidate: str, scenarios: list[str], paired: st
                 "baseline": f"{r['baseline']['completed']}/{r['baseline']['runs']}",
                 "candidate": f"{r['candidate']['completed']}/{r['candidate']['runs']}",
                 "difference": pts(decision["estimate"]),
-                "95% CI": ci(decision["ci"], pts),
+                f"{confidence:.0%} CI": ci(decision["ci"], pts),
                 "p": number(decision["p_value"]),
                 "design": f"{decision['design']}, {decision['n']} {decision['unit']}",
             }

@@ -25,9 +25,9 @@ from steplog.projections.queries import (
 from steplog.ui import charts
 from steplog.ui.annotate import labels_table, set_members
 from steplog.ui.common import (
-    EMPTY_HINT,
     RUN,
     cached,
+    empty_hint,
     go,
     guard,
     md,
@@ -49,7 +49,7 @@ def render() -> None:
     st.title("Failure library")
     groups = cached(metrics, by_task_type=False)
     if not groups:
-        st.info(EMPTY_HINT)
+        st.info(empty_hint())
         return
     scenarios = sorted({m.scenario for m in groups})
     versions = sorted({m.model_version for m in groups})

@@ -8,7 +8,18 @@ import streamlit as st
 from steplog.projections.queries import list_runs, metrics
 from steplog.stats.proportions import proportion
 from steplog.ui import charts
-from steplog.ui.common import EMPTY_HINT, RUN, cached, go, guard, pct, pickable, position, store
+from steplog.ui.common import (
+    LIBRARY,
+    RUN,
+    cached,
+    empty_hint,
+    go,
+    guard,
+    pct,
+    pickable,
+    position,
+    store_url,
+)
 
 
 def render() -> None:
@@ -19,9 +30,9 @@ def render() -> None:
     left, middle, right = st.columns(3)
     left.metric("events", f"{last:,}")
     middle.metric("finished runs", f"{sum(m.runs for m in rows):,}")
-    right.metric("store", store().url)
+    right.metric("store", store_url())
     if not rows:
-        st.info(EMPTY_HINT)
+        st.info(empty_hint())
         return
     table = []
     for m in rows:
@@ -54,10 +65,11 @@ def render() -> None:
         ),
         width="stretch",
     )
-    st.dataframe(
+    st.caption("Click a row to open its failures in the library.")
+    pickable(
         frame.drop(columns=["low", "high"]),
-        hide_index=True,
-        width="stretch",
+        "groups",
+        lambda row: go(LIBRARY, scenario=row["scenario"], version=row["model version"]),
         column_config={"completion": st.column_config.NumberColumn(format="percent")},
     )
     st.subheader("Newest failures")

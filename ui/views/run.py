@@ -17,10 +17,24 @@ from steplog.projections.queries import (
     run_summary,
 )
 from steplog.projections.run_state import as_of, fold
-from steplog.ui import charts, trajectory_view
+from steplog.ui import charts, trajectory_view, waterfall
 from steplog.ui.annotate import flash, label_form, labels_table, set_form, set_members
-from steplog.ui.common import LIBRARY, REPLAY, RUN, cached, guard, link, md, store, text, url_text
-from steplog.ui.trajectory import cut_at_step, trajectory
+from steplog.ui.common import (
+    LIBRARY,
+    REPLAY,
+    RUN,
+    cached,
+    go,
+    guard,
+    link,
+    md,
+    pickable,
+    scroll_table_to,
+    store,
+    text,
+    url_text,
+)
+from steplog.ui.trajectory import Trajectory, cut_at_step, step_seconds, trajectory
 
 KINDS = ["model", "tool", "random", "clock"]
 
@@ -71,33 +85,13 @@ def render() -> None:
     if last_step:
         at = st.slider("state as of step", 0, last_step, last_step, key="step", bind="query-params")
     state = as_of(events, step=at)
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "#": s.index,
-                    "step": s.name,
-                    "status": s.status,
-                    "attempts": s.attempts,
-                    "last error": s.last_error or "",
-                    "tokens": s.input_tokens + s.output_tokens,
-                    "output": s.output_summary or "",
-                    "duration (s)": round((s.finished_at - s.started_at).total_seconds(), 3)
-                    if s.finished_at and s.started_at
-                    else None,
-                }
-                for s in state.steps
-            ]
-        ),
-        hide_index=True,
-        width="stretch",
-        height=min(36 + 35 * len(state.steps), 290),
-        column_config={"last error": st.column_config.TextColumn(width="medium")},
-    )
+    found = trajectory(cut_at_step(events, at))
+    _steps(state, found, final)
     st.caption(
         f"as of step {at}: run mode {state.run_mode}; retries {state.retries}; tokens "
         f"{state.input_tokens + state.output_tokens:,}; cost ${state.cost_usd:.4f}"
     )
+    _waterfall(found)
     st.subheader("Trajectory")
     c1, c2, c3 = st.columns([1, 2, 1])
     errors_only = c1.toggle("errors only", key="errors", bind="query-params")
@@ -105,17 +99,123 @@ def render() -> None:
         "show calls", KINDS, default=["model", "tool"], key="calls", bind="query-params"
     )
     raw = c3.toggle("raw JSON", key="raw", bind="query-params")
-    trajectory_view.render(
-        trajectory(cut_at_step(events, at)), kinds=set(kinds), errors_only=errors_only, raw=raw
-    )
+    trajectory_view.render(found, kinds=set(kinds), errors_only=errors_only, raw=raw)
     _attribution(run_id, final)
     _annotations(run_id, final, summary)
-    related = cached(related_runs, run_id)
-    if related:
-        st.subheader("Replays and forks")
-        for row in related:
-            link(RUN, f"{row['run_id']} ({row['status']})", run=row["run_id"])
+    _related(run_id)
     link(REPLAY, "Replay or fork this run", run=run_id)
+
+
+FATAL_ROW = "background-color: rgba(255, 43, 43, 0.22)"
+RECOVERED_ROW = "background-color: rgba(255, 164, 33, 0.16)"
+
+
+def _steps(state, found: Trajectory, final) -> None:  # type: ignore[no-untyped-def]
+    """The step table: the fatal step red and scrolled into view, recovered steps orange,
+    durations from the calls' times."""
+    fatal = found.fatal_step.index if found.fatal_step else None
+    seconds = {step.index: step_seconds(step) for step in found.steps}
+    rows, colours = [], []
+    for s in state.steps:
+        recovered = s.index != fatal and (s.attempts > 1 or bool(s.last_error))
+        status = (
+            f"{found.fatal_step.status} (fatal)"
+            if found.fatal_step and s.index == fatal
+            else s.status
+        )
+        rows.append(
+            {
+                "#": s.index,
+                "step": s.name,
+                "status": status + (", recovered" if recovered else ""),
+                "attempts": s.attempts,
+                "last error": s.last_error or "",
+                "tokens": s.input_tokens + s.output_tokens,
+                "output": s.output_summary or "",
+                "duration (s)": _rounded(seconds.get(s.index)),
+            }
+        )
+        colours.append(FATAL_ROW if s.index == fatal else RECOVERED_ROW if recovered else "")
+    frame = pd.DataFrame(rows)
+    styled = frame.style.apply(lambda row: [colours[row.name]] * len(row), axis=1)
+    with st.container(key="steps-table"):  # the key names it for scroll_table_to
+        st.dataframe(
+            styled,
+            hide_index=True,
+            width="stretch",
+            height=min(36 + 35 * len(rows), 290),
+            column_config={"last error": st.column_config.TextColumn(width="medium")},
+        )
+    if fatal is not None:
+        position = next((i for i, s in enumerate(state.steps) if s.index == fatal), None)
+        if position is not None:
+            scroll_table_to("steps-table", position)
+
+
+def _waterfall(found: Trajectory) -> None:
+    """Steps, attempts and calls on a time axis; a click on a call shows its inputs and outputs."""
+    rows = waterfall.spans(found)
+    if not rows:
+        return
+    st.subheader("Waterfall")
+    event = st.vega_lite_chart(
+        pd.DataFrame(rows),
+        waterfall.chart(len(rows)),
+        width="stretch",
+        height=waterfall.height(len(rows)),
+        on_select="rerun",
+        selection_mode="pick",
+        key="waterfall",
+    )
+    picked = [p.get("id") for p in (event.selection.get("pick") or [])] if event else []
+    row = next((r for r in rows if picked and r["id"] == picked[0]), None)
+    if row is None:
+        st.caption("Red: the failing path; orange: errors the run went on after. Click a bar.")
+        return
+    st.markdown(
+        md(
+            f"{row['label'].strip()}: {row['ms']:,.0f} ms, {row['tokens']:,} tokens, "
+            f"${row['cost']:.4f}"
+        )
+    )
+    if row["error"]:
+        st.error(md(row["error"]))
+    entry = next((e for e in _calls(found) if f"e{e.event.seq}" == row["id"]), None)
+    if entry is not None:
+        trajectory_view.render_call(entry)
+
+
+def _calls(found: Trajectory):  # type: ignore[no-untyped-def]
+    return (
+        e for s in found.steps for a in s.attempts for e in a.entries if e.kind in waterfall.CALLS
+    )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _related(run_id: str) -> None:
+    """Replays, forks and reruns of this run: a click on a row opens it."""
+    related = cached(related_runs, run_id)
+    if not related:
+        return
+    st.subheader("Replays and forks")
+    frame = pd.DataFrame(
+        [
+            {
+                "mode": "replay" if r["replay_of"] else "fork" if r["forked_from"] else "rerun",
+                "fork step": r["fork_step"],
+                "model version": r["model_version"],
+                "status": r["status"],
+                "failed step": r["failed_step"],
+                "run_id": r["run_id"],
+                "started": r["started_at"],
+            }
+            for r in related
+        ]
+    )
+    pickable(frame, "related", lambda row: go(RUN, run=str(row["run_id"])))
 
 
 def _attribution(run_id: str, final) -> None:  # type: ignore[no-untyped-def]
