@@ -170,14 +170,19 @@ def _limited(
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
-    return subprocess.run(
+    process = spawn(
         [sys.executable, "-m", "steplog.cli", *args],
         preexec=limit,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
         env={**os.environ, **(env or {})},
     )
+    try:
+        out, err = process.communicate(timeout=300)
+    finally:
+        reap(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 def test_every_importer_stays_within_an_address_space_limit_on_hostile_input(
