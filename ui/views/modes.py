@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from steplog.modes import compare_by_mode, modes_report
-from steplog.ui.common import EMPTY_HINT, RUN, cached, go, guard, md, param, pickable, set_param
+from steplog.ui.common import RUN, cached, empty_hint, go, guard, md, param, pickable, set_param
 
 
 def render() -> None:
@@ -21,7 +21,7 @@ def render() -> None:
     )
     report = cached(modes_report)
     if not report["modes"]:
-        st.info(EMPTY_HINT)
+        st.info(empty_hint())
         return
     versions = sorted({v for m in report["modes"] for v in m["by_version"]})
     frame = pd.DataFrame(
