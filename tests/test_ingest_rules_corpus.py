@@ -174,6 +174,24 @@ def test_a_rootless_run_with_no_answer_at_its_end_is_failed_until_proven() -> No
     assert failed.error_type == "RootMissing" and "never arrived" in failed.message
 
 
+def test_a_trace_with_several_roots_is_not_a_missing_root() -> None:
+    """Two top-level spans that both arrived (a framework that starts two): the trace goes
+    under a synthetic root, but nothing is missing, so nothing needs proving."""
+    trace = Trace()
+    agent = trace.span("invoke_agent", None, 0, 50, {"gen_ai.operation.name": "invoke_agent"})
+    _chat(trace, agent, 0)
+    tools = trace.span("tool runner", None, 60, 100)
+    trace.span(
+        "lookup",
+        tools,
+        60,
+        70,
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"},
+    )
+    events = mapped(trace.spans)
+    assert only(events, RunCompleted) and not only(events, RunFailed)
+
+
 def test_a_rootless_trace_of_plain_spans_is_judged_by_its_steps() -> None:
     trace = Trace()
     root = trace.span("my agent", None, 0, 100)

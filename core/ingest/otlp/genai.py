@@ -21,7 +21,8 @@ OpenInference (see :mod:`.attributes`). The mapping:
 * the run fails when a wrapper (agent, chain, root) is in error, or when its last step failed
   and the root did not say OK; the failing step is the last one in error. A run whose root never
   arrived is failed until its spans prove otherwise: its last step must hold a model call that
-  answered (else ``RootMissing``: a crash reported only on the lost root stays a failure). Its
+  answered (else ``RootMissing``: a crash reported only on the lost root stays a failure; several
+  roots that all arrived are not a missing one). Its
   error is read from the innermost span the exception came from: ``exception.type`` /
   ``exception.message`` for the signature, the stack trace kept apart as ``detail``.
 """
@@ -193,7 +194,7 @@ class _Builder:
         holds no model call that answered. (A trace of plain spans, which speaks no GenAI
         convention, is judged by its steps' statuses alone, as before.)"""
         tree = self.tree
-        if not tree.synthetic or not self.steps or self.steps[-1].failed:
+        if not tree.root_missing or not self.steps or self.steps[-1].failed:
             return False
         kind_of = tree.kind_of
         if not any(kind_of(span) for span in tree.spans):

@@ -127,6 +127,8 @@ class SpanTree:
         claimants = [s for s in top if not s.parent_span_id]
         self._claimants = len(claimants)
         self.synthetic = len(claimants) != 1
+        self.root_missing = not claimants
+        """No span claims to be the root: it never arrived (or sat on a cycle)."""
         self.root = _synthetic_root(top, self.spans) if self.synthetic else claimants[0]
         self.roots = [self.root, *(s for s in top if s is not self.root)]
         if self.synthetic:
