@@ -22,9 +22,9 @@ OpenInference (see :mod:`.attributes`). The mapping:
   and the root did not say OK; the failing step is the last one in error. A run whose root never
   arrived is failed until its spans prove otherwise: its last step must hold a model call that
   answered (else ``RootMissing``: a crash reported only on the lost root stays a failure; several
-  roots that all arrived are not a missing one). Its
-  error is read from the innermost span the exception came from: ``exception.type`` /
-  ``exception.message`` for the signature, the stack trace kept apart as ``detail``.
+  roots that all arrived are not a missing one). Its error is read from the innermost span the
+  exception came from: ``exception.type`` / ``exception.message`` for the signature, the stack
+  trace kept apart as ``detail``.
 """
 
 from __future__ import annotations
