@@ -272,7 +272,8 @@ def writer_agent(target: str, scratch: str) -> dict[str, Any]:
 def test_files_written_outside_the_scratch_folders_are_reported(
     store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outside = Path.cwd() / ".steplog-sealed-test-output"
+    # outside every scratch folder (the checkout itself may sit in the temporary folder)
+    outside = Path.home() / f".steplog-sealed-test-output-{os.getpid()}"
     scratch = tmp_path / "scratch.txt"
     try:
         run_id = record(store, "writer-agent", target=str(outside), scratch=str(scratch))
@@ -280,7 +281,7 @@ def test_files_written_outside_the_scratch_folders_are_reported(
         assert result.identical, result.summary
         assert len(result.edges) == 1 and str(outside) in result.edges[0], result.edges
         assert "test_replay_sealed.py" in result.edges[0]
-        monkeypatch.setenv("STEPLOG_SCRATCH", str(Path.cwd()))
+        monkeypatch.setenv("STEPLOG_SCRATCH", str(outside.parent))
         assert replay(store, run_id, check=True).edges == []
     finally:
         outside.unlink(missing_ok=True)
