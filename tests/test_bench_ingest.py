@@ -132,3 +132,31 @@ def test_a_store_that_is_not_empty_cannot_hide_a_loss(tmp_path: Path) -> None:
     assert report["store"] == "existing: 870 events before"
     assert report["traces_sent"] == report["traces_found"] == 100
     assert report["events_found"] == 2900 and report["events_missing"] == 0
+
+
+@pytest.mark.slow
+def test_two_receivers_on_one_store_lose_nothing_and_assemble_each_trace_once(
+    store_url: str,
+) -> None:
+    """``--receivers 2``: two ``steplog serve`` processes on one store, each with its own
+    assembler, the client's connections spread over them; every trace is one run with exactly
+    its events (none missing, none doubled), as the README's scale-out section promises. (Traces
+    split across receivers are the drill's case: tests/test_drills_receivers.py.)"""
+    command = ["bench", "ingest", "--rate", "500", "--seconds", "2", "--receivers", "2"]
+    if store_url.startswith("postgresql"):
+        command += ["--db", store_url]
+    result = CliRunner().invoke(app, [*command, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["receivers"] == 2 and report["failed_requests"] == 0
+    assert report["spans_acknowledged"] == report["spans_sent"] == 1000
+    assert report["traces_sent"] == report["traces_found"] == 100
+    # a trace is found only when its run holds exactly 29 events, one terminal: a trace
+    # assembled twice would hold more and not be found
+    assert report["events_found"] == 2900 and report["spans_left_staged"] == 0
+
+
+def test_bench_ingest_refuses_a_receiver_count_out_of_range() -> None:
+    result = CliRunner().invoke(app, ["bench", "ingest", "--receivers", "0"])
+    assert result.exit_code == 2
+    assert "--receivers" in result.output

@@ -125,10 +125,12 @@ def run_ingest_benchmark(
     db: str | None = None,
     workers: int = 1,
     assemblers: int = 1,
+    receivers: int = 1,
     progress: Callable[[str], None] = lambda message: None,
 ) -> IngestBench:
-    """Measure the parse-and-discard receiver, then ``steplog serve``; watch runs appear; look
-    up every trace sent."""
+    """Measure the parse-and-discard receiver, then ``steplog serve`` (``receivers`` processes
+    on one store, the client spreading its connections over them); watch runs appear; look up
+    every trace sent."""
     load_before = os.getloadavg()[0]
     traces = max(1, int(rate * seconds) // spans_per_trace)
     progress(f"encoding {traces:,} traces of {spans_per_trace} spans")
@@ -142,37 +144,26 @@ def run_ingest_benchmark(
         _fresh_store(db, Path(folder)) as url,
     ):
         before = _last_position(url)
-        port = free_port()
-        command = [sys.executable, "-m", "steplog.cli", "serve", "--db", url, "--port", str(port)]
-        server = subprocess.Popen(
-            [*command, "--workers", str(workers), "--assemblers", str(assemblers)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
         watcher = _RunWatcher(url, after=before)
-        try:
-            assert server.stdout is not None
-            banner = server.stdout.readline()
-            if "/v1/traces" not in banner:
-                raise RuntimeError(f"steplog serve did not start: {banner}{server.stderr}")
-            watcher.start()
-            progress(f"sending {sum(counts):,} spans at {rate:,}/s for {seconds:g} s")
-            sending_started = time.perf_counter()
-            result = send_at_rate(port, bodies, counts, rate)
-            progress("waiting for the receiver to assemble every trace")
-            lag_started = time.perf_counter()
-            expected = traces * events_per_trace(spans_per_trace)
-            _wait_for_events(url, before + expected, stalled=60.0)
-            lag = time.perf_counter() - lag_started
-            watcher.stop_and_join()
-            found = find_sent(url, trace_ids, events_per_trace(spans_per_trace))
-            disk = grouped(table_bytes(url))
-        finally:
-            watcher.stop_and_join()
-            server.terminate()
-            server.communicate(timeout=60)
+        with _receivers(url, receivers, workers=workers, assemblers=assemblers) as ports:
+            try:
+                watcher.start()
+                progress(
+                    f"sending {sum(counts):,} spans at {rate:,}/s for {seconds:g} s"
+                    + (f" across {receivers} receivers" if receivers > 1 else "")
+                )
+                sending_started = time.perf_counter()
+                result = send_at_rate(ports, bodies, counts, rate)
+                progress("waiting for the receivers to assemble every trace")
+                lag_started = time.perf_counter()
+                expected = traces * events_per_trace(spans_per_trace)
+                _wait_for_events(url, before + expected, stalled=60.0)
+                lag = time.perf_counter() - lag_started
+                watcher.stop_and_join()
+                found = find_sent(url, trace_ids, events_per_trace(spans_per_trace))
+                disk = grouped(table_bytes(url))
+            finally:
+                watcher.stop_and_join()
     visible = visibility_lags(trace_ids, spans_per_trace, result.acknowledged_at, watcher.seen_at)
     sent_runs = {f"otel-{t}" for t in trace_ids}
     seen = [at for run, at in watcher.seen_at.items() if run in sent_runs]
@@ -200,10 +191,43 @@ def run_ingest_benchmark(
         events_found=found.events_found,
         spans_left_staged=found.spans_left_staged,
         assemblers=assemblers,
+        receivers=receivers,
         store="fresh" if before == 0 else f"existing: {before:,} events before",
         load_average=(load_before, os.getloadavg()[0]),
         disk_bytes=disk,
     )
+
+
+@contextmanager
+def _receivers(url: str, count: int, *, workers: int, assemblers: int) -> Iterator[list[int]]:
+    """``count`` ``steplog serve`` processes on one store, each on a port of its own, as several
+    hosts behind a load balancer would be; yields their ports, stops them all afterwards."""
+    servers: list[subprocess.Popen[str]] = []
+    ports: list[int] = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            options = ["--port", str(port), "--workers", str(workers)]
+            options += ["--assemblers", str(assemblers)]
+            server = subprocess.Popen(
+                [sys.executable, "-m", "steplog.cli", "serve", "--db", url, *options],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            servers.append(server)
+            assert server.stdout is not None
+            banner = server.stdout.readline()
+            if "/v1/traces" not in banner:
+                raise RuntimeError(f"steplog serve did not start: {banner}{server.stderr}")
+            ports.append(port)
+        yield ports
+    finally:
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.communicate(timeout=60)
 
 
 def _last_position(url: str) -> int:

@@ -117,9 +117,18 @@ def _kv(key: str, value: str | int) -> KeyValue:
 
 
 def send_at_rate(
-    port: int, bodies: list[bytes], counts: list[int], rate: int, *, connections: int = 2
+    port: int | list[int],
+    bodies: list[bytes],
+    counts: list[int],
+    rate: int,
+    *,
+    connections: int = 2,
 ) -> ClientResult:
-    """Send ``bodies`` paced to ``rate`` spans/s over keep-alive connections."""
+    """Send ``bodies`` paced to ``rate`` spans/s over keep-alive connections; with several
+    ports (receivers), connection ``i`` goes to port ``i mod n``, as a round-robin load
+    balancer spreads connections."""
+    ports = [port] if isinstance(port, int) else list(port)
+    connections = max(connections, len(ports))
     schedule: list[float] = []
     at = 0.0
     for count in counts:
@@ -132,7 +141,7 @@ def send_at_rate(
     acknowledged_at: list[float | None] = [None] * len(bodies)
     start = time.perf_counter()
 
-    def worker() -> None:
+    def worker(port: int) -> None:
         nonlocal next_index, acknowledged, failed
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         while True:
@@ -160,7 +169,9 @@ def send_at_rate(
                     failed += 1
         conn.close()
 
-    threads = [threading.Thread(target=worker) for _ in range(connections)]
+    threads = [
+        threading.Thread(target=worker, args=(ports[i % len(ports)],)) for i in range(connections)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

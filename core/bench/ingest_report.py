@@ -43,6 +43,7 @@ class IngestBench:
     events_found: int  # of the traces sent, looked up by run id
     spans_left_staged: int  # of the traces sent, never assembled
     assemblers: int
+    receivers: int  # steplog serve processes sharing the store
     store: str  # "fresh" or "existing: N events before"
     load_average: tuple[float, float]  # 1-minute load average before and after
     disk_bytes: dict[str, int]  # the store's bytes on disk by group (see bench.disk)

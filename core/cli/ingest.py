@@ -335,6 +335,15 @@ def bench_ingest(
     spans_per_trace: Annotated[int, typer.Option(min=2, max=500)] = 10,
     workers: Annotated[int, typer.Option(min=1, max=64, help="steplog serve --workers.")] = 1,
     assemblers: Annotated[int, typer.Option(min=1, max=16, help="steplog serve --assemblers.")] = 1,
+    receivers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=8,
+            help="steplog serve processes on the one store, each on its own port; the client "
+            "spreads its connections over them as a load balancer would.",
+        ),
+    ] = 1,
     db: Annotated[
         str | None,
         typer.Option(
@@ -356,6 +365,7 @@ def bench_ingest(
         db=db,
         workers=workers,
         assemblers=assemblers,
+        receivers=receivers,
         progress=lambda message: err_console.print(message, highlight=False),
     )
     if as_json:
@@ -372,7 +382,8 @@ def bench_ingest(
     console.print(
         f"assembled {report.traces_found:,} of {report.traces_sent:,} traces sent, found by id "
         f"({report.assembly_spans_per_second:,.0f} spans/s into runs in steady state, "
-        f"{report.assembly_ratio:.2f}x the baseline, {report.assemblers} assembler(s)); "
+        f"{report.assembly_ratio:.2f}x the baseline, {report.receivers} receiver(s) x "
+        f"{report.assemblers} assembler(s)); "
         f"{report.events_found:,} of {report.events_expected:,} events "
         f"({report.events_missing} missing, {report.spans_left_staged} span(s) left staged), "
         f"{report.assembly_lag_seconds:.1f} s after the last acknowledgement",

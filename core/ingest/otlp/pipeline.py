@@ -51,6 +51,7 @@ from . import archive
 from .genai import find_roots, map_trace, run_id_for
 from .isolate import is_infrastructure, release
 from .ready import ReadyTraces
+from .reclaim import StagingReclaimer
 from .revise import revise
 from .rounds import Outcome, RoundContext, assemble_round, merge
 from .spans import (
@@ -149,6 +150,8 @@ class OtlpIngest:
         self.failed_traces = 0
         """Traces released into the quarantine because assembling them raised (a defect)."""
         self._ready = ReadyTraces(store, settle=self.settle, idle=self.idle, clock=clock)
+        self.reclaimer = StagingReclaimer(store)
+        """Vacuums the staging table after a drained sweep (PostgreSQL; :mod:`.reclaim`)."""
         self._insert_sql = (
             "INSERT INTO otlp_spans (trace_id, span_id, received_at, is_root, body) "
             f"VALUES ({', '.join([mark] * 5)}) ON CONFLICT DO NOTHING"
@@ -310,12 +313,14 @@ class OtlpIngest:
             )
             if not last:  # the end of a sweep
                 if whole_sweep and not found:
+                    self.reclaimer.drained()
                     return report  # none was ready from the first staged trace to the last
                 self._sweep, whole_sweep, found = "", True, False  # again from the first
                 continue
             self._sweep, found = last, found or bool(traces)
             for start in range(0, len(traces), TRACES_PER_ROUND):
-                outcome, _ = self._round(traces[start : start + TRACES_PER_ROUND])
+                outcome, loaded = self._round(traces[start : start + TRACES_PER_ROUND])
+                self.reclaimer.claimed(sum(len(spans) for spans in loaded.values()))
                 merge(report, outcome.report)
 
     def _round_context(self) -> RoundContext:
