@@ -190,6 +190,16 @@ def test_rebuild_equals_catch_up_with_edits_and_removals(
     assert snapshot(store) == incremental
 
 
+def test_every_reader_leaves_out_the_same_annotation_types() -> None:
+    from steplog.events import ANNOTATION_TYPES, catalogue
+    from steplog.ingest.otlp.revise import ANNOTATIONS as REVISE
+    from steplog.projections.library import ANNOTATIONS as LIBRARY
+    from steplog.replay import ANNOTATIONS as REPLAY
+
+    assert ANNOTATION_TYPES == LIBRARY == REVISE == REPLAY
+    assert set(catalogue.names()) >= ANNOTATION_TYPES
+
+
 # --- the pure fold against a naive model ---------------------------------------------------
 
 

@@ -22,7 +22,6 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, select
 from sqlalchemy.exc import IntegrityError
 
-from ..events import ANNOTATION_TYPES
 from ..models import (
     checkpoints_table,
 )
@@ -48,7 +47,17 @@ LEASE_SECONDS = 120
 when its holder lock (see :mod:`.lease`) cannot tell, or says it is alive but it is hung."""
 _LEASE = RebuildLease(NAME, LEASE_SECONDS)
 LEASE = _LEASE.row
-ANNOTATIONS = ANNOTATION_TYPES
+ANNOTATIONS = frozenset(
+    {
+        "FailureLabeled",
+        "NoteAdded",
+        "AnnotationEdited",
+        "AnnotationRemoved",
+        "SampleAddedToRegressionSet",
+    }
+)
+"""``steplog.events.ANNOTATION_TYPES``, spelled out: a read that only folds loads no event
+models (a test checks the two agree)."""
 ProgressCallback = Callable[[int, int], None]
 """Called with (events folded so far, events to fold in all)."""
 
