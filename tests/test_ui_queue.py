@@ -102,3 +102,21 @@ def test_empty_store_says_how_to_seed(tmp_path: Path, monkeypatch: pytest.Monkey
     app = page("queue")
     assert not app.exception, app.exception
     assert any("steplog demo" in str(i.value) for i in app.info)
+
+
+def test_labelling_a_whole_signature_from_the_end_shows_the_new_end(seeded: EventStore) -> None:
+    queue = unlabelled(seeded)
+    total = sum(len(g.items) for g in queue)
+    last = queue[-1]
+    app = page("queue", at=str(total))
+    app.text_input(key="queue_label_text").input("known cause")
+    app.radio(key="queue_scope").set_value("its signature")
+    app.button(key="FormSubmitter:queue_label-Save").click().run()
+    assert not app.exception, app.exception
+    assert not app.warning, [w.value for w in app.warning]  # our own label: no bad-link warning
+    left = total - len(last.items)
+    if left:
+        assert _position(app) == (left, left)
+    else:
+        assert any("queue is empty" in str(s.value) for s in app.success)
+    assert [a.label for a in annotations_of(seeded, f"signature:{last.key}")] == ["known cause"]

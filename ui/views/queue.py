@@ -56,6 +56,9 @@ def _position(total: int) -> int:
         return 1
     if raw.isdigit() and 1 <= int(raw) <= total:
         return int(raw)
+    if st.session_state.pop("_queue_shrunk", False) and raw.isdigit():
+        _go_to(total)  # our own label emptied the end of the queue: not a bad link
+        return total
     shown = total if raw.isdigit() and int(raw) > total else 1
     st.warning(md(f"position {raw!r} in the link is not 1 to {total}; showing {shown}."))
     return shown
@@ -159,7 +162,7 @@ def _annotations(item: QueueItem, by: str) -> None:
                 _annotation(annotation)
 
 
-def _label_form(item: QueueItem, by: str, position: int, total: int) -> None:
+def _label_form(item: QueueItem, by: str) -> None:
     """Label (or note) this failure, or its whole signature or mode."""
     scopes = {"this run": item.run_id, "its signature": f"signature:{item.signature}"}
     if by == "mode" and item.mode:
@@ -187,8 +190,8 @@ def _label_form(item: QueueItem, by: str, position: int, total: int) -> None:
     except SteplogError as exc:
         st.error(md(exc))
         return
-    if added.kind == "label" and position >= total:
-        _go_to(max(position - 1, 1))  # the last one left the queue: show the one before
+    if added.kind == "label":
+        st.session_state["_queue_shrunk"] = True  # the position may now be past the end
     what = f"label {added.label!r}" if added.kind == "label" else "note"
     done(f"saved {what} on {scopes[str(scope)]}")
 
@@ -224,7 +227,7 @@ def render() -> None:
     _navigation(position, total)
     _fatal(item)
     _annotations(item, by)
-    _label_form(item, by, position, total)
+    _label_form(item, by)
 
 
 guard(render)
