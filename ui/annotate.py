@@ -13,7 +13,7 @@ from steplog.projections.queries import FailureView, regression_set, regression_
 from steplog.ui.common import RUN, cached, go, md, pickable, store
 
 
-def _done(message: str) -> None:
+def done(message: str) -> None:
     """Say what was saved after the rerun that shows it in the tables above."""
     st.session_state["_flash"] = message
     st.rerun()
@@ -77,7 +77,7 @@ def label_form(view: FailureView | None, run_id: str) -> None:
                 except SteplogError as exc:
                     st.error(md(exc))
                 else:
-                    _done(f"labelled {signature[:12]} {text.strip()!r}")
+                    done(f"labelled {signature[:12]} {text.strip()!r}")
 
 
 def set_form(run_id: str) -> None:
@@ -96,7 +96,7 @@ def set_form(run_id: str) -> None:
             except SteplogError as exc:
                 st.error(md(exc))
             else:
-                _done(f"added to {name.strip()!r}")
+                done(f"added to {name.strip()!r}")
 
 
 def set_members(name: str) -> None:

@@ -34,6 +34,7 @@ from .signature_fold import (
     failure_of,
     with_failure,
     with_label,
+    with_label_changed,
     with_regression_set,
     without_failure,
 )
@@ -46,7 +47,17 @@ LEASE_SECONDS = 120
 when its holder lock (see :mod:`.lease`) cannot tell, or says it is alive but it is hung."""
 _LEASE = RebuildLease(NAME, LEASE_SECONDS)
 LEASE = _LEASE.row
-ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
+ANNOTATIONS = frozenset(
+    {
+        "FailureLabeled",
+        "NoteAdded",
+        "AnnotationEdited",
+        "AnnotationRemoved",
+        "SampleAddedToRegressionSet",
+    }
+)
+"""``steplog.events.ANNOTATION_TYPES``, spelled out: a read that only folds loads no event
+models (a test checks the two agree)."""
 ProgressCallback = Callable[[int, int], None]
 """Called with (events folded so far, events to fold in all)."""
 
@@ -312,6 +323,8 @@ class LibraryProjection:
             current = signatures.get(signature_id) if signature_id else None
             if kind == "FailureLabeled" and current is not None:
                 signatures[current.signature] = with_label(current, item)
+            elif kind in ("AnnotationEdited", "AnnotationRemoved") and current is not None:
+                signatures[current.signature] = with_label_changed(current, item)
             elif kind == "SampleAddedToRegressionSet":
                 known = item.run_id in states or item.run_id in earlier_runs
                 if not known:

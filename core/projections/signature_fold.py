@@ -1,8 +1,9 @@
 """The failure library's pure folds: a run's failure signature and one signature's state.
 
 :func:`failure_of` gives a failed run's signature; :func:`with_failure`, :func:`without_failure`,
-:func:`with_label` and :func:`with_regression_set` fold one fact into a :class:`SignatureState`
-(no I/O; :mod:`.library`'s runner reads the events and writes the rows).
+:func:`with_label`, :func:`with_label_changed` and :func:`with_regression_set` fold one fact
+into a :class:`SignatureState` (no I/O; :mod:`.library`'s runner reads the events and writes
+the rows).
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def with_label(current: SignatureState, event: StoredEvent) -> SignatureState:
         "by": p.get("labeled_by"),
         "at": event.recorded_at.isoformat(),
         "run_id": None if event.run_id.startswith(SIGNATURE_STREAM) else event.run_id,
+        "id": str(event.event_id),
     }
     status, fixed_at = current.status, current.fixed_at_position
     if p["label"].strip().lower() == FIXED_LABEL:
@@ -137,6 +139,39 @@ def with_label(current: SignatureState, event: StoredEvent) -> SignatureState:
     return replace(
         current, labels=[*current.labels, label], status=status, fixed_at_position=fixed_at
     )
+
+
+def with_label_changed(current: SignatureState, event: StoredEvent) -> SignatureState:
+    """``current`` after an AnnotationEdited or AnnotationRemoved of one of its labels (others,
+    such as notes, leave it as it is). Status follows the labels left: a signature whose last
+    label went is new again, one whose ``fixed`` label went is triaged (a regression stays)."""
+    p = event.payload
+    target = p["annotation"]
+    if not any(item.get("id") == target for item in current.labels):
+        return current
+    labels: list[dict[str, Any]] = []
+    for item in current.labels:
+        if item.get("id") != target:
+            labels.append(item)
+        elif event.type == "AnnotationEdited":
+            changed = {**item, "edited_by": p.get("edited_by")}
+            changed["edited_at"] = event.recorded_at.isoformat()
+            if p.get("label"):
+                changed["label"] = p["label"]
+            if p.get("note") is not None:
+                changed["note"] = p["note"] or None
+            labels.append(changed)
+    fixed = any(item["label"].strip().lower() == FIXED_LABEL for item in labels)
+    status, fixed_at = current.status, current.fixed_at_position
+    if fixed and status != "fixed" and status != "regressed":
+        status, fixed_at = "fixed", event.position
+    elif not fixed and status == "fixed":
+        status, fixed_at = "triaged", None
+    if not labels and status == "triaged":
+        status = "new"
+    elif labels and status == "new":
+        status = "triaged"
+    return replace(current, labels=labels, status=status, fixed_at_position=fixed_at)
 
 
 def with_regression_set(current: SignatureState, set_name: str) -> SignatureState:

@@ -16,12 +16,13 @@ import json
 from typing import Any
 
 from ..errors import SteplogError
+from ..events import ANNOTATION_TYPES
 from ..projections.run_state import RunState, StepState, fold
 from ..store import EventStore, StoredEvent
 
 REPLAY_LINKS = ("replay_of", "forked_from", "fork_step", "rerun_of")
 
-ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
+ANNOTATIONS = ANNOTATION_TYPES
 """People's notes about a run, appended later: not part of what the run did."""
 
 MODEL_SPECIFIC = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...events import Event, RunRevised, RunStarted
+from ...events import ANNOTATION_TYPES, Event, RunRevised, RunStarted
 from ...store import EventStore, NewEvent, StoredEvent
 from ..ids import stable_event_id
 
@@ -24,7 +24,7 @@ class Revision:
     revision: int
 
 
-ANNOTATIONS = frozenset({"FailureLabeled", "SampleAddedToRegressionSet"})
+ANNOTATIONS = ANNOTATION_TYPES
 """What people add to a run: not part of what its trace says, so never compared or replaced."""
 
 
