@@ -192,3 +192,57 @@ def test_exact_coverage_over_random_small_designs(tasks: int) -> None:
     assert designs
     worst = min(_enumerated_coverage(*design) for design in designs)
     assert worst >= 0.93, (tasks, worst)
+
+
+def test_one_run_per_task_is_agresti_min_wald_plus_2() -> None:
+    """With one pair per task instance the adjusted fit is Agresti & Min's (2005, Statistics in
+    Medicine 24:729-740) "Wald+2" interval for matched pairs -- add 0.5 to each cell; their
+    published R code: diff = (c - b) / (n + 2), sd = sqrt(b + c + 1 - (c - b)^2 / (n + 2)) /
+    (n + 2) -- with CR2's divisor n + 1 for n + 2 and a t quantile on n - 1 df for z."""
+    from scipy.stats import t as student_t
+
+    b, c, n = 2, 7, 12  # baseline-only pairs, candidate-only pairs, pairs
+    diffs = np.array([-1.0] * b + [1.0] * c + [0.0] * (n - b - c))
+    robust = small.adjusted_mean(diffs, np.arange(n), confidence=0.95)
+    centre = (c - b) / (n + 2)
+    sd = math.sqrt(b + c + 1 - (c - b) ** 2 / (n + 2)) / (n + 2)
+    se = sd * math.sqrt((n + 2) / (n + 1))
+    half = float(student_t.ppf(0.975, n - 1)) * se
+    assert (robust.low, robust.high) == pytest.approx((centre - half, centre + half), rel=1e-10)
+    assert robust.estimate == pytest.approx((c - b) / n)  # the observed difference is shown
+    assert robust.df == n - 1 and robust.clusters == n and robust.n == n
+    # the test is the same fit's: the verdict cannot contradict the interval
+    assert robust.p_value == pytest.approx(2 * student_t.sf(centre / se, n - 1), rel=1e-8)
+
+
+def test_independent_single_runs_centre_on_agresti_caffo() -> None:
+    """Every run its own task instance: the pseudo task instances add one success and one
+    failure per version, so the interval is centred where Agresti & Caffo (2000) centre it:
+    (x1 + 1)/(n1 + 2) - (x2 + 1)/(n2 + 2)."""
+    x1, n1, x2, n2 = 9, 10, 3, 10
+    values = np.array([1.0] * x2 + [0.0] * (n2 - x2) + [1.0] * x1 + [0.0] * (n1 - x1))
+    is_cand = np.r_[np.zeros(n2, bool), np.ones(n1, bool)]
+    robust = small.adjusted_difference(
+        values, is_cand, np.arange(n1 + n2).astype(np.intp), confidence=0.95
+    )
+    centre = (x1 + 1) / (n1 + 2) - (x2 + 1) / (n2 + 2)
+    assert (robust.low + robust.high) / 2 == pytest.approx(centre, rel=1e-10)
+    assert robust.estimate == pytest.approx(x1 / n1 - x2 / n2)
+    assert robust.df == n1 + n2 - 2
+
+
+def test_a_rate_over_few_tasks_adds_one_completed_and_one_failed_task() -> None:
+    from steplog.stats import clustered
+
+    sums = np.array([3.0, 3.0, 2.0, 3.0, 4.0, 3.0, 2.0, 3.0])
+    counts = np.full(8, 4.0)
+    rate = clustered.ratio_interval(sums, counts, method="x", n=32, bounded=True)
+    assert rate.estimate == pytest.approx(23 / 32)
+    assert (rate.low + rate.high) / 2 == pytest.approx((23 + 4) / 40)  # not cut at 0 or 1
+    assert 0 < rate.low < rate.high < 1
+    assert "pseudo task instances" in rate.method
+
+
+def test_pseudo_tasks_refuse_bad_input_with_one_line() -> None:
+    with pytest.raises(ValueError, match="need more clusters"):
+        small.adjusted_mean(np.array([1.0, 0.0]), np.array([0, 0]), confidence=0.95)
