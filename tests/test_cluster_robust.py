@@ -123,7 +123,10 @@ def test_independent_cr2_covers_93_to_97_percent_with_interaction() -> None:
 
 
 def test_rates_over_few_tasks_use_cr2_not_a_bootstrap() -> None:
-    # a bootstrap over 4-8 tasks covered 82-89%; the CR2 t interval covers near 95%
+    # a bootstrap over 4-8 tasks covered 82-89%; the plain CR2 t interval covers near 95% here
+    # but only 88% where two kinds of task mix (exact enumeration, 10 tasks), so a rate's CR2
+    # fit carries two pseudo task instances (one completed, one failed): conservative here
+    # (99.5% measured, 2026-12-03), never below the nominal level
     rng = np.random.default_rng(11)
     tasks, covered = 10, 0
     truth = float(np.mean(expit(np.random.default_rng(3).normal(size=2_000_000))))
@@ -136,8 +139,8 @@ def test_rates_over_few_tasks_use_cr2_not_a_bootstrap() -> None:
             sums, sizes.astype(float), method="x", n=len(codes), bounded=True
         )
         covered += interval.low <= truth <= interval.high
-    assert interval.method.startswith("CR2")
-    assert 0.93 <= covered / REPS <= 0.97
+    assert interval.method.startswith("CR2") and "pseudo task instances" in interval.method
+    assert 0.95 <= covered / REPS <= 0.999
 
 
 def test_stratified_difference_is_ols_with_scenario_intercepts_and_dense_cr2() -> None:

@@ -67,7 +67,9 @@ def decide(
             pair_tasks = len(np.unique(codes))
             if pair_tasks < len(pairs):
                 return _clustered(
-                    lambda: cluster_robust.clustered_mean(diffs, codes, confidence=confidence),
+                    lambda adjust: (
+                        small.adjusted_mean if adjust else cluster_robust.clustered_mean
+                    )(diffs, codes, confidence=confidence),
                     baseline,
                     candidate,
                     design="paired, clustered by task instance",
@@ -92,10 +94,11 @@ def decide(
     is_candidate = np.concatenate(
         [np.zeros(len(baseline), dtype=bool), np.ones(len(candidate), dtype=bool)]
     )
+    all_codes = np.concatenate([base_codes, cand_codes])
     return _clustered(
-        lambda: cluster_robust.clustered_difference(
-            values, is_candidate, np.concatenate([base_codes, cand_codes]), confidence=confidence
-        ),
+        lambda adjust: (
+            small.adjusted_difference if adjust else cluster_robust.clustered_difference
+        )(values, is_candidate, all_codes, confidence=confidence),
         baseline,
         candidate,
         design=design,
@@ -107,7 +110,7 @@ def decide(
 
 
 def _clustered(
-    fit: Callable[[], cluster_robust.RobustEstimate],
+    fit: Callable[[bool], cluster_robust.RobustEstimate],
     baseline: RunTable,
     candidate: RunTable,
     *,
@@ -118,14 +121,17 @@ def _clustered(
     confidence: float,
 ) -> tuple[Decision, cluster_robust.RobustEstimate | None]:
     """Runs repeat tasks: CR2 (bounded to [-1, +1]) from :data:`small.MIN_TASK_INSTANCES` task
-    instances on; fewer is a refusal; no variance an exact task-level answer or none."""
+    instances on, with the pseudo task instances below :data:`small.ADJUSTED_BELOW` (``fit(True)``
+    is that adjusted fit); fewer is a refusal; no variance an exact task-level answer or none."""
     estimate = _rate(candidate) - _rate(baseline)
     if tasks < small.MIN_TASK_INSTANCES:
         return _without_verdict(
             small.TOO_FEW, estimate, design, unit, n, tasks, confidence, small.too_few_reason(tasks)
         ), None
     try:
-        robust = fit()
+        robust = fit(False)
+        if robust.se >= small.DEGENERATE_SE and tasks < small.ADJUSTED_BELOW:
+            robust = fit(True)
     except (ValueError, np.linalg.LinAlgError) as error:
         return _without_verdict(
             small.NO_INFORMATION,
@@ -327,8 +333,14 @@ def stratified_decision(
     values = np.concatenate([baseline.completed, candidate.completed]).astype(float)
     is_candidate = np.r_[np.zeros(len(baseline), bool), np.ones(len(candidate), bool)]
     decision, robust = _clustered(
-        lambda: cluster_robust.stratified_difference(
-            values, is_candidate, strata, codes, confidence=confidence
+        lambda adjust: (
+            small.adjusted_difference(
+                values, is_candidate, codes, confidence=confidence, strata=strata
+            )
+            if adjust
+            else cluster_robust.stratified_difference(
+                values, is_candidate, strata, codes, confidence=confidence
+            )
         ),
         baseline,
         candidate,

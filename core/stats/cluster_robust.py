@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import t as student_t
+from scipy.special import stdtr, stdtrit
 
 from .results import Interval, TestResult
 
@@ -75,35 +75,48 @@ def _sqrt_psd(matrix: FloatArray) -> FloatArray:
 
 
 def cr2_coefficients(
-    x: FloatArray, y: FloatArray, codes: npt.NDArray[np.intp]
+    x: FloatArray,
+    y: FloatArray,
+    codes: npt.NDArray[np.intp],
+    *,
+    weights: FloatArray | None = None,
+    copies: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray, FloatArray, int]:
     """OLS of ``y`` on ``x`` (n x p, p <= a few) with clusters ``codes`` (0..G-1).
 
+    ``weights`` (per row, default 1) weigh the rows (WLS: rows scaled by their square root);
+    ``copies`` (per cluster, default 1) count a cluster as that many identical clusters --
+    fractional counts are how :mod:`.small`'s pseudo task instances enter.
     Returns the coefficients, their CR2 covariance, the covariance if every row were its own
     cluster (HC2-like, for the design effect), and G.
     """
     n, p = x.shape
     groups = int(codes.max()) + 1 if n else 0
-    xtx = x.T @ x
-    bread: FloatArray = np.asarray(np.linalg.inv(xtx), dtype=np.float64)
-    beta = bread @ (x.T @ y)
-    resid = y - x @ beta
-    # per cluster: C_g = X_g'X_g (G x p x p) and r_g = X_g'e_g (G x p)
+    if weights is not None:
+        root = np.sqrt(np.asarray(weights, dtype=float))
+        x, y = x * root[:, None], y * root
+    times = np.ones(groups) if copies is None else np.asarray(copies, dtype=float)
+    row_times = times[codes] if n else np.ones(0)
+    # per cluster (one copy): C_g = X_g'X_g (G x p x p) and r_g = X_g'e_g (G x p)
     outer = x[:, :, None] * x[:, None, :]
     c_g = np.zeros((groups, p, p))
     np.add.at(c_g, codes, outer)
+    xtx = np.einsum("g,gij->ij", times, c_g)
+    bread: FloatArray = np.asarray(np.linalg.inv(xtx), dtype=np.float64)
+    beta = bread @ (x.T @ (y * row_times))
+    resid = y - x @ beta
     r_g = np.zeros((groups, p))
     np.add.at(r_g, codes, x * resid[:, None])
-    meat = _cr2_meat(bread, c_g, r_g)
+    meat = _cr2_meat(bread, c_g, r_g, times)
     # the same sandwich with every row a cluster of its own
     leverage = np.einsum("ij,jk,ik->i", x, bread, x)
     row_r = x * (resid / np.sqrt(np.clip(1 - leverage, _EPS, None)))[:, None]
-    naive = bread @ (row_r.T @ row_r) @ bread
+    naive = bread @ (row_r.T @ (row_r * row_times[:, None])) @ bread
     return beta, bread @ meat @ bread, naive, groups
 
 
-def _cr2_meat(bread: FloatArray, c_g: FloatArray, r_g: FloatArray) -> FloatArray:
-    """sum_g (X_g' A_g e_g)(X_g' A_g e_g)' with A_g = (I - X_g B X_g')^{-1/2}.
+def _cr2_meat(bread: FloatArray, c_g: FloatArray, r_g: FloatArray, times: FloatArray) -> FloatArray:
+    """sum_g copies_g (X_g' A_g e_g)(X_g' A_g e_g)' with A_g = (I - X_g B X_g')^{-1/2}.
 
     With K_g = B^{1/2} C_g B^{1/2} = Q L Q', H_gg = V L V' for orthonormal V, so
     X_g' A_g e_g = r_g + C_g B^{1/2} Q diag(((1 - l)^{-1/2} - 1) / l) Q' B^{1/2} r_g.
@@ -118,7 +131,7 @@ def _cr2_meat(bread: FloatArray, c_g: FloatArray, r_g: FloatArray) -> FloatArray
     inner = np.einsum("gji,jk,gk->gi", q, half, r_g) * factor  # Q' B^1/2 r_g, scaled
     adjust = np.einsum("gij,jk,gkl,gl->gi", c_g, half, q, inner)
     a_g = r_g + adjust
-    return np.asarray(a_g.T @ a_g, dtype=float)
+    return np.asarray(a_g.T @ (a_g * times[:, None]), dtype=float)
 
 
 def robust_estimate(
@@ -129,11 +142,15 @@ def robust_estimate(
     coefficient: int,
     confidence: float,
     method: str,
+    weights: FloatArray | None = None,
+    copies: FloatArray | None = None,
+    df: int | None = None,
 ) -> RobustEstimate:
-    """One coefficient of the OLS fit with its CR2 t test and interval (t on G - p df)."""
+    """One coefficient of the OLS fit with its CR2 t test and interval (t on G - p df unless
+    ``df`` is given; ``weights`` and ``copies`` as in :func:`cr2_coefficients`)."""
     n, p = x.shape
-    beta, cov, naive, groups = cr2_coefficients(x, y, codes)
-    df = groups - p
+    beta, cov, naive, groups = cr2_coefficients(x, y, codes, weights=weights, copies=copies)
+    df = groups - p if df is None else df
     if df < 1:
         raise ValueError(f"need more clusters than coefficients, got {groups} for {p}")
     estimate = float(beta[coefficient])
@@ -141,14 +158,14 @@ def robust_estimate(
     se = math.sqrt(max(variance, 0.0))
     naive_variance = float(naive[coefficient, coefficient])
     deff = variance / naive_variance if naive_variance > _EPS else None
-    quantile = float(student_t.ppf(1 - (1 - confidence) / 2, df))
+    quantile = float(stdtrit(df, 1 - (1 - confidence) / 2))  # Student's t quantile (ufunc)
     if se <= _EPS:
         statistic = None
         p_value = 1.0 if abs(estimate) <= _EPS else 0.0
         low = high = estimate
     else:
         statistic = estimate / se
-        p_value = float(2 * student_t.sf(abs(statistic), df))
+        p_value = float(2 * stdtr(df, -abs(statistic)))
         low, high = estimate - quantile * se, estimate + quantile * se
     return RobustEstimate(
         estimate, se, df, low, high, statistic, p_value, groups, n, deff, method, confidence

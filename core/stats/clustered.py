@@ -159,20 +159,30 @@ def cr2_ratio_interval(
     """``sum(sums) / sum(counts)`` with the CR2 variance (Bell & McCaffrey 2002) and t on G-1.
 
     With per-observation rows this is the intercept-only CR2 of
-    :mod:`.cluster_robust`: V = sum_g (s_g - R m_g)^2 / (1 - m_g / M) / M^2. Limits are kept
-    within the range of the per-cluster ratios' natural bounds when the ratio is a rate.
+    :mod:`.cluster_robust`: V = sum_g (s_g - R m_g)^2 / (1 - m_g / M) / M^2. When the ratio is a
+    rate (``bounded``), the fit carries :mod:`.small`'s pseudo task instances seen from one
+    version -- one task instance that always completes and one that never does, each of the
+    mean size -- and the limits are kept within [0, 1]; the estimate stays the observed rate.
     """
     total = float(counts.sum())
     estimate = float(sums.sum() / total)
     groups = len(sums)
-    residual = sums - estimate * counts
+    copies = np.ones(groups)
+    if bounded:
+        size = total / groups
+        sums, counts = np.r_[sums, size, 0.0], np.r_[counts, size, size]
+        copies = np.r_[copies, 1.0, 1.0]
+        total = float((counts * copies).sum())
+    centre = float((sums * copies).sum() / total)
+    residual = sums - centre * counts
     leverage = np.clip(1 - counts / total, 1e-12, None)
-    se = float(np.sqrt(np.sum(residual**2 / leverage)) / total)
+    se = float(np.sqrt(np.sum(copies * residual**2 / leverage)) / total)
     quantile = float(student_t.ppf(1 - (1 - confidence) / 2, groups - 1))
-    low, high = estimate - quantile * se, estimate + quantile * se
+    low, high = centre - quantile * se, centre + quantile * se
+    method = f"CR2 cluster-robust t ({groups - 1} df) by task instance; < 20 tasks, no bootstrap"
     if bounded:
         low, high = max(low, 0.0), min(high, 1.0)
-    method = f"CR2 cluster-robust t ({groups - 1} df) by task instance; < 20 tasks, no bootstrap"
+        method += "; 2 pseudo task instances (one completed, one failed)"
     return Interval(estimate, low, high, method, n, confidence)
 
 
