@@ -781,3 +781,51 @@ def test_a_nested_run_is_replayed_as_a_child_and_written_only_by_a_writing_repla
     assert written.identical, written.summary
     new = {e.run_id for e in store.read_all()} - runs
     assert len(new) == 2 and written.run_id in new  # the replay and its replayed child
+
+
+# --- the CLI imports a provider library only when the recording calls it ------------------------
+
+PROBE_AGENT = """
+import sys
+from steplog import model_call, register_agent, step
+
+@model_call("m")
+def ask(q: str) -> str:
+    return "a " + q
+
+@register_agent("provider-probe")
+def probe() -> dict:
+    with step("s") as s:
+        s.output = {"a": ask("q")}
+    loaded = sorted(m for m in ("openai", "anthropic") if m in sys.modules)
+    print("PROVIDERS", loaded, file=sys.stderr)
+    return {}
+"""
+
+
+def test_the_cli_replays_without_importing_providers_the_recording_does_not_call(
+    tmp_path: Path,
+) -> None:
+    from helpers.children import reaped, spawn
+
+    agent_file = tmp_path / "probe_agent.py"
+    agent_file.write_text(PROBE_AGENT)
+    db = f"sqlite:///{tmp_path}/probe.db"
+    from steplog.cli.replay import import_agent_code
+
+    opened = EventStore.open(db)
+    try:
+        if steplog.recorder.registered_agent("provider-probe") is None:
+            import_agent_code(str(agent_file))
+        registered = steplog.recorder.registered_agent("provider-probe")
+        assert registered is not None
+        with record_run("probe", model_version="m", agent="provider-probe", store=opened) as run:
+            run.output = registered[1]()
+    finally:
+        opened.close()
+    command = [sys.executable, "-m", "steplog", "replay", run.run_id, "--check"]
+    command += ["--import", str(agent_file), "--db", db]
+    with reaped(spawn(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as child:
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert "identical" in out and "PROVIDERS []" in err, (out, err)
