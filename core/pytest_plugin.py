@@ -181,7 +181,8 @@ class StepLogReplay:
         return replay(self.store, run_id, check=True, agent=agent)
 
     def assert_unchanged(self, run_id: str, *, agent: str | None = None) -> ReplayResult:
-        """Fail (with step, call, expected vs got) unless the run replays as recorded."""
+        """Fail (with step, call, expected vs got) unless the run replays as recorded: it
+        passes only on a replay that was compared with its recording and found identical."""
         from .replay import SampleCheck
 
         result = self(run_id, agent=agent)
@@ -190,6 +191,11 @@ class StepLogReplay:
                 run_id, False, result.summary, result.departure, notes=tuple(result.notes)
             )
             raise AssertionError(format_check(check))
+        if result.mode != "exact" or result.identical is not True:
+            raise AssertionError(
+                f"run {run_id}: the replay was not found identical to its recording "
+                f"({result.summary}); reproduce: steplog replay {run_id} --check"
+            )
         return result
 
     def assert_changed_at(

@@ -350,6 +350,11 @@ def test_bench_replay_sdk_reports_the_ratio_to_reading() -> None:
     assert report["ratio_to_read"] == pytest.approx(
         report["replay_seconds_per_run"] / report["read_seconds_per_run"]
     )
+    assert report["agent_seconds_per_run"] > 0  # the agent alone: the client's own work
+    assert report["overhead_ratio_to_read"] == pytest.approx(
+        (report["replay_seconds_per_run"] - report["agent_seconds_per_run"])
+        / report["read_seconds_per_run"]
+    )
 
 
 # --- one code change at a time, through the real client ------------------------------------------

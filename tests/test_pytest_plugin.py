@@ -159,3 +159,31 @@ def test_sessions_without_the_plugin_import_nothing_heavy(pytester: pytest.Pytes
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("identical", "mode"), [(None, "exact"), (False, "exact"), (True, "fork"), (None, "fork")]
+)
+def test_assert_unchanged_never_passes_without_having_compared(
+    pytestconfig: pytest.Config, monkeypatch: pytest.MonkeyPatch, identical: Any, mode: Any
+) -> None:
+    from steplog.pytest_plugin import StepLogReplay
+    from steplog.replay import ReplayResult
+
+    uncompared = ReplayResult(
+        mode=mode,
+        original="run-1",
+        run_id="run-2",
+        status="completed",
+        original_status="completed",
+        identical=identical,
+        divergence=None,
+        first_difference=None,
+    )
+    assert not uncompared.behaviour_changed and uncompared.agent_error is None
+    monkeypatch.setattr(StepLogReplay, "__call__", lambda self, run_id, agent=None: uncompared)
+    with pytest.raises(AssertionError) as failed:
+        StepLogReplay(pytestconfig).assert_unchanged("run-1")
+    message = str(failed.value)
+    assert "not found identical" in message and "\n" not in message
+    assert "steplog replay run-1 --check" in message

@@ -881,13 +881,37 @@ def test_the_network_raising_during_a_replay_changes_nothing_and_a_fork_reports_
     assert [(c["step_index"], c["error"] is None) for c in calls] == [(0, True), (1, False)]
 
 
-def test_the_guard_sees_aliases_and_library_reads_not_and_restores_the_profilers() -> None:
+def test_the_guard_sees_aliases_and_library_reads_not_and_leaves_the_profilers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
     import random
     import threading
-    from time import time as clock  # an alias bound before the replay
-    from uuid import uuid4
+    import time
 
     from steplog.recorder.guard import NondeterminismGuard
+
+    (tmp_path / "aliased_agent.py").write_text(
+        "import random\n"
+        "from time import time as clock  # aliases bound before the replay\n"
+        "from uuid import uuid4\n"
+        "def read(stamp=time_ns):\n"
+        "    clock()\n"
+        "    random.choice('abc')\n"
+        "    uuid4()\n"
+        "    stamp()\n"
+        "    return later()\n"
+        "def outer():\n"
+        "    now = monotonic\n"
+        "    def inner():\n"
+        "        return now()\n"
+        "    return inner\n"
+        "later = outer()\n".replace(
+            "import random\n", "import random\nfrom time import monotonic, time_ns\n"
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    aliased = importlib.import_module("aliased_agent")
 
     def previous(*_: Any) -> None:
         return None
@@ -896,9 +920,7 @@ def test_the_guard_sees_aliases_and_library_reads_not_and_restores_the_profilers
     threading.setprofile(previous)
     try:
         with NondeterminismGuard() as guard:
-            clock()
-            random.choice("abc")
-            uuid4()
+            aliased.read()
             random.Random(5).random()  # a seeded generator of its own: fine
             asyncio.run(asyncio.sleep(0))  # the event loop reads the clock: library code
         assert threading.getprofile() is previous
@@ -906,5 +928,12 @@ def test_the_guard_sees_aliases_and_library_reads_not_and_restores_the_profilers
     finally:
         threading.setprofile(threads_before)
     calls = [r["call"] for r in guard.reads]
-    assert calls == ["time.time", "random.choice", "uuid.uuid4"]
-    assert {r["file"] for r in guard.reads} == {__file__}
+    assert calls == [
+        "time.time",
+        "random.choice",
+        "uuid.uuid4",
+        "time.time_ns",
+        "time.monotonic",
+    ]
+    assert {r["file"] for r in guard.reads} == {str(tmp_path / "aliased_agent.py")}
+    assert aliased.clock is time.time and aliased.read.__defaults__ == (time.time_ns,)  # undone

@@ -9,6 +9,7 @@ import http.server
 import multiprocessing
 import os
 import pickle
+import queue
 import socket
 import socketserver
 import subprocess
@@ -251,6 +252,56 @@ def test_a_child_process_in_a_replay_is_a_divergence_and_never_starts(store: Eve
     assert result.divergence["got"].startswith("a child process: subprocess('true')")
 
 
+_SPAWNERS = {
+    "posix_spawn": lambda: os.posix_spawn("/bin/true", ["/bin/true", "spawned"], os.environ),
+    "posix_spawnp": lambda: os.posix_spawnp("true", ["true", "spawned"], os.environ),
+}
+
+
+@tool_call("spawn")
+def spawn_recorded(how: str) -> int:
+    pid = _SPAWNERS[how]()
+    return os.waitpid(pid, 0)[1]
+
+
+@register_agent("spawn-agent")
+def spawn_agent(how: str) -> dict[str, Any]:
+    with step("spawn") as s:
+        s.output = {"status": spawn_recorded(how)}  # recorded: served in a replay
+        if SWITCH.get("outside"):
+            os.waitpid(_SPAWNERS[how](), 0)  # a planted child outside any recorded call
+    return dict(s.output)
+
+
+@pytest.mark.parametrize("how", sorted(_SPAWNERS))
+def test_posix_spawn_is_sealed_like_any_child_process(store: EventStore, how: str) -> None:
+    run_id = record(store, "spawn-agent", how=how)  # inside a recorded call: allowed
+    assert replay(store, run_id, check=True).identical
+    SWITCH["outside"] = True
+    try:
+        with pytest.raises(RuntimeError) as refused:
+            record(store, "spawn-agent", how=how)
+        result = replay(store, run_id, check=True)
+    finally:
+        SWITCH.clear()
+    message = str(refused.value)
+    assert message.count("\n") == 0 and message.startswith("steplog: os.posix_spawn("), message
+    assert "spawned" in message and "test_replay_sealed.py" in message
+    assert "@steplog.tool_call" in message
+    assert result.divergence is not None, result.summary
+    assert result.divergence["got"].startswith("a child process: os.posix_spawn("), (
+        result.divergence
+    )
+    assert "test_replay_sealed.py" in result.divergence["got"]
+
+
+def test_every_way_of_starting_a_program_is_watched() -> None:
+    """The audit events the seal refuses are the interpreter's own for starting a program."""
+    from steplog.recorder.seal import _PROCESS_EVENTS
+
+    assert set(_PROCESS_EVENTS) >= {"os.posix_spawn", "os.exec", "os.forkpty", "os.spawn"}
+
+
 def test_a_divergence_crosses_process_pools() -> None:
     diverged = Divergence(2, 5, "ModelCalled(m, step 2)", "nothing")
     again = pickle.loads(pickle.dumps(diverged))
@@ -428,6 +479,29 @@ def test_environment_reads_are_recorded_without_values_and_compared(
     assert "os.environ" in changed.summary, changed.summary
 
 
+@tool_call("lookup")
+def lookup(key: str) -> int:
+    return len(os.environ.get(key, ""))  # the tool's own work: served whole in a replay
+
+
+@register_agent("env-inside-agent")
+def env_inside_agent() -> dict[str, Any]:
+    with step("look") as s:
+        copied = dict(os.environ)  # the whole environment at once: not a read of one value
+        s.output = {"n": lookup("STEPLOG_TEST_REGION"), "copied": bool(copied)}
+    return dict(s.output)
+
+
+def test_environment_reads_inside_a_recorded_call_or_of_the_whole_are_not_recorded(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STEPLOG_TEST_REGION", "us")
+    run_id = record(store, "env-inside-agent")
+    tools = [e.payload["tool"] for e in store.read_run(run_id) if e.type == "ToolCalled"]
+    assert tools == ["lookup"]
+    assert replay(store, run_id, check=True).identical
+
+
 # --- the nondeterminism guard ---------------------------------------------------------------------
 
 
@@ -499,6 +573,31 @@ def test_the_guard_reports_every_source_it_claims() -> None:
             _read(source)
         calls = [r["call"] for r in guard.reads]
         assert calls == [source], (source, calls)
+
+
+def test_the_guard_sees_every_source_read_in_a_thread_started_before_it() -> None:
+    from steplog.recorder.guard import SOURCES, NondeterminismGuard
+
+    asked: queue.Queue[str | None] = queue.Queue()
+    done = threading.Event()
+
+    def worker() -> None:  # agent code in a thread that predates the guard
+        while (source := asked.get()) is not None:
+            _read(source)
+            done.set()
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    try:
+        for source in SOURCES:
+            done.clear()
+            with NondeterminismGuard() as guard:
+                asked.put(source)
+                assert done.wait(10), source
+            assert [r["call"] for r in guard.reads] == [source], source
+    finally:
+        asked.put(None)
+        thread.join(10)
 
 
 def test_the_guard_leaves_seeded_generators_and_explicit_times_of_its_own_alone() -> None:
@@ -682,3 +781,51 @@ def test_a_nested_run_is_replayed_as_a_child_and_written_only_by_a_writing_repla
     assert written.identical, written.summary
     new = {e.run_id for e in store.read_all()} - runs
     assert len(new) == 2 and written.run_id in new  # the replay and its replayed child
+
+
+# --- the CLI imports a provider library only when the recording calls it ------------------------
+
+PROBE_AGENT = """
+import sys
+from steplog import model_call, register_agent, step
+
+@model_call("m")
+def ask(q: str) -> str:
+    return "a " + q
+
+@register_agent("provider-probe")
+def probe() -> dict:
+    with step("s") as s:
+        s.output = {"a": ask("q")}
+    loaded = sorted(m for m in ("openai", "anthropic") if m in sys.modules)
+    print("PROVIDERS", loaded, file=sys.stderr)
+    return {}
+"""
+
+
+def test_the_cli_replays_without_importing_providers_the_recording_does_not_call(
+    tmp_path: Path,
+) -> None:
+    from helpers.children import reaped, spawn
+
+    agent_file = tmp_path / "probe_agent.py"
+    agent_file.write_text(PROBE_AGENT)
+    db = f"sqlite:///{tmp_path}/probe.db"
+    from steplog.cli.replay import import_agent_code
+
+    opened = EventStore.open(db)
+    try:
+        if steplog.recorder.registered_agent("provider-probe") is None:
+            import_agent_code(str(agent_file))
+        registered = steplog.recorder.registered_agent("provider-probe")
+        assert registered is not None
+        with record_run("probe", model_version="m", agent="provider-probe", store=opened) as run:
+            run.output = registered[1]()
+    finally:
+        opened.close()
+    command = [sys.executable, "-m", "steplog", "replay", run.run_id, "--check"]
+    command += ["--import", str(agent_file), "--db", db]
+    with reaped(spawn(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) as child:
+        out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert "identical" in out and "PROVIDERS []" in err, (out, err)

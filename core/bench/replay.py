@@ -60,6 +60,17 @@ class ReplayBench:
     identical: int
     check_seconds_per_run: float | None = None
     """Check-only replays (compared in memory, nothing written), when measured."""
+    agent_seconds_per_run: float | None = None
+    """The agent alone (no run, no steplog; ``--sdk``): the client's own work, when measured."""
+
+    @property
+    def overhead_ratio_to_read(self) -> float | None:
+        """The replay's cost above the agent alone, in reads: steplog's share."""
+        if self.agent_seconds_per_run is None:
+            return None
+        return (
+            self.replay_seconds_per_run - self.agent_seconds_per_run
+        ) / self.read_seconds_per_run
 
     @property
     def check_ratio_to_read(self) -> float | None:
@@ -85,6 +96,7 @@ class ReplayBench:
             "replays_per_second": self.replays_per_second,
             "ratio_to_read": self.ratio_to_read,
             "check_ratio_to_read": self.check_ratio_to_read,
+            "overhead_ratio_to_read": self.overhead_ratio_to_read,
         }
 
 

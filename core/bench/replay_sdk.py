@@ -3,12 +3,16 @@
 A 50-step agent makes three concurrent chat completions per step (``asyncio.gather``) through
 ``openai.AsyncOpenAI`` against a fake OpenAI-compatible server on 127.0.0.1, recorded with zero
 code (the httpx hook). Each recorded run is then read (the I/O floor) and replayed exactly,
-served from the recording, in the same process: the ratio is replay time over read time.
+served from the recording, in the same process: the ratio is replay time over read time, in
+CPU time. Beside them, the same agent alone -- no run, no steplog, each request answered inside
+the process -- is what any replay must pay for the client's own work (building requests,
+parsing replies); the replay's cost above it is steplog's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import statistics
 import tempfile
@@ -21,12 +25,31 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SteplogError
-from ..recorder import record_run, register_agent, step
+from ..recorder import record_run, register_agent
+from ..recorder import step as recorded_step
 from ..replay import replay
 from ..store import EventStore
 from .replay import ReplayBench
 
 AGENT = "bench-sdk-openai"
+
+
+def _answer(body: dict[str, Any]) -> dict[str, Any]:
+    text = str((body.get("messages") or [{}])[-1].get("content", ""))
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": body.get("model", "bench"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": f"ok: {text}"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+    }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -37,21 +60,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-        text = str((body.get("messages") or [{}])[-1].get("content", ""))
-        answer = {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion",
-            "created": 1700000000,
-            "model": body.get("model", "bench"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": f"ok: {text}"},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
-        }
+        answer = _answer(body)
         data = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -73,8 +82,15 @@ def _fake_openai() -> Iterator[str]:
         server.server_close()
 
 
-def _agent(base_url: str, steps: int, fanout: int) -> Any:
+class _Step:
+    output: Any = None
+
+
+def _agent(base_url: str, steps: int, fanout: int, *, alone: bool = False) -> Any:
     import openai
+
+    def step(name: str) -> Any:  # the agent alone: outside any run
+        return contextlib.nullcontext(_Step()) if alone else recorded_step(name)
 
     def agent(task: str) -> dict[str, Any]:
         async def main() -> dict[str, Any]:
@@ -101,6 +117,38 @@ def _agent(base_url: str, steps: int, fanout: int) -> Any:
     return agent
 
 
+@contextmanager
+def _answered_in_process() -> Iterator[None]:
+    """Every request of the openai client answered by the fake server's handler logic, inside
+    the process (no socket): for timing the agent alone."""
+    import openai._base_client as base
+
+    httpx = base.httpx2 if hasattr(base, "httpx2") else base.httpx  # type: ignore[attr-defined]
+    transport = httpx.AsyncHTTPTransport
+    original = transport.handle_async_request
+
+    async def answer(self: Any, request: Any) -> Any:
+        body = json.loads(request.content or b"{}")
+        return httpx.Response(200, json=_answer(body))
+
+    transport.handle_async_request = answer
+    try:
+        yield
+    finally:
+        transport.handle_async_request = original
+
+
+def _agent_alone(steps: int, fanout: int, runs: int) -> float:
+    """CPU seconds of one run of the agent alone (median)."""
+    agent, seconds = _agent("http://127.0.0.1:9/v1", steps, fanout, alone=True), []
+    with _answered_in_process():
+        for index in range(runs):
+            started = time.process_time()
+            agent(f"task-{index}")
+            seconds.append(time.process_time() - started)
+    return statistics.median(seconds)
+
+
 def run_sdk_replay_benchmark(*, runs: int = 5, steps: int = 50, fanout: int = 3) -> ReplayBench:
     """Record ``runs`` agent runs through the real client, then time reading and replaying."""
     try:
@@ -123,13 +171,13 @@ def run_sdk_replay_benchmark(*, runs: int = 5, steps: int = 50, fanout: int = 3)
             run_ids.append(run.run_id)
         reads, replays, sizes, identical = [], [], [], 0
         for run_id in run_ids:
-            started = time.perf_counter()
+            started = time.process_time()
             events = store.read_run(run_id)
-            reads.append(time.perf_counter() - started)
+            reads.append(time.process_time() - started)
             sizes.append(len(events))
-            started = time.perf_counter()
+            started = time.process_time()
             result = replay(store, run_id)
-            replays.append(time.perf_counter() - started)
+            replays.append(time.process_time() - started)
             identical += bool(result.identical)
         store.close()
     return ReplayBench(
@@ -138,4 +186,5 @@ def run_sdk_replay_benchmark(*, runs: int = 5, steps: int = 50, fanout: int = 3)
         statistics.median(reads),
         statistics.median(replays),
         identical,
+        agent_seconds_per_run=_agent_alone(steps, fanout, min(runs, 5)),
     )

@@ -271,6 +271,13 @@ def bench_replay(
             if result.check_seconds_per_run is None
             else f"\n  check it (nothing kept)  {result.check_seconds_per_run * 1000:7.2f} ms "
             f"({result.check_ratio_to_read:.1f}x the read)"
+        )
+        + (
+            ""
+            if result.agent_seconds_per_run is None
+            else f"\n  the agent alone         {result.agent_seconds_per_run * 1000:8.2f} ms "
+            f"(no steplog; the replay's cost above it: {result.overhead_ratio_to_read:.0f}x the "
+            "read; all in CPU time)"
         ),
         highlight=False,
     )

@@ -3,14 +3,23 @@
 ``steplog.now()`` and ``steplog.rng()`` are recorded and served back; ``time.time()``,
 ``datetime.now()``, the ``random`` module's global generator, ``uuid4()`` and ``os.urandom()``
 are not, so a replay that reads them can behave differently while still calling the same
-functions. While a replay runs, a profiler watches for those reads made from agent code (not
-from the standard library, installed packages or steplog itself) and reports each one with its
-call site, so that "identical" says what it means.
+functions. While a replay runs, each source in :data:`SOURCES` is swapped for a watcher that
+notes reads made from agent code (not from the standard library, installed packages or steplog
+itself) with their call site, so that "identical" says what it means.
+
+The watchers sit on the sources themselves, not on every call the process makes (a profiler
+costs more than the whole replay): the functions of ``time``, ``os``, ``uuid``, ``secrets`` and
+``random``, ``random.Random``'s constructor, and the ``now``/``utcnow``/``today`` class methods
+of ``datetime`` (a built-in type, reached through its type dictionary). Names an agent module
+bound before the replay (``from time import time``) are rebound for the replay's duration. So
+every thread is watched, threads started before the replay included.
 """
 
 from __future__ import annotations
 
+import ctypes
 import datetime
+import gc
 import os
 import random
 import secrets
@@ -18,88 +27,85 @@ import sys
 import sysconfig
 import threading
 import time
-import types
 import uuid
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType, FunctionType, TracebackType
 from typing import Any
 
-_C_FUNCTIONS = {
-    id(time.time): "time.time",
-    id(time.time_ns): "time.time_ns",
-    id(time.monotonic): "time.monotonic",
-    id(time.monotonic_ns): "time.monotonic_ns",
-    id(time.localtime): "time.localtime",
-    id(time.gmtime): "time.gmtime",
-    id(time.ctime): "time.ctime",
-    id(time.strftime): "time.strftime",
-    id(os.urandom): "os.urandom",
+_MODULE_SOURCES: dict[tuple[Any, str], str] = {
+    **{
+        (time, name): f"time.{name}"
+        for name in (
+            "time",
+            "time_ns",
+            "monotonic",
+            "monotonic_ns",
+            "localtime",
+            "gmtime",
+            "ctime",
+            "strftime",
+        )
+    },
+    (os, "urandom"): "os.urandom",
+    (uuid, "uuid4"): "uuid.uuid4",
+    (uuid, "uuid1"): "uuid.uuid1",
+    **{
+        (secrets, name): f"secrets.{name}"
+        for name in ("token_bytes", "token_hex", "token_urlsafe", "randbelow")
+    },
+    **{
+        (random, name): f"random.{name}"  # the module's global, unseeded generator
+        for name in (
+            "random",
+            "getrandbits",
+            "choice",
+            "choices",
+            "randint",
+            "randrange",
+            "uniform",
+            "shuffle",
+            "sample",
+            "gauss",
+            "normalvariate",
+            "lognormvariate",
+            "expovariate",
+            "triangular",
+            "betavariate",
+            "gammavariate",
+            "paretovariate",
+            "weibullvariate",
+            "vonmisesvariate",
+            "randbytes",
+        )
+        if callable(getattr(random, name, None))
+    },
 }
-_C_METHODS = {
+"""Module functions watched: (module, name) -> the label reported."""
+_CLASS_SOURCES: dict[tuple[type, str], str] = {
     (datetime.datetime, "now"): "datetime.now",
     (datetime.datetime, "utcnow"): "datetime.utcnow",
-    (datetime.datetime, "today"): "datetime.today",
-    (datetime.date, "today"): "date.today",
+    (datetime.date, "today"): "date.today",  # datetime.today is date's, on a subclass
 }
-_GLOBAL_RANDOM = getattr(random, "_inst", None)
-_RANDOM_METHODS = {
-    getattr(random.Random, name).__code__: f"random.{name}"
-    for name in (
-        "choice",
-        "choices",
-        "randint",
-        "randrange",
-        "uniform",
-        "shuffle",
-        "sample",
-        "gauss",
-        "normalvariate",
-        "lognormvariate",
-        "expovariate",
-        "triangular",
-        "betavariate",
-        "gammavariate",
-        "paretovariate",
-        "weibullvariate",
-        "vonmisesvariate",
-        "randbytes",
-    )
-    if hasattr(getattr(random.Random, name, None), "__code__")
-}
-_PY_CODES: dict[Any, tuple[str, bool]] = {
-    uuid.uuid4.__code__: ("uuid.uuid4", False),
-    uuid.uuid1.__code__: ("uuid.uuid1", False),
-    secrets.token_bytes.__code__: ("secrets.token_bytes", False),
-    secrets.token_hex.__code__: ("secrets.token_hex", False),
-    secrets.token_urlsafe.__code__: ("secrets.token_urlsafe", False),
-    secrets.randbelow.__code__: ("secrets.randbelow", False),
-    random.Random.__init__.__code__: ("random.Random()", True),
-    **{code: (label, True) for code, label in _RANDOM_METHODS.items()},
-}
-"""Python functions watched: code object -> (label, only on an unseeded generator: the global
-``random`` instance, a ``SystemRandom``, or ``Random()`` built without a seed)."""
 SOURCES = tuple(
     sorted(
         {
-            *_C_FUNCTIONS.values(),
-            *_C_METHODS.values(),
-            *(label for label, _ in _PY_CODES.values()),
-            "random.random",
-            "random.getrandbits",
+            *_MODULE_SOURCES.values(),
+            *_CLASS_SOURCES.values(),
+            "datetime.today",
+            "random.Random()",
             "random.SystemRandom()",
         }
     )
 )
 """Every clock and randomness source the guard reports (tests read each one)."""
-_C_METHOD_NAMES = frozenset(
-    {method for _, method in _C_METHODS}
-    | {
-        name
-        for name in dir(_GLOBAL_RANDOM)
-        if isinstance(getattr(_GLOBAL_RANDOM, name, None), types.BuiltinMethodType)
-    }
-)
-"""Names of the C methods watched, checked first: most C calls are something else."""
+
+_lock = threading.Lock()
+_guards: list[NondeterminismGuard] = []
+"""The guards entered: every read from agent code is noted by each."""
+_undo: list[Callable[[], None]] = []
+_agent_files: dict[str, bool] = {}
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -109,23 +115,137 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(sorted(root for root in roots if root))
 
 
+_ROOTS = _library_roots()
+
+
+def _is_agent(filename: str) -> bool:
+    known = _agent_files.get(filename)
+    if known is None:
+        known = not filename.startswith("<") and not filename.startswith(_ROOTS)
+        _agent_files[filename] = known
+    return known
+
+
+def _noticed(label: str, site: FrameType | None) -> None:
+    """A read of ``label`` made at ``site``: noted by every guard when it is agent code."""
+    if site is None or not _guards or not _is_agent(site.f_code.co_filename):
+        return
+    for guard in list(_guards):
+        guard.note(label, site)
+
+
+def _watching(label: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        _noticed(label, sys._getframe(1))
+        return original(*args, **kwargs)
+
+    watched.__wrapped__ = original  # type: ignore[attr-defined]
+    watched.__name__ = getattr(original, "__name__", label)
+    watched.__doc__ = getattr(original, "__doc__", None)
+    return watched
+
+
+def _class_watching(label: str, original: Any) -> classmethod[Any, Any, Any]:
+    def watched(cls: type, *args: Any, **kwargs: Any) -> Any:
+        name = label
+        if label == "date.today" and issubclass(cls, datetime.datetime):
+            name = "datetime.today"
+        _noticed(name, sys._getframe(1))
+        return original.__get__(None, cls)(*args, **kwargs)
+
+    return classmethod(watched)
+
+
+def _random_init(original: Callable[..., None]) -> Callable[..., None]:
+    def watched(self: random.Random, x: Any = None, *args: Any, **kwargs: Any) -> None:
+        if isinstance(self, random.SystemRandom):
+            _noticed("random.SystemRandom()", sys._getframe(1))
+        elif x is None:  # unseeded: seeded from the system's entropy
+            _noticed("random.Random()", sys._getframe(1))
+        original(self, x, *args, **kwargs)
+
+    return watched
+
+
+def _type_dict(cls: type) -> dict[str, Any]:
+    """The writable dictionary behind a built-in type's read-only ``__dict__``."""
+    found: dict[str, Any] = gc.get_referents(cls.__dict__)[0]
+    return found
+
+
+def _set_on_type(cls: type, name: str, value: Any) -> None:
+    _type_dict(cls)[name] = value
+    ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))  # drop the attribute caches
+
+
+def _install() -> None:
+    """Swap every source for its watcher, and rebind names agent modules took before."""
+    swapped: dict[int, Any] = {}
+    for (module, name), label in _MODULE_SOURCES.items():
+        original = getattr(module, name)
+        watcher = _watching(label, original)
+        setattr(module, name, watcher)
+        swapped[id(original)] = watcher
+        _undo.append(partial(setattr, module, name, original))
+    for (cls, name), label in _CLASS_SOURCES.items():
+        descriptor = cls.__dict__[name]
+        _set_on_type(cls, name, _class_watching(label, descriptor))
+        _undo.append(partial(_set_on_type, cls, name, descriptor))
+    init = random.Random.__init__
+    random.Random.__init__ = _random_init(init)  # type: ignore[method-assign]
+    _undo.append(partial(setattr, random.Random, "__init__", init))
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(filename, str) and _is_agent(filename):
+            _rebind(vars(module), swapped)
+
+
+def _rebind(namespace: dict[str, Any], swapped: dict[int, Any]) -> None:
+    """Point an agent module's names for a source at its watcher, and so the closures and
+    default arguments of its functions (``def ask(clock=time.time)``)."""
+
+    def watcher_of(value: Any) -> Any:
+        watcher = swapped.get(id(value))
+        return watcher if getattr(watcher, "__wrapped__", None) is value else None
+
+    for name, value in list(namespace.items()):
+        watcher = watcher_of(value)
+        if watcher is not None:
+            namespace[name] = watcher
+            _undo.append(partial(namespace.__setitem__, name, value))
+        elif isinstance(value, FunctionType):
+            for cell in value.__closure__ or ():
+                try:
+                    held = cell.cell_contents
+                except ValueError:  # not yet bound
+                    continue
+                if (watcher := watcher_of(held)) is not None:
+                    cell.cell_contents = watcher
+                    _undo.append(partial(setattr, cell, "cell_contents", held))
+            defaults = value.__defaults__ or ()
+            if any(watcher_of(d) is not None for d in defaults):
+                value.__defaults__ = tuple(watcher_of(d) or d for d in defaults)
+                _undo.append(partial(setattr, value, "__defaults__", defaults))
+
+
+def _uninstall() -> None:
+    while _undo:
+        _undo.pop()()
+
+
 class NondeterminismGuard:
     """Collects unrecorded clock/randomness reads from agent code while it is entered."""
 
     def __init__(self) -> None:
         self.reads: list[dict[str, Any]] = []
         self._seen: set[tuple[str, str, int]] = set()
-        self._roots = _library_roots()
-        self._agent_files: dict[str, bool] = {}
         self._lock = threading.Lock()
-        self._previous: Any = None
-        self._previous_threads: Any = None
 
     def __enter__(self) -> NondeterminismGuard:
-        self._previous = sys.getprofile()
-        self._previous_threads = threading.getprofile()
-        sys.setprofile(self._profile)
-        threading.setprofile(self._profile)
+        with _lock:
+            if not _guards:
+                _install()
+            _guards.append(self)
         return self
 
     def __exit__(
@@ -134,8 +254,10 @@ class NondeterminismGuard:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        sys.setprofile(self._previous)
-        threading.setprofile(self._previous_threads)
+        with _lock:
+            _guards.remove(self)
+            if not _guards:
+                _uninstall()
 
     def warnings(self) -> list[str]:
         """One line per read: what was read, and where."""
@@ -145,52 +267,9 @@ class NondeterminismGuard:
             for r in self.reads
         ]
 
-    def _is_agent(self, filename: str) -> bool:
-        known = self._agent_files.get(filename)
-        if known is None:
-            known = not filename.startswith("<") and not filename.startswith(self._roots)
-            self._agent_files[filename] = known
-        return known
-
-    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
-        # called for every call and return of every thread while a replay runs: the common
-        # cases (nothing watched) leave after one or two dictionary lookups
-        if event == "c_call":
-            name = _C_FUNCTIONS.get(id(arg))
-            if name is None:
-                method = getattr(arg, "__name__", None)
-                if method not in _C_METHOD_NAMES:
-                    return
-                owner = getattr(arg, "__self__", None)
-                if owner is not None and (
-                    owner is _GLOBAL_RANDOM or isinstance(owner, random.SystemRandom)
-                ):
-                    name = f"random.{method}"
-                elif isinstance(owner, type):
-                    for (cls, wanted), label in _C_METHODS.items():
-                        if method == wanted and issubclass(owner, cls):
-                            name = label
-                            break
-                if name is None:
-                    return
-            self._note(name, frame)
-        elif event == "call":
-            entry = _PY_CODES.get(frame.f_code)
-            if entry is None:
-                return
-            name, only_unseeded = entry
-            if only_unseeded:
-                name = _unseeded(name, frame)
-                if name is None:
-                    return
-            site = frame.f_back
-            if site is not None and site.f_code not in _PY_CODES:  # token_hex -> token_bytes
-                self._note(name, site)
-
-    def _note(self, name: str, site: FrameType) -> None:
+    def note(self, name: str, site: FrameType) -> None:
+        """Remember one read of ``name`` at ``site`` (once per source and line)."""
         filename = site.f_code.co_filename
-        if not self._is_agent(filename):
-            return
         key = (name, filename, site.f_lineno)
         with self._lock:
             if key in self._seen:
@@ -204,16 +283,3 @@ class NondeterminismGuard:
                     "function": site.f_code.co_name,
                 }
             )
-
-
-def _unseeded(name: str, frame: FrameType) -> str | None:
-    """``name`` when the generator a watched ``random`` function runs on is not seeded by
-    the run: the global instance, a ``SystemRandom``, ``Random()`` without a seed."""
-    owner = frame.f_locals.get("self")
-    if name == "random.Random()":
-        if isinstance(owner, random.SystemRandom):
-            return "random.SystemRandom()"
-        return name if frame.f_locals.get("x") is None else None
-    if owner is _GLOBAL_RANDOM or isinstance(owner, random.SystemRandom):
-        return name
-    return None

@@ -12,9 +12,11 @@ process edge, not by listing client functions:
   the agent catches the error.
 * **processes**: ``subprocess`` (``run``, ``Popen``, ``check_output``, asyncio's subprocesses),
   ``os.system``, ``os.fork`` (so ``os.spawn*``), ``multiprocessing`` processes and pools,
-  ``ProcessPoolExecutor``. A child's calls cannot be recorded, so while recording, starting one
-  outside a recorded call is refused with one line saying how to record it (inside a
-  ``@steplog.tool_call`` function, whose result is recorded); in a replay it is a divergence.
+  ``ProcessPoolExecutor``, and through the interpreter's audit hook every other way a program
+  starts (``os.posix_spawn``/``posix_spawnp``, ``os.exec*``, ``os.forkpty``). A child's
+  calls cannot be recorded, so while recording, starting one outside a recorded call is
+  refused with one line saying how to record it (inside a ``@steplog.tool_call`` function,
+  whose result is recorded); in a replay it is a divergence.
 * **the environment**: ``os.environ`` reads from the agent's own code inside a run
   (``os.environ[...]``, ``.get``, ``os.getenv``, ``in``) are recorded as calls of
   :data:`~steplog.recorder.playback.ENVIRON` (the key, whether it was set and a digest of its
@@ -31,6 +33,7 @@ Calls made by steplog itself pass; in a fork's live steps everything passes (the
 from __future__ import annotations
 
 import builtins
+import dis
 import io
 import multiprocessing.process
 import os
@@ -192,6 +195,48 @@ def _process(kind: str, original: Callable[..., Any], describe: Callable[..., st
     return sealed
 
 
+_PROCESS_EVENTS = {
+    "os.posix_spawn": 1,
+    "os.exec": 1,
+    "os.spawn": 2,
+    "os.forkpty": None,
+    "os.startfile": 0,
+}
+"""The audit events (:pep:`578`) that start or become another program, and which of their
+arguments is the command: ``os.posix_spawn``/``posix_spawnp``, the ``os.exec*`` family,
+``os.spawn*``, ``os.forkpty`` (so ``pty.fork``), ``os.startfile``. ``subprocess``,
+``os.system``, ``os.fork`` and ``multiprocessing`` are refused before they reach theirs."""
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    """The seal on process creation the patches do not reach, at the interpreter's own edge."""
+    if event not in _PROCESS_EVENTS or not _installed:
+        return
+    at = _PROCESS_EVENTS[event]
+    shown = "" if at is None or len(args) <= at else _argv(args[at])
+    if _sealed() and not _steplog_itself():
+        raise refuse(
+            f"a child process: {event}({shown})", "no child process (the recording has none)"
+        )
+    if _recording_outside_call() and not _steplog_itself():
+        site, own = call_site(sys._getframe(1))
+        if own:
+            raise RuntimeError(
+                f"steplog: {event}({shown}) at {site} starts a program whose work a run cannot "
+                f"record: {_ADVICE}"
+            )
+
+
+def _argv(command: Any) -> str:
+    if isinstance(command, (list, tuple)):
+        text = " ".join(
+            os.fsdecode(part) if isinstance(part, bytes) else str(part) for part in command
+        )
+    else:
+        text = os.fsdecode(command) if isinstance(command, (bytes, os.PathLike)) else str(command)
+    return repr(text[:80])
+
+
 def _command(*args: Any, **kwargs: Any) -> str:
     command = args[1] if len(args) > 1 else kwargs.get("args", "")
     text = " ".join(map(str, command)) if isinstance(command, (list, tuple)) else str(command)
@@ -237,6 +282,10 @@ def _open(original: Callable[..., Any]) -> Callable[..., Any]:
     return watched
 
 
+_SUBSCRIPT = frozenset(
+    dis.opmap[name] for name in ("BINARY_SUBSCR", "BINARY_OP") if name in dis.opmap
+)
+"""The instructions of ``os.environ[key]`` in the reading code (``BINARY_OP`` from 3.14)."""
 _ENV_HOPS = frozenset({"get", "getenv", "__contains__", "setdefault", "getenvb"})
 """The functions of ``os`` and ``Mapping`` through which agent code reads one variable."""
 
@@ -257,14 +306,22 @@ def _environ(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _environment_read(key: Any, value: Any) -> None:
-    """Record (or, replayed, compare) one read of the environment made by agent code."""
-    frame: FrameType | None = sys._getframe(3)
+    """Record (or, replayed, compare) one read of the environment made by agent code (not
+    inside a recorded call: that call's work is served whole in a replay)."""
+    from .calls import inside_call
+
+    if inside_call.get():
+        return
+    frame: FrameType | None = sys._getframe(2)  # the caller of os.environ.__getitem__
+    hopped = False
     while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
         if frame.f_code.co_name not in _ENV_HOPS:
             return  # a copy or iteration of the whole environment: not a read of one value
-        frame = frame.f_back
+        frame, hopped = frame.f_back, True
     if frame is None:
         return
+    if not hopped and frame.f_code.co_code[frame.f_lasti] not in _SUBSCRIPT:
+        return  # called from C (dict(os.environ), a child's environment): the whole of it
     filename = frame.f_code.co_filename
     if filename.startswith(("<", _STEPLOG, *_LIBRARIES)):
         return
@@ -329,6 +386,7 @@ def install() -> None:
         for owner, name, replacement in patches:
             _installed[(owner, name)] = getattr(owner, name)
             setattr(owner, name, replacement)
+        sys.addaudithook(_audit)  # never removed: it does nothing once nothing is installed
 
 
 class Watch:
