@@ -14,6 +14,7 @@ navigation = st.navigation(  # on top: the whole width for tables, 800 px window
         st.Page(PAGES / "overview.py", title="Overview", default=True),
         st.Page(PAGES / "failures.py", title="Failure library"),
         st.Page(PAGES / "modes.py", title="Failure modes", url_path="modes"),
+        st.Page(PAGES / "search.py", title="Search", url_path="search"),
         st.Page(PAGES / "run.py", title="Run detail", url_path="run"),
         st.Page(PAGES / "compare.py", title="Compare versions"),
         st.Page(PAGES / "replay.py", title="Replay", url_path="replay"),
