@@ -7,15 +7,18 @@ a result row opens the run on the Run detail page, in this tab.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import get_args
 
 import pandas as pd
 import streamlit as st
 
-from steplog.projections.queries import STATUSES, metrics
+from steplog.projections.queries import metrics
+from steplog.projections.run_types import RunStatus
 from steplog.search import search
 from steplog.ui.common import RUN, cached, empty_hint, go, guard, md, pickable
 
 ALL = "(all)"
+RUN_STATUSES = get_args(RunStatus)
 LIMIT = 100
 
 
@@ -53,7 +56,7 @@ def render() -> None:
         "scenario", [ALL, *sorted({m.scenario for m in groups})], key="scenario",
         bind="query-params",
     )  # fmt: skip
-    status = c3.selectbox("status", [ALL, *STATUSES], key="status", bind="query-params")
+    status = c3.selectbox("status", [ALL, *RUN_STATUSES], key="status", bind="query-params")
     c4, c5, c6 = st.columns(3)
     since = c4.text_input("started from (UTC)", key="since", bind="query-params")
     until = c5.text_input("started before (UTC)", key="until", bind="query-params")
