@@ -24,6 +24,7 @@ from sqlalchemy import Connection, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from ..models import checkpoints_table, run_tags_table, search_entries_table
+from ..projections.swap import reclaim
 from ..store import EventStore, RawRow, is_sqlite, write_transaction
 from ._extract import entries, tags
 
@@ -76,6 +77,7 @@ class SearchIndex:
             conn.execute(delete(search_entries_table))
             conn.execute(delete(run_tags_table))
             self._set_checkpoint(conn, 0)
+        reclaim(self.store.engine, (search_entries_table, run_tags_table))  # PostgreSQL: VACUUM
         return self.catch_up()
 
     def checkpoint(self) -> int:
