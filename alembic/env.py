@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import Connection
 from sqlmodel import SQLModel
 
-import steplog.models  # noqa: F401  # declares the tables on SQLModel.metadata
+from steplog.models import include_in_autogenerate  # declares the tables on SQLModel.metadata
 from steplog.store import WRITE_OPTION, create_engine_for, resolve_url
 
 config = context.config
@@ -18,6 +18,7 @@ def run_migrations(connection: Connection) -> None:
         target_metadata=SQLModel.metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_in_autogenerate,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -280,6 +280,65 @@ class ProjectionCheckpointRow(SQLModel, table=True):
     updated_at: datetime = _when()
 
 
+class SearchEntryRow(SQLModel, table=True):
+    """One searchable text of a run (its input, a step's output, an error, a tool's arguments),
+    written by the ``search`` projection (:mod:`steplog.search`).
+
+    The full-text index over ``text`` is engine-specific and lives outside this class: on SQLite
+    the FTS5 table ``search_fts`` (external content: this table), on PostgreSQL the generated
+    ``tsvector`` column ``search_tsv`` with its GIN index. Alembic cannot declare either, so
+    migration 0010 creates them and :func:`include_in_autogenerate` keeps them out of the
+    model/migration comparison.
+    """
+
+    model_config = _TABLE_CONFIG
+    __tablename__: ClassVar[str] = "search_entries"
+    __table_args__ = (Index("ix_search_entries_run_id", "run_id", "position"),)
+
+    id: int | None = Field(default=None, sa_column=Column(PositionType, primary_key=True))
+    position: int = _col(BigInteger())
+    run_id: str = _col(String(255))
+    kind: str = _col(String(30))
+    step: str | None = _col(String(255), nullable=True)
+    step_index: int | None = _col(Integer(), nullable=True)
+    text: str = _col(Text())
+
+
+class RunTagRow(SQLModel, table=True):
+    """A run's metadata as ``key = value`` pairs (what ``steplog search --tag`` filters on),
+    written by the ``search`` projection from the run's ``RunStarted``."""
+
+    model_config = _TABLE_CONFIG
+    __tablename__: ClassVar[str] = "run_tags"
+    __table_args__ = (Index("ix_run_tags_key_value", "key", "value"),)
+
+    run_id: str = _key(String(255))
+    key: str = _key(String(200))
+    value: str = _col(String(500))
+
+
+SEARCH_INDEX_TABLES = frozenset({"search_fts"})
+"""The FTS5 table on SQLite; its shadow tables (``search_fts_data``, ...) share the prefix."""
+SEARCH_INDEX_COLUMN = "search_tsv"
+"""The PostgreSQL ``tsvector`` column of ``search_entries`` (generated from ``text``)."""
+
+
+def include_in_autogenerate(name: str | None, type_: str, parent: dict[str, Any]) -> bool:
+    """Alembic's ``include_name`` hook: leave the full-text index out of the comparison.
+
+    SQLAlchemy has no type for an FTS5 virtual table, nor a portable generated ``tsvector``
+    column; both exist only in the database (created by migration 0010), so autogenerate would
+    otherwise propose dropping them.
+    """
+    if type_ == "table" and name is not None:
+        return not any(name == t or name.startswith(f"{t}_") for t in SEARCH_INDEX_TABLES)
+    if type_ == "column":
+        return name != SEARCH_INDEX_COLUMN
+    if type_ == "index":
+        return name != "ix_search_entries_tsv"
+    return True
+
+
 def _table_of(model: type[SQLModel]) -> Table:
     return cast(Table, model.__table__)  # type: ignore[attr-defined]
 
@@ -295,3 +354,5 @@ run_summaries_table = _table_of(RunSummaryRow)
 failure_signatures_table = _table_of(FailureSignatureRow)
 regression_members_table = _table_of(RegressionSetMemberRow)
 checkpoints_table = _table_of(ProjectionCheckpointRow)
+search_entries_table = _table_of(SearchEntryRow)
+run_tags_table = _table_of(RunTagRow)

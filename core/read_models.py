@@ -205,3 +205,36 @@ class ReplayOutcome(SQLModel):
     nondeterminism: list[str] = Field(default_factory=list)
     declared: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+
+
+class SearchHit(SQLModel):
+    """A run whose texts match a search (one row of ``steplog search``): where the first match
+    is, a snippet of it with the matched words between ``«`` and ``»``, and the run's identity."""
+
+    run_id: str
+    where: str
+    """What matched: input, step input, output, error, tool arguments, tool result, model
+    request or model response (the first match in the run's order)."""
+    step: str | None = None
+    step_index: int | None = None
+    snippet: str
+    matches: int
+    """How many of the run's texts match."""
+    scenario: str
+    model_version: str
+    status: str
+    started_at: datetime
+
+    @property
+    def place(self) -> str:
+        """Where the first match is, in words: ``error of spot_check``, ``model request of
+        step 2``, ``input``."""
+        if self.step is not None:
+            return f"{self.where} of {self.step}"
+        return self.where if self.step_index is None else f"{self.where} of step {self.step_index}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (the objects of ``steplog search --json``)."""
+        data = self.model_dump()
+        data["started_at"] = self.started_at.isoformat()
+        return data

@@ -131,6 +131,17 @@ def test_record_rebuild_and_ui_verdicts() -> None:
     assert PageTiming("replay", 1.6, 10).verdict == "< 1.5 s MISSED"
     assert PageTiming("replay", 1.4, 10).verdict == "< 1.5 s ok"
     assert PageTiming("replay", 1.4, 10, browser_seconds=1.7).verdict == "< 1.5 s MISSED"
+    # beside the trivial page: the target is the time over it, in the browser when measured
+    over = PageTiming("search", 2.0, 10, baseline_seconds=0.6)
+    assert over.verdict == "<= 1.5 s over trivial ok" and over.trivial_ratio == pytest.approx(
+        2.0 / 0.6
+    )
+    slow = PageTiming("modes", 0.3, 10, 2.5, 0.1, 0.9)
+    assert slow.verdict == "<= 1.5 s over trivial MISSED" and slow.over_trivial == pytest.approx(
+        1.6
+    )
+    compare = PageTiming("compare", 0.6, 10, 1.2, 0.1, 0.9)
+    assert compare.verdict == "<= 1.5 s over trivial ok; render <= 0.5 s MISSED"
 
 
 @pytest.mark.postgres

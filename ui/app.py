@@ -15,6 +15,7 @@ navigation = st.navigation(  # on top: the whole width for tables, 800 px window
         st.Page(PAGES / "failures.py", title="Failure library"),
         st.Page(PAGES / "modes.py", title="Failure modes", url_path="modes"),
         st.Page(PAGES / "queue.py", title="Annotation queue", url_path="queue"),
+        st.Page(PAGES / "search.py", title="Search", url_path="search"),
         st.Page(PAGES / "run.py", title="Run detail", url_path="run"),
         st.Page(PAGES / "compare.py", title="Compare versions"),
         st.Page(PAGES / "replay.py", title="Replay", url_path="replay"),

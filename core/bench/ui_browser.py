@@ -16,10 +16,12 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from ..errors import SteplogError
@@ -45,10 +47,18 @@ def _free_port() -> int:
 
 
 @contextmanager
-def served(url: str) -> Iterator[str]:
-    """``steplog ui`` on a free loopback port, stopped afterwards; yields its base URL."""
+def served(url: str, script: str | None = None) -> Iterator[str]:
+    """``steplog ui`` on a free loopback port, stopped afterwards; yields its base URL.
+
+    With ``script`` (a file), Streamlit serves that script instead (the trivial baseline)."""
     port = _free_port()
     command = [sys.executable, "-m", "steplog.cli", "ui", "--db", url, "--port", str(port)]
+    if script is not None:
+        command = [
+            sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
+            "--server.address", "127.0.0.1", "--server.headless", "true",
+            "--browser.gatherUsageStats", "false",
+        ]  # fmt: skip
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -61,9 +71,9 @@ def served(url: str) -> Iterator[str]:
             except OSError:
                 pass
             if server.poll() is not None:
-                raise SteplogError("bench ui: steplog ui exited before it served")
+                raise SteplogError("bench ui: the Streamlit server exited before it served")
             if time.monotonic() > deadline:
-                raise SteplogError("bench ui: steplog ui did not answer within 90 s")
+                raise SteplogError("bench ui: the Streamlit server did not answer within 90 s")
             time.sleep(0.3)
         yield base
     finally:
@@ -108,3 +118,26 @@ def browser_timings(url: str, paths: dict[str, str], repeat: int) -> dict[str, f
         finally:
             browser.close()
     return found
+
+
+def trivial_browser_timing(source: str, repeat: int) -> float:
+    """Median seconds to settled of the trivial page ``source`` (its own server), timed as
+    :func:`browser_timings` times the pages."""
+    executable = chromium()
+    if executable is None:
+        raise SteplogError("bench ui --browser needs chromium: sudo apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "trivial.py"
+        script.write_text(source, encoding="utf-8")
+        with served("", str(script)) as base, sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=executable, headless=True, args=ARGS
+            )
+            try:
+                context = browser.new_context(viewport={"width": 1440, "height": 900})
+                _load(context, base + "/")
+                return statistics.median(_load(context, base + "/") for _ in range(repeat))
+            finally:
+                browser.close()

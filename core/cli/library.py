@@ -311,7 +311,9 @@ def metrics_cmd(
 @app.command("rebuild")
 def rebuild_cmd(
     db: DbOption = None,
-    projection: Annotated[str, typer.Option(help="Which projection.")] = "library",
+    projection: Annotated[
+        str, typer.Option(help="Which projection: library or search.")
+    ] = "library",
     as_json: JsonOption = False,
 ) -> None:
     """Rebuild read models from position 0 into shadow tables, then swap them in."""
@@ -319,23 +321,29 @@ def rebuild_cmd(
 
     from ..projections.library import NAME, LibraryProjection
 
-    if projection != NAME:
-        raise SteplogError(f"unknown projection {projection!r}; projections: {NAME}")
-    with (
-        _opened(db) as store,
-        Progress(
-            description_column(),
-            BarColumn(),
-            "{task.completed:,}/{task.total:,} events",
-            TimeRemainingColumn(),
-            console=err_console,
-            disable=as_json,
-        ) as progress,
-    ):
-        task = progress.add_task(f"rebuilding {projection}", total=store.last_position())
-        folded = LibraryProjection(store).rebuild(
-            progress=lambda done, total: progress.update(task, completed=done, total=total)
-        )
+    if projection not in (NAME, "search"):
+        raise SteplogError(f"unknown projection {projection!r}; projections: {NAME}, search")
+    if projection == "search":  # the search index (steplog.search): emptied, then caught up
+        from ..search import SearchIndex
+
+        with _opened(db) as store:
+            folded = SearchIndex(store).rebuild()
+    else:
+        with (
+            _opened(db) as store,
+            Progress(
+                description_column(),
+                BarColumn(),
+                "{task.completed:,}/{task.total:,} events",
+                TimeRemainingColumn(),
+                console=err_console,
+                disable=as_json,
+            ) as progress,
+        ):
+            task = progress.add_task(f"rebuilding {projection}", total=store.last_position())
+            folded = LibraryProjection(store).rebuild(
+                progress=lambda done, total: progress.update(task, completed=done, total=total)
+            )
     if as_json:
         _print_json({"projection": projection, "events": folded})
         return
