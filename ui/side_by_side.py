@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from steplog.replay import diff_verdict
+from steplog.replay import diff_verdict, where
 from steplog.ui.common import RUN, link, md
 
 MARK_COLOURS = {
@@ -52,7 +52,7 @@ def aligned(diff: dict[str, Any]) -> pd.DataFrame:
                 "#B": _index(row["index_b"]),
                 "step B": row["name_b"] or "",
                 "B": _cell(row["b"]),
-                "content differs in": ", ".join(c["what"] for c in row["content"]),
+                "content differs in": where(row["content"], most=6),
             }
             for row in diff["steps"]
         ]

@@ -42,10 +42,3 @@ def print_content(result: dict[str, Any], *, limit: int | None = None) -> None:
                 console.print(f"    {line}", highlight=False, markup=False, soft_wrap=True)
     if limit is not None and len(rows) > limit:
         console.print(f"\n... {len(rows) - limit} more step(s)", highlight=False, markup=False)
-
-
-def differs_in(row: dict[str, Any], *, most: int = 3) -> str:
-    """What of an aligned step's content differs, briefly: the first ``most`` items' names."""
-    whats = [change["what"] for change in row.get("content") or ()]
-    shown = ", ".join(whats[:most])
-    return shown + (f" (+{len(whats) - most})" if len(whats) > most else "")

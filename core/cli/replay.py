@@ -7,7 +7,7 @@ import typer
 from rich.table import Table
 
 from ..errors import SteplogError
-from ._diff_print import differs_in, print_content, print_relation
+from ._diff_print import print_content, print_relation
 from ._shared import (
     DbOption,
     JsonOption,
@@ -196,7 +196,7 @@ def diff_cmd(
 
 
 def _print_diff(result: dict[str, Any]) -> None:
-    from ..replay import diff_verdict
+    from ..replay import diff_verdict, where
 
     a, b = result["a"], result["b"]
     console.print(
@@ -225,7 +225,7 @@ def _print_diff(result: dict[str, Any]) -> None:
             index(row["index_b"]),
             row["name_b"] or "",
             cell(row["b"]),
-            differs_in(row),
+            where(row["content"]),
         )
     console.print(table)
     counts = result["counts"]

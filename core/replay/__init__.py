@@ -14,6 +14,7 @@ from .._lazy import callable_package, lazy_exports
 if TYPE_CHECKING:
     from ._buffer import BufferedStore
     from ._check import SampleCheck, SetCheck, check_run, check_runs, check_set, set_members
+    from ._content import where
     from ._departure import departure, same_stream
     from ._diff import REPLAY_LINKS as REPLAY_LINKS
     from ._diff import align as align
@@ -54,6 +55,7 @@ __all__ = [
     "replay_run",
     "same_stream",
     "set_members",
+    "where",
 ]
 
 if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on first use
@@ -84,6 +86,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
             "._header": ("HEADER_EVENTS", "header"),
             "._lineage": ("fork_change", "parent_link", "relation"),
             "._verdict": ("diff_verdict",),
+            "._content": ("where",),
             "._recording": ("NOT_READ", "NO_ID", "read_recording"),
             "._replay": ("replay",),
             "._result": ("ReplayResult",),

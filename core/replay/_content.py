@@ -63,6 +63,8 @@ def _is_content(event_type: str, field: str, value: Any) -> bool:
 
 
 def _label(event: StoredEvent, counts: dict[str, int]) -> str:
+    """What the event is within its step: calls (events with a ``call_index``) are numbered
+    per kind (``model call 2``, ``tool search #1``); other events are named by their type."""
     payload = event.payload
     if event.type in LABELS:
         name = LABELS[event.type]
@@ -70,7 +72,7 @@ def _label(event: StoredEvent, counts: dict[str, int]) -> str:
         name = f"tool {payload.get('tool')}"
     else:
         name = event.type
-    if event.type in ("StepStarted", "StepCompleted"):
+    if "call_index" not in payload:
         return name
     counts[name] = counts.get(name, 0) + 1
     return f"{name} #{counts[name]}" if event.type == "ToolCalled" else f"{name} {counts[name]}"
@@ -117,6 +119,18 @@ def _lines(a: str | None, b: str | None) -> list[str]:
 def _change(key: str, a: str | None, b: str | None) -> dict[str, Any]:
     kind = "only in A" if b is None else "only in B" if a is None else "differs"
     return {"what": key, "kind": kind, "a": a, "b": b, "diff": _lines(a, b)}
+
+
+def where(changes: Sequence[dict[str, Any]], *, most: int = 3) -> str:
+    """Which parts of a step differ, briefly: the first ``most`` events or fields named in
+    ``changes`` (a call's fields folded into the call), and how many more."""
+    names: list[str] = []
+    for change in changes:
+        name = change["what"].rpartition(": ")[0] or change["what"]
+        if name not in names:
+            names.append(name)
+    shown = ", ".join(names[:most])
+    return shown + (f" (+{len(names) - most})" if len(names) > most else "")
 
 
 def content_diff(a: Sequence[Item], b: Sequence[Item]) -> list[dict[str, Any]]:
