@@ -123,7 +123,7 @@ def test_run_pages_link_parent_and_children_both_ways(
         for m in child.markdown
     )
     mother = page("run", run=parent)
-    wanted = f"fork at step {fork.fork_step} on sim-v1: {fork.status} -- side by side"
+    wanted = f"fork at step {fork.fork_step} on sim-v1: {fork.status} (side by side)"
     assert wanted in [label for label, _ in _links(mother)]
     own = next(r for r in list_runs(seeded, limit=200) if not r["forked_from"])
     other = page("run", run=own["run_id"])

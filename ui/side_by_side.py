@@ -168,7 +168,7 @@ def child_links(run_id: str, related: list[dict[str, Any]], most: int = 10) -> N
     for child in related[:most]:
         mode = "replay" if child["replay_of"] else "fork" if child["forked_from"] else "rerun"
         step = f" at step {child['fork_step']}" if child["fork_step"] is not None else ""
-        label = f"{mode}{step} on {child['model_version']}: {child['status']} -- side by side"
+        label = f"{mode}{step} on {child['model_version']}: {child['status']} (side by side)"
         link(PAIR, label, a=run_id, b=child["run_id"])
     if len(related) > most:
         st.caption(f"{len(related) - most} more in the table above")
