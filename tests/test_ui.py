@@ -44,7 +44,7 @@ def seeded(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> EventStore:
 
 
 @pytest.mark.parametrize(
-    "name", ["overview", "failures", "modes", "search", "run", "compare", "replay"]
+    "name", ["overview", "failures", "modes", "queue", "search", "run", "compare", "replay"]
 )
 def test_every_page_renders_on_an_empty_store(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -58,7 +58,9 @@ def test_every_page_renders_on_an_empty_store(
     assert "steplog demo" in texts or "Enter a run id" in texts or "regression set" in texts
 
 
-@pytest.mark.parametrize("name", ["overview", "failures", "modes", "search", "compare", "replay"])
+@pytest.mark.parametrize(
+    "name", ["overview", "failures", "modes", "queue", "search", "compare", "replay"]
+)
 def test_every_page_renders_on_seeded_data(name: str, seeded: EventStore) -> None:
     app = page(name)
     assert not app.exception, app.exception
@@ -355,6 +357,7 @@ def test_bench_ui_renders_every_page_cold(steplog_home: str) -> None:
         "overview",
         "failures",
         "modes",
+        "queue",
         "search",
         "run",
         "compare",

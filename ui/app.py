@@ -19,6 +19,7 @@ navigation = st.navigation(  # on top: the whole width for tables, 800 px window
         st.Page(PAGES / "run.py", title="Run detail", url_path="run"),
         st.Page(PAGES / "compare.py", title="Compare versions"),
         st.Page(PAGES / "replay.py", title="Replay", url_path="replay"),
+        st.Page(PAGES / "pair.py", title="Side by side", url_path="pair"),
     ],
     position="top",
 )

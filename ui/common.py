@@ -175,6 +175,7 @@ LIBRARY = "views/failures.py"
 RUN = "views/run.py"
 COMPARE = "views/compare.py"
 REPLAY = "views/replay.py"
+PAIR = "views/pair.py"
 
 
 def link(page: str, label: str, **params: str | None) -> None:

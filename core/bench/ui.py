@@ -43,7 +43,7 @@ TARGET_SECONDS = 1.5
 """A page may take this much longer than the trivial page (measured in the same run)."""
 COMPARE_RENDER_SECONDS = 0.5
 """The compare page's cold server-side render."""
-PAGES = ("overview", "failures", "modes", "search", "run", "compare", "replay")
+PAGES = ("overview", "failures", "modes", "queue", "search", "run", "compare", "replay")
 TRIVIAL = "import streamlit as st\n\nst.title('trivial')\n"
 """The baseline: a one-line Streamlit page, timed in the same run, on the same machine."""
 

@@ -7,6 +7,7 @@ import typer
 from rich.table import Table
 
 from ..errors import SteplogError
+from ._diff_print import print_content, print_relation
 from ._shared import (
     DbOption,
     JsonOption,
@@ -165,10 +166,18 @@ def diff_cmd(
     run_b: Annotated[str, typer.Argument(help="Second run.")],
     db: DbOption = None,
     as_json: JsonOption = False,
+    content: Annotated[
+        bool,
+        typer.Option(
+            "--content",
+            help="Also show what the differing steps said and did differently: messages, "
+            "tool arguments and results, outputs, as text diffs (always in --json).",
+        ),
+    ] = False,
 ) -> None:
     """Compare two runs as aligned trajectories; exit 1 when they behave differently.
 
-    Rows: = same, ~ same status but other output/attempts/tokens, ! other status,
+    Rows: = same, ~ same status but other output/attempts/tokens/content, ! other status,
     - only in A, + only in B.
     """
     from ..replay import diff_runs
@@ -178,12 +187,17 @@ def diff_cmd(
     if as_json:
         _print_json(result)
     else:
+        print_relation(result)
         _print_diff(result)
+        if content:
+            print_content(result)
     if result["behaviour_differs"]:
         raise typer.Exit(1)
 
 
 def _print_diff(result: dict[str, Any]) -> None:
+    from ..replay import diff_verdict, where
+
     a, b = result["a"], result["b"]
     console.print(
         f"A {a['run_id']} ({a['model_version']}, {a['status']}, retries {a['retries']}, "
@@ -192,29 +206,9 @@ def _print_diff(result: dict[str, Any]) -> None:
         highlight=False,
         markup=False,
     )
-    first = result["first_difference"]
-    if result["identical"]:
-        verdict = "identical event streams"
-    elif first is None:
-        verdict = "same behaviour (they differ only in clock, model identity or tokens)"
-    elif first["step_index"] is None and first.get("first_step"):
-        step = first["first_step"]
-        index = step["index_a"] if step["index_a"] is not None else step["index_b"]
-        header = ", ".join(first["fields"]) or _kinds(first)
-        verdict = (
-            f"first behavioural divergence at step {index} {step['name']}: {step['kind']} "
-            f"(the run's header differs too: {header})"
-        )
-    else:
-        where = "the run" if first["step_index"] is None else f"step {first['step_index']}"
-        names = ""
-        if first.get("step_a") or first.get("step_b"):
-            names = f" (A: {first.get('step_a') or '-'}, B: {first.get('step_b') or '-'})"
-        call = "" if first["call_index"] is None else f", call {first['call_index']}"
-        what = ", ".join(first["fields"]) or _kinds(first)
-        verdict = f"first behavioural divergence at {where}{names}{call}: {what}"
+    verdict = diff_verdict(result)
     console.print(verdict, highlight=False, markup=False)
-    table = Table("", "#A", "step A", "A", "#B", "step B", "B", box=None)
+    table = Table("", "#A", "step A", "A", "#B", "step B", "B", "content differs in", box=None)
     for row in result["steps"]:
 
         def cell(side: dict[str, Any] | None) -> str:
@@ -231,19 +225,13 @@ def _print_diff(result: dict[str, Any]) -> None:
             index(row["index_b"]),
             row["name_b"] or "",
             cell(row["b"]),
+            where(row["content"]),
         )
     console.print(table)
     counts = result["counts"]
     console.print(
         " ".join(f"{mark}{counts[mark]}" for mark in "=~!-+"), highlight=False, markup=False
     )
-
-
-def _kinds(first: dict[str, Any]) -> str:
-    one, two = first.get("a"), first.get("b")
-    left = one["type"] if one else "nothing"
-    right = two["type"] if two else "nothing"
-    return f"A has {left}, B has {right}"
 
 
 @app.command("regress")

@@ -14,21 +14,24 @@ from .._lazy import callable_package, lazy_exports
 if TYPE_CHECKING:
     from ._buffer import BufferedStore
     from ._check import SampleCheck, SetCheck, check_run, check_runs, check_set, set_members
+    from ._content import where
     from ._departure import departure, same_stream
-    from ._diff import ANNOTATIONS as ANNOTATIONS
-    from ._diff import MODEL_SPECIFIC as MODEL_SPECIFIC
     from ._diff import REPLAY_LINKS as REPLAY_LINKS
     from ._diff import align as align
     from ._diff import canonical, diff_runs, first_difference
     from ._diff import digest as digest
+    from ._diff_rules import ANNOTATIONS as ANNOTATIONS
+    from ._diff_rules import MODEL_SPECIFIC as MODEL_SPECIFIC
     from ._facade import outcome_of, replay_run
     from ._header import HEADER_EVENTS as HEADER_EVENTS
     from ._header import header
+    from ._lineage import fork_change, parent_link, relation
     from ._recording import NO_ID as NO_ID
     from ._recording import NOT_READ as NOT_READ
     from ._recording import read_recording as read_recording
     from ._replay import replay
     from ._result import ReplayResult
+    from ._verdict import diff_verdict
 
 __all__ = [
     "BufferedStore",
@@ -41,13 +44,18 @@ __all__ = [
     "check_set",
     "departure",
     "diff_runs",
+    "diff_verdict",
     "first_difference",
+    "fork_change",
     "header",
     "outcome_of",
+    "parent_link",
+    "relation",
     "replay",
     "replay_run",
     "same_stream",
     "set_members",
+    "where",
 ]
 
 if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on first use
@@ -64,18 +72,21 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
                 "set_members",
             ),
             "._departure": ("departure", "same_stream"),
+            "._diff_rules": ("ANNOTATIONS", "MODEL_SPECIFIC"),
             "._diff": (
-                "ANNOTATIONS",
-                "MODEL_SPECIFIC",
                 "REPLAY_LINKS",
                 "align",
                 "canonical",
                 "diff_runs",
+                "diff_verdict",
                 "digest",
                 "first_difference",
             ),
             "._facade": ("outcome_of", "replay_run"),
             "._header": ("HEADER_EVENTS", "header"),
+            "._lineage": ("fork_change", "parent_link", "relation"),
+            "._verdict": ("diff_verdict",),
+            "._content": ("where",),
             "._recording": ("NOT_READ", "NO_ID", "read_recording"),
             "._replay": ("replay",),
             "._result": ("ReplayResult",),

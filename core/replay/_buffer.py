@@ -29,7 +29,8 @@ from uuid6 import uuid7
 from ..errors import ConcurrencyError, SteplogError
 from ..store import AppendResult, EventStore, NewEvent, StoredEvent, check_run_id, not_in_catalogue
 from ._departure import declared_changes, departure, describe_departure, same_stream
-from ._diff import ANNOTATIONS, REPLAY_LINKS
+from ._diff import REPLAY_LINKS
+from ._diff_rules import ANNOTATIONS
 from ._recording import read_recording
 
 if TYPE_CHECKING:

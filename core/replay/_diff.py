@@ -2,7 +2,8 @@
 
 Steps are aligned by sequence alignment of their names (``difflib``), not by index, so a step
 inserted or removed in one run shows as ``-``/``+`` instead of shifting every later row. Each
-aligned row is ``=`` (same), ``~`` (same status, different output, attempts or tokens) or ``!``
+aligned row is ``=`` (same), ``~`` (same status, different output, attempts, tokens or content
+(:mod:`._content`)) or ``!``
 (different status). The first *behavioural* divergence ignores what differs between any two
 runs without saying anything about behaviour: clock readings, which model answered (version,
 fingerprints, tokens, latency, cost) and the run's identity (ids, seed, links).
@@ -16,36 +17,18 @@ import json
 from typing import Any
 
 from ..errors import SteplogError
-from ..events import ANNOTATION_TYPES
 from ..projections.run_state import RunState, StepState, fold
 from ..store import EventStore, StoredEvent
+from ._content import content_diff, step_contents
+from ._diff_rules import (
+    ANNOTATIONS,
+    NOT_BEHAVIOUR,
+    NOT_BEHAVIOUR_EVENTS,
+    without_usage,
+)
+from ._lineage import parent_link, relation
 
 REPLAY_LINKS = ("replay_of", "forked_from", "fork_step", "rerun_of")
-
-ANNOTATIONS = ANNOTATION_TYPES
-"""People's notes about a run, appended later: not part of what the run did."""
-
-MODEL_SPECIFIC = {
-    "RunStarted": ("model_version",),
-    "ModelCalled": (
-        "model",
-        "fingerprint",
-        "input_tokens",
-        "output_tokens",
-        "latency_ms",
-        "cost_usd",
-    ),
-}
-"""What differs between two model versions even when they behave the same."""
-
-NOT_BEHAVIOUR = {
-    "RunStarted": ("model_version", "agent_version", "seed", "config", "gate_policy"),
-    "ModelCalled": MODEL_SPECIFIC["ModelCalled"],
-    "ToolCalled": ("latency_ms",),
-}
-"""What two runs of one task may differ in without behaving differently."""
-
-NOT_BEHAVIOUR_EVENTS = frozenset({"ClockRead"})
 
 
 def canonical(
@@ -67,19 +50,9 @@ def canonical(
         if behaviour_only and event.type in NOT_BEHAVIOUR:
             payload = {k: v for k, v in payload.items() if k not in NOT_BEHAVIOUR[event.type]}
             if event.type == "ModelCalled":
-                payload["response"] = _without_usage(payload.get("response"))
+                payload["response"] = without_usage(payload.get("response"))
         body.append((len(body), event.type, payload))
     return body
-
-
-def _without_usage(response: Any) -> Any:
-    """A model response without its token accounting (``usage``, also inside an HTTP body)."""
-    if not isinstance(response, dict):
-        return response
-    trimmed = {k: v for k, v in response.items() if k != "usage"}
-    if isinstance(trimmed.get("body"), dict):
-        trimmed["body"] = _without_usage(trimmed["body"])
-    return trimmed
 
 
 def digest(events: list[StoredEvent]) -> str:
@@ -177,7 +150,7 @@ STEP_KINDS = {
     "+": "only in B (inserted, or moved)",
     "-": "only in A (removed, or moved)",
     "!": "different status",
-    "~": "different output, attempts or tokens",
+    "~": "different output, attempts, tokens or content",
 }
 
 
@@ -204,35 +177,60 @@ def _side(run_id: str, state: RunState) -> dict[str, Any]:
         "model_version": state.model_version,
         "retries": state.retries,
         "tokens": state.input_tokens + state.output_tokens,
+        "parent": parent_link(state),
     }
 
 
 def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
-    """Two runs as aligned trajectories, with their first behavioural divergence."""
+    """Two runs as aligned trajectories, with their first behavioural divergence and, per
+    aligned step, where the steps' contents (messages, tool results, outputs) differ."""
     events: dict[str, list[StoredEvent]] = {}
     for run_id in (run_a, run_b):
         events[run_id] = store.read_run(run_id)
         if not events[run_id]:
             raise SteplogError(f"no run {run_id!r} in {store.url}")
-    a, b = fold(events[run_a]), fold(events[run_b])
-    first = first_difference(events[run_a], events[run_b], behaviour_only=True)
+    return diff_events(run_a, events[run_a], run_b, events[run_b])
+
+
+def diff_events(
+    run_a: str, events_a: list[StoredEvent], run_b: str, events_b: list[StoredEvent]
+) -> dict[str, Any]:
+    """:func:`diff_runs` of two runs' events (pure)."""
+    a, b = fold(events_a), fold(events_b)
+    first = first_difference(events_a, events_b, behaviour_only=True)
     if first is not None:
         names_a = {s.index: s.name for s in a.steps}
         names_b = {s.index: s.name for s in b.steps}
         step = first["step_index"]
         first["step_a"] = names_a.get(step) if step is not None else None
         first["step_b"] = names_b.get(step) if step is not None else None
-    rows = align(a.steps, b.steps)
+    rows = with_content(align(a.steps, b.steps), step_contents(events_a), step_contents(events_b))
     step_row = first_differing_step(rows)
     if first is not None:
         first["first_step"] = step_row
+    differs = first is not None or any(r["mark"] in "!-+" for r in rows)
     return {
         "a": _side(run_a, a),
         "b": _side(run_b, b),
-        "identical": digest(events[run_a]) == digest(events[run_b]),
-        "behaviour_differs": first is not None or any(r["mark"] in "!-+" for r in rows),
+        "identical": digest(events_a) == digest(events_b),
+        "behaviour_differs": differs,
+        "relation": relation(run_a, a, run_b, b, behaviour_differs=differs),
         "first_difference": first,
         "first_differing_step": step_row,
         "steps": rows,
         "counts": {mark: sum(r["mark"] == mark for r in rows) for mark in "=~!-+"},
     }
+
+
+def with_content(
+    rows: list[dict[str, Any]], contents_a: dict[int, list[Any]], contents_b: dict[int, list[Any]]
+) -> list[dict[str, Any]]:
+    """Each aligned row with ``content``: where the two steps' contents differ (see
+    :func:`content_diff`); a row the same in status and output but not in content is ``~``."""
+    for row in rows:
+        one = contents_a.get(row["index_a"], []) if row["index_a"] is not None else []
+        two = contents_b.get(row["index_b"], []) if row["index_b"] is not None else []
+        row["content"] = content_diff(one, two)
+        if row["mark"] == "=" and row["content"]:
+            row["mark"], row["same"] = "~", False
+    return rows

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._departure import describe_departure
+from ._lineage import fork_change
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,20 @@ class ReplayResult:
         }
 
     @property
+    def change(self) -> tuple[str, bool]:
+        """The new run's status against the original's: one sentence, and whether it is good
+        news (a fork that completes; see :func:`~._lineage.fork_change`)."""
+        return fork_change(self.original_status, self.status)
+
+    @property
+    def good(self) -> bool:
+        """Whether to show the result as a success: an exact replay that behaved as recorded
+        and was identical, a fork that completes. A fork that still fails is not."""
+        if self.behaviour_changed or self.agent_error is not None:
+            return False
+        return bool(self.identical) if self.mode == "exact" else self.change[1]
+
+    @property
     def summary(self) -> str:
         """One line for people."""
         crash = f"; the agent raised {self.agent_error}" if self.agent_error else ""
@@ -92,13 +107,7 @@ class ReplayResult:
                     else ""
                 )
             return f"not identical: see first_difference{crash}"
-        was, now = self.original_status == "completed", self.status == "completed"
-        change = {
-            (False, True): "now completes",
-            (True, True): "completes, as the original did",
-            (True, False): "no longer completes (the original did)",
-            (False, False): "still fails" if self.status == "failed" else "still does not complete",
-        }[(was, now)]
+        change = self.change[0]
         return (
             f"fork at step {self.fork_step} on {self.model_version}: {self.status} "
             f"(original {self.original_status}) -- {change}"

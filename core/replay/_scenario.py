@@ -14,7 +14,8 @@ from ..harness.playback import Playback
 from ..harness.runner import Ending, RunStateError, launch, registered_scenario
 from ..harness.scenario import ScenarioError, get_scenario
 from ._buffer import BufferedStore, declared_changes, departure, same_stream
-from ._diff import ANNOTATIONS, first_difference
+from ._diff import first_difference
+from ._diff_rules import ANNOTATIONS
 from ._result import ReplayResult
 
 if TYPE_CHECKING:

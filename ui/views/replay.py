@@ -1,4 +1,4 @@
-"""Replay console: exact replay or fork at step K; verdict, aligned diff, links; regression sets.
+"""Replay console: exact replay or fork at step K; verdict, content diff, links; regression sets.
 
 The form starts from the run in the URL: a fork defaults to the step the run failed at and to
 another model version. Results stay in the session (newest first) until the page is left.
@@ -16,8 +16,9 @@ from steplog.errors import SteplogError
 from steplog.projections.queries import metrics, regression_sets, run_summary
 from steplog.regress import regress
 from steplog.replay import diff_runs, replay
+from steplog.ui import side_by_side
 from steplog.ui.annotate import set_members
-from steplog.ui.common import RUN, cached, go, guard, link, md, pickable, store, url_text
+from steplog.ui.common import PAIR, RUN, cached, go, guard, link, md, pickable, store, url_text
 
 MODES = ["exact replay", "fork at step"]
 READ_ONLY_NOTE = (
@@ -31,59 +32,17 @@ def replays_allowed() -> bool:
     return os.environ.get("STEPLOG_UI_ALLOW_REPLAYS") == "1"
 
 
-def _cell(side: dict[str, Any] | None) -> str:
-    if side is None:
-        return "-"
-    error = f" ({side['last_error_type']})" if side.get("last_error_type") else ""
-    return f"{side['status']} x{side['attempts']}{error}"
-
-
-def aligned(diff: dict[str, Any]) -> pd.DataFrame:
-    """Both runs step by step, side by side; ``differs`` marks the rows that are not the same."""
-    return pd.DataFrame(
-        [
-            {
-                "#": row["index"],
-                "step": row["name"],
-                "original": _cell(row["a"]),
-                "replay": _cell(row["b"]),
-                "differs": not row["same"],
-            }
-            for row in diff["steps"]
-        ]
-    )
-
-
-def _highlight(frame: pd.DataFrame) -> Any:
-    colour = "background-color: #fde2e1"
-    return frame.style.apply(lambda row: [colour if row["differs"] else "" for _ in row], axis=1)
-
-
 def _show(result: dict[str, Any], position: int) -> None:
-    """One replay's verdict, its new run and the aligned diff, first difference on top."""
-    summary = result["summary"]
-    box = st.error if result["bad"] else st.success
-    box(md(summary))
-    link(RUN, f"Open the new run {result['run_id']}", run=result["run_id"])
-    diff = result["diff"]
-    first = diff.get("first_difference")
-    step = diff.get("first_differing_step")
-    if first and first.get("step_index") is None and step:
-        st.warning(md(f"first divergence at step {step['name']}: {step['kind']}"))
-    elif first:
-        st.warning(
-            md(
-                f"first divergence at step {first.get('step_index')}, call "
-                f"{first.get('call_index')}: {first.get('a')} vs {first.get('b')}"
-            )
-        )
-    frame = aligned(diff)
-    differing = frame[frame["differs"]]
-    st.caption(
-        f"{len(differing)} of {len(frame)} steps differ"
-        + (f"; first at step {int(differing['#'].iloc[0])}" if len(differing) else "")
-    )
-    st.dataframe(_highlight(frame), hide_index=True, width="stretch", key=f"diff-{position}")
+    """One replay's verdict (red unless good news: a fork that still fails is red), links to
+    the new run and to both side by side, and the aligned content diff."""
+    box = st.success if result["good"] else st.error
+    box(md(result["summary"]))
+    c1, c2 = st.columns(2)
+    with c1:
+        link(RUN, f"Open the new run {result['run_id']}", run=result["run_id"])
+    with c2:
+        link(PAIR, "Side by side with the original", a=result["original"], b=result["run_id"])
+    side_by_side.show(result["diff"], key=f"diff-{position}")
 
 
 def _defaults(run_id: str) -> tuple[int, list[str], int]:
@@ -150,7 +109,7 @@ def render() -> None:
                 0,
                 {
                     "summary": result.summary,
-                    "bad": result.divergence is not None or result.identical is False,
+                    "good": result.good,
                     "run_id": result.run_id,
                     "original": run_id,
                     "diff": diff_runs(store(), run_id, result.run_id),

@@ -17,7 +17,8 @@ from steplog.projections.queries import (
     run_summary,
 )
 from steplog.projections.run_state import as_of, fold
-from steplog.ui import charts, trajectory_view, waterfall
+from steplog.replay import parent_link
+from steplog.ui import charts, side_by_side, trajectory_view, waterfall
 from steplog.ui.annotate import flash, label_form, labels_table, set_form, set_members
 from steplog.ui.common import (
     LIBRARY,
@@ -80,6 +81,7 @@ def render() -> None:
     final = fold(events)
     summary = cached(run_summary, run_id)
     _header(final, summary)
+    side_by_side.parent_links(run_id, parent_link(final))
     last_step = max(len(final.steps) - 1, 0)
     at = last_step
     if last_step:
@@ -216,6 +218,7 @@ def _related(run_id: str) -> None:
         ]
     )
     pickable(frame, "related", lambda row: go(RUN, run=str(row["run_id"])))
+    side_by_side.child_links(run_id, related)
 
 
 def _attribution(run_id: str, final) -> None:  # type: ignore[no-untyped-def]
