@@ -175,7 +175,7 @@ def test_step_durations_come_from_the_calls(seeded: EventStore) -> None:
 
 # --- a missing or unmigrated database ---------------------------------------------------------
 
-PAGES = ["overview", "failures", "modes", "queue", "search", "run", "compare", "replay"]
+PAGES = ["overview", "failures", "modes", "queue", "search", "run", "compare", "replay", "pair"]
 
 
 def _one_line_error(app: AppTest) -> str:
