@@ -188,6 +188,7 @@ def run_ui_benchmark(
             "overview": "/",
             "failures": "/failures",
             "modes": "/modes",
+            "queue": "/queue",
             "search": f"/search?q={quote(query)}",
             "run": f"/run?run={failed}",
             "compare": "/compare",
