@@ -58,11 +58,10 @@ def _failed_truth(store: EventStore, truth: dict[str, str]) -> tuple[list[RunFea
 
 
 def test_modes_recover_the_injected_causes(caused: tuple[str, dict[str, str]]) -> None:
-    """Seven injected causes across the seeded scenarios. Uniform errors and context drift raise
-    the same error at the same kind of step and differ only in how the rate moves along the run:
-    per run they are told apart by where the errors began, which a single run often does not
-    show. Counted as one cause (a model error) the modes match the causes at ARI >= 0.9; as
-    seven, at >= 0.85 (0.87 measured)."""
+    """Seven injected causes across the seeded scenarios, matched at ARI >= 0.9 (0.939 measured).
+    Uniform errors and context drift raise the same error at the same kind of step; they differ
+    in where the trouble began: a rate growing with the context leaves a long clean start
+    (``onset:late``), a steady one rarely does."""
     url, truth = caused
     store = EventStore.open(url)
     try:
@@ -80,10 +79,11 @@ def test_modes_recover_the_injected_causes(caused: tuple[str, dict[str, str]]) -
         "loop",
         "transient",
     }, Counter(causes)
-    merged = ["model-error" if c in ("uniform", "drift") else c for c in causes]
     confusion = sorted(Counter(zip(causes, found, strict=True)).items())
-    assert adjusted_rand_score(merged, found) >= 0.9, confusion
-    assert adjusted_rand_score(causes, found) >= 0.85, confusion
+    assert adjusted_rand_score(causes, found) >= 0.9, confusion
+    drift = Counter(f for c, f in zip(causes, found, strict=True) if c == "drift")
+    uniform = Counter(f for c, f in zip(causes, found, strict=True) if c == "uniform")
+    assert drift.most_common(1)[0][0] != uniform.most_common(1)[0][0], confusion
 
 
 def test_mode_ids_are_stable_across_rebuilds(caused: tuple[str, dict[str, str]]) -> None:
@@ -110,7 +110,10 @@ def test_new_runs_are_assigned_to_their_mode(caused: tuple[str, dict[str, str]])
         runs = load_features(store)
     finally:
         store.close()
-    older, newer = runs[::2], runs[1::2]
+    # a quarter of the runs new (the cache rebuilds past 5%): with half of them new, a cause
+    # seen five times (drift) is too rare in the older half to form its own mode
+    older = [run for i, run in enumerate(runs) if i % 4]
+    newer = runs[::4]
     modes = build_modes(older)
     assigned = modes.assign(newer)
     full = build_modes(runs)

@@ -16,7 +16,13 @@ failed run of a store (:func:`load_features`). No LLM: only what the log holds -
 * the steps leading to the failure: errors earlier steps recovered from (``before:``), and the
   thirds of the run they fell in (``errs_in:``), whether they struck at least every other step
   (``errs:all_along``) or a few (``errs:sparse``), or a first third without any
-  (``clean:early``): trouble from the start, or trouble growing late.
+  (``clean:early``): trouble from the start, or trouble growing late;
+* where the trouble began, counted in steps: ``onset:late`` when the first error the run recovered
+  from struck only after ``LATE_ONSET`` clean steps. An error rate that grows with the run (the
+  context filling up) leaves a long clean start; a steady rate high enough to fail a run rarely
+  does (at a rate of one troubled step in two, five clean steps in a row happen once in 32 runs).
+  Counted in steps, not in thirds of the plan: a context grows with the steps taken, whatever the
+  run's length.
 
 Step, tool and scenario names are *not* tokens: they are what differs between scenarios and
 frameworks for one cause (the failure library already splits by them). They are kept beside the
@@ -44,6 +50,8 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z_\-()]+")
 _CODE = re.compile(r"^([1-5]\d\d)(?: ([A-Za-z][\w.\-]{0,79}))?: ")
 _STOP = frozenset({"the", "and", "for", "with", "was", "not", "are", "has", "from", "this"})
 MAX_WORDS = 12
+LATE_ONSET = 5
+"""Clean steps before the first recovered error from which a run's trouble began late."""
 _CONCEPTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
@@ -223,13 +231,17 @@ def _features(
             if step.failures or step.tool_errors:  # where in the run the trouble began
                 third = ("early", "middle", "late")[min(2, 3 * earlier // planned)]
                 tokens.append(f"errs_in:{third}")
-    before = [s for i, s in steps.items() if index is None or i < index]
+    before_steps = [(i, s) for i, s in steps.items() if index is None or i < index]
+    before = [s for _, s in before_steps]
     troubled = sum(1 for s in before if s.failures or s.tool_errors)
     if troubled:  # errors all along the run (a steady rate), or in a few steps (a growing one)
         tokens.append("errs:all_along" if 2 * troubled >= len(before) else "errs:sparse")
     first_third = [s for i, s in steps.items() if 3 * i < planned and (index is None or i < index)]
     if first_third and all(not s.failures and not s.tool_errors for s in first_third):
         tokens.append("clean:early")  # the trouble grew later (context drift looks like this)
+    onset = min((i for i, s in before_steps if s.failures or s.tool_errors), default=None)
+    if onset is not None and onset >= LATE_ONSET:  # a long clean start, then trouble
+        tokens.append("onset:late")
     return RunFeatures(
         run_id=summary.run_id,
         scenario=summary.scenario,
