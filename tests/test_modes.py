@@ -7,6 +7,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -20,6 +21,7 @@ from sklearn.metrics import adjusted_rand_score
 from typer.testing import CliRunner
 
 from steplog.cli import app
+from steplog.errors import SteplogError
 from steplog.harness.runner import launch
 from steplog.harness.scenario import ModelVersionSpec, get_scenario
 from steplog.modes import (
@@ -30,8 +32,10 @@ from steplog.modes import (
     clear_cache,
     features_of,
     load_features,
+    mode_trend,
     modes_of,
 )
+from steplog.modes._trend import auto_bucket
 from steplog.projections.queries import refresh
 from steplog.store import EventStore
 
@@ -359,3 +363,75 @@ def test_modes_do_not_depend_on_the_order_runs_are_read(
     # a run identical to one already seen is assigned to that run's mode
     assigned = first.assign([replace(runs[0], run_id="new")])
     assert assigned["new"] == first.assignment[runs[0].run_id]
+
+
+def _timed(run_id: str, version: str, when: datetime, tokens: tuple[str, ...]) -> RunFeatures:
+    return RunFeatures(run_id, "s", version, tokens, "step", None, started_at=when)
+
+
+def test_trend_counts_each_mode_per_period_and_version_in_release_order() -> None:
+    start = datetime(2026, 3, 1, 23, 30, tzinfo=UTC)
+    loops = ("end:aborted", "err:loop", "repeat:same")
+    schema = ("end:failed", "layer:schema", "repeat:varied")
+    runs = [
+        _timed("a1", "v2", start + timedelta(days=1), loops),
+        _timed("a2", "v2", start + timedelta(days=1, hours=1), loops),
+        _timed("a0", "v1", start, loops),
+        _timed("b1", "v1", start + timedelta(days=3), schema),
+        _timed("b2", "v3", start + timedelta(days=9), schema),
+    ]
+    modes = build_modes(runs)
+    trend = mode_trend(modes, runs)
+    assert trend["bucket"] == "day"  # nine days: daily periods
+    assert trend["versions"] == ["v1", "v2", "v3"]  # the order they appeared, not by name
+    loop = modes.assignment["a1"]
+    assert trend["by_period"][loop] == {
+        "2026-03-01": 1,
+        "2026-03-02": 1,
+        "2026-03-03": 1,
+        "2026-03-04": 0,
+        "2026-03-10": 0,
+    }
+    assert trend["by_version"][loop] == {"v1": 1, "v2": 2, "v3": 0}
+    for bucket, label in (("hour", "2026-03-01T23"), ("week", "2026-W09"), ("month", "2026-03")):
+        assert mode_trend(modes, runs, bucket=bucket)["periods"][0] == label
+    # a run without a time counts by version only
+    undated = [*runs, replace(runs[0], run_id="a9", started_at=None)]
+    modes = build_modes(undated)
+    trend = mode_trend(modes, undated)
+    assert sum(trend["by_version"][loop].values()) == 4
+    assert sum(trend["by_period"][loop].values()) == 3
+    assert mode_trend(build_modes([]), [])["periods"] == []
+    with pytest.raises(SteplogError, match="unknown period 'fortnight'"):
+        mode_trend(modes, runs, bucket="fortnight")
+
+
+@pytest.mark.parametrize(
+    ("span", "bucket"),
+    [(timedelta(hours=5), "hour"), (timedelta(days=30), "day"), (timedelta(days=200), "week"),
+     (timedelta(days=1000), "month")],
+)  # fmt: skip
+def test_trend_period_follows_the_span(span: timedelta, bucket: str) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    assert auto_bucket([start, start + span]) == bucket
+
+
+def test_modes_cli_trend(caused: tuple[str, dict[str, str]]) -> None:
+    url, _ = caused
+    out = runner.invoke(app, ["modes", "--db", url, "--json", "--period", "month"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    trend = data["trend"]
+    assert trend["bucket"] == "month" and len(trend["periods"]) == 1
+    assert sum(sum(row.values()) for row in trend["by_period"].values()) == data["runs"]
+    assert set(trend["versions"]) == {f"cause-{c}" for c in CAUSES}
+    for row in data["modes"]:  # by version agrees with the modes' own counts
+        assert {v: n for v, n in trend["by_version"][row["id"]].items() if n} == row["by_version"]
+    first = data["modes"][0]["id"]
+    one = json.loads(runner.invoke(app, ["modes", "--db", url, "--mode", first, "--json"]).output)
+    assert one["trend"]["by_version"] == trend["by_version"][first]
+    table = runner.invoke(app, ["modes", "--db", url, "--limit", "3"])
+    assert "trend by " in table.output and "by version (in the order they appeared)" in table.output
+    bad = runner.invoke(app, ["modes", "--db", url, "--period", "fortnight"])
+    assert bad.exit_code != 0
+    assert "unknown period 'fortnight'" in bad.output and "Traceback" not in bad.output

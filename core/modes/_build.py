@@ -31,13 +31,20 @@ def modes_of(
 ) -> ModeSet:
     """The failure modes of ``store``'s failed runs (``include_completed``: every finished
     run), from the cache when the log has not changed."""
+    return modes_and_runs(store, include_completed=include_completed, rebuild=rebuild)[0]
+
+
+def modes_and_runs(
+    store: EventStore, *, include_completed: bool = False, rebuild: bool = False
+) -> tuple[ModeSet, list[RunFeatures]]:
+    """:func:`modes_of`, and the runs' features it was built from (and assigned)."""
     refresh(store)
     key = (store.url, include_completed)
     position = store.last_position()
     with _lock:
         cached = _cache.get(key)
     if cached is not None and cached[0] == position and not rebuild:
-        return cached[2]
+        return cached[2], cached[1]
     runs = load_features(store, include_completed=include_completed)
     if cached is not None and not rebuild:
         modes = _updated(cached[1], cached[2], runs)
@@ -45,7 +52,7 @@ def modes_of(
         modes = build_modes(runs)
     with _lock:
         _cache[key] = (position, runs, modes)
-    return modes
+    return modes, runs
 
 
 def _updated(old_runs: list[RunFeatures], modes: ModeSet, runs: list[RunFeatures]) -> ModeSet:
@@ -70,16 +77,26 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-def modes_report(store: EventStore, *, include_completed: bool = False) -> dict[str, Any]:
-    """The modes as JSON (largest first), with each mode's runs: what the UI and ``--json``
-    show."""
+def modes_report(
+    store: EventStore, *, include_completed: bool = False, period: str | None = None
+) -> dict[str, Any]:
+    """The modes as JSON (largest first), with each mode's runs and its trend over time
+    (``period``: hour, day, week, month; by default chosen by span) and by version: what the UI
+    and ``--json`` show."""
     from ._cluster import mode_rows
+    from ._trend import check_bucket, mode_trend
 
-    modes = modes_of(store, include_completed=include_completed)
+    check_bucket(period)
+    modes, runs = modes_and_runs(store, include_completed=include_completed)
     members: dict[str, list[str]] = {m.id: [] for m in modes.modes}
     for run_id, mode_id in sorted(modes.assignment.items()):
         members[mode_id].append(run_id)
-    return {"runs": len(modes.assignment), "modes": mode_rows(modes), "members": members}
+    return {
+        "runs": len(modes.assignment),
+        "modes": mode_rows(modes),
+        "members": members,
+        "trend": mode_trend(modes, runs, bucket=period),
+    }
 
 
 def compare_by_mode(

@@ -35,6 +35,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -97,6 +98,7 @@ class RunSummary:
     failed_step_index: int | None = None
     steps_planned: int = 0
     signature: str | None = None
+    started_at: datetime | None = None  # UTC
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class RunFeatures:
     tokens: tuple[str, ...]
     step: str  # the failing step, numbers masked ("(run)" outside any step)
     signature: str | None
+    started_at: datetime | None = None  # UTC; for the trend, never a token
 
     @property
     def document(self) -> str:
@@ -249,6 +252,7 @@ def _features(
         tokens=tuple(sorted(set(tokens))),
         step=normalize_step(summary.failed_step),
         signature=summary.signature,
+        started_at=summary.started_at,
     )
 
 
@@ -265,6 +269,7 @@ def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
             runs_t.c.failed_step_index,
             runs_t.c.steps_planned,
             runs_t.c.signature,
+            runs_t.c.started_at,
         )
         .where(
             runs_t.c.status.in_(statuses),
@@ -287,9 +292,17 @@ def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
                 failed_step_index=r[7],
                 steps_planned=r[8],
                 signature=r[9],
+                started_at=_utc(r[10]),
             )
             for r in conn.execute(query)
         ]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A stored time as UTC (SQLite gives it back without a zone)."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, str, Any]]:
