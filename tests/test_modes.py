@@ -301,7 +301,9 @@ def test_corpus_crashes_of_one_cause_land_together(tmp_path: Path) -> None:
     assert adjusted_rand_score(causes, found) == 1.0, sorted(zip(causes, found, strict=True))
 
 
-def test_new_runs_join_the_cached_modes_without_a_rebuild(tmp_path: Path) -> None:
+def test_new_runs_join_the_cached_modes_without_a_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A few new failed runs are assigned to the cached modes (ids unchanged); ``--rebuild``
     reclusters."""
     store = EventStore.open(f"sqlite:///{tmp_path}/grow.db")
@@ -317,10 +319,21 @@ def test_new_runs_join_the_cached_modes_without_a_rebuild(tmp_path: Path) -> Non
             if launch(store, grown, instance_id=instance, model_version="cause-loop", seed=900 + k,
                       run_id=f"late-{k}").status != "completed":  # fmt: skip
                 break
+        read: list[object] = []
+        monkeypatch.setattr(
+            "steplog.modes._build.load_features",
+            lambda *a, **kw: read.append(kw.get("run_ids")) or load_features(*a, **kw),
+        )
         after = modes_of(store)
         new = set(after.assignment) - set(before.assignment)
         assert new == {f"late-{k}"}
+        assert read == [[f"late-{k}"]]  # only the new run was read again, not the store
         assert [m.id for m in after.modes] == [m.id for m in before.modes]  # assigned, not rebuilt
+        joined = after.mode(after.assignment[f"late-{k}"])
+        assert joined is not None and sum(m.size for m in after.modes) == len(after.assignment)
+        assert (
+            joined.by_version["cause-loop"] == before.mode(joined.id).by_version["cause-loop"] + 1
+        )  # type: ignore[union-attr]
         assert (
             modes_of(store, rebuild=True).assignment == build_modes(load_features(store)).assignment
         )

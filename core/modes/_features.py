@@ -51,6 +51,8 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z_\-()]+")
 _CODE = re.compile(r"^([1-5]\d\d)(?: ([A-Za-z][\w.\-]{0,79}))?: ")
 _STOP = frozenset({"the", "and", "for", "with", "was", "not", "are", "has", "from", "this"})
 MAX_WORDS = 12
+_CHUNK = 500
+"""Run ids per ``IN (...)`` query."""
 LATE_ONSET = 5
 """Clean steps before the first recovered error from which a run's trouble began late."""
 _CONCEPTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
@@ -256,7 +258,24 @@ def _features(
     )
 
 
-def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
+def _summaries(
+    store: EventStore, statuses: Sequence[str], run_ids: Sequence[str] | None = None
+) -> list[RunSummary]:
+    if run_ids is not None:  # a few runs (new since the last read), in chunks the driver takes
+        return sorted(
+            (
+                s
+                for start in range(0, len(run_ids), _CHUNK)
+                for s in _summaries_where(store, statuses, run_ids[start : start + _CHUNK])
+            ),
+            key=lambda s: s.run_id,
+        )
+    return _summaries_where(store, statuses, None)
+
+
+def _summaries_where(
+    store: EventStore, statuses: Sequence[str], run_ids: Sequence[str] | None
+) -> list[RunSummary]:
     query = (
         select(
             runs_t.c.run_id,
@@ -279,6 +298,8 @@ def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
         )
         .order_by(runs_t.c.run_id)
     )
+    if run_ids is not None:
+        query = query.where(runs_t.c.run_id.in_(run_ids))
     with store.engine.connect() as conn:
         return [
             RunSummary(
@@ -307,10 +328,9 @@ def _utc(value: datetime | None) -> datetime | None:
 
 def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, str, Any]]:
     """(run id, type, payload) of the runs' events that matter, run by run, in order."""
-    chunk = 500
     with store.engine.connect() as conn:
-        for start in range(0, len(run_ids), chunk):
-            ids = run_ids[start : start + chunk]
+        for start in range(0, len(run_ids), _CHUNK):
+            ids = run_ids[start : start + _CHUNK]
             query = (
                 select(events_t.c.run_id, events_t.c.type, events_t.c.payload)
                 .where(events_t.c.run_id.in_(ids), events_t.c.type.in_(_TYPES))
@@ -320,10 +340,14 @@ def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, st
             yield from rows
 
 
-def load_features(store: EventStore, *, include_completed: bool = False) -> list[RunFeatures]:
+def load_features(
+    store: EventStore, *, include_completed: bool = False, run_ids: Sequence[str] | None = None
+) -> list[RunFeatures]:
     """The features of every failed (with ``include_completed``: every finished) original run,
-    by run id. Callers catch the read models up first."""
-    summaries = _summaries(store, FINISHED if include_completed else FAILED)
+    by run id; with ``run_ids``, of those runs only (the ones that are still failed). Callers
+    catch the read models up first."""
+    statuses = FINISHED if include_completed else FAILED
+    summaries = _summaries(store, statuses, None if run_ids is None else sorted(set(run_ids)))
     by_run: dict[str, list[tuple[str, dict[str, Any]]]] = {s.run_id: [] for s in summaries}
     for run_id, kind, payload in _events(store, list(by_run)):
         by_run[run_id].append((kind, json.loads(payload) if isinstance(payload, str) else payload))
