@@ -344,9 +344,24 @@ def test_new_runs_join_the_cached_modes_without_a_rebuild(
 def test_bench_modes_runs_at_a_small_size() -> None:
     from steplog.bench.modes import run_modes_benchmark
 
-    result = run_modes_benchmark(runs=2_000, new=100, seed_runs=2).as_dict()
-    assert result["runs"] == 2_000 and result["modes"] >= 2
+    result = run_modes_benchmark(runs=1_000, new=50, seed_runs=2, through_store=True).as_dict()
+    assert result["runs"] == 1_000 and result["modes"] >= 2
     assert result["assign_ok"] and result["peak_rss_mb"] > 0
+    stored = result["store"]  # the same number of failed runs through a store, then 50 more
+    assert stored["runs"] == 1_000 and stored["new"] == 50 and stored["modes"] >= 2
+    assert stored["events"] > 1_000 and stored["cold_s"] > 0 and stored["update_s"] > 0
+
+
+def test_bench_modes_cli_prints_the_store_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    from steplog.bench import modes as bench
+
+    real = bench.run_modes_benchmark
+    monkeypatch.setattr(bench, "run_modes_benchmark", lambda **kw: real(**{**kw, "seed_runs": 1}))
+    out = runner.invoke(app, ["bench", "modes", "--runs", "300", "--new", "10", "--store"])
+    assert out.exit_code == 0, out.output
+    assert "through a store of 300 failed runs" in out.output and "modes_of update" in out.output
+    bad = runner.invoke(app, ["bench", "modes", "--runs", "5"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
 
 
 _TOKENS = ("end:failed", "err:a", "err:b", "layer:schema", "repeat:same", "at:late", "w:x", "w:y")

@@ -196,12 +196,22 @@ def bench_modes(
     seed_runs: Annotated[
         int, typer.Option(min=1, help="Harness runs per scenario and version seeding them.")
     ] = 40,
+    store: Annotated[
+        bool,
+        typer.Option(
+            "--store",
+            help="Also through a store of N failed runs (bulk-appended copies of the seed runs): "
+            "read and clustered, then N new appended and the update timed.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Failure modes: cluster N failed runs (<= 60 s at 100k), assign 1k new (<= 2 s), memory."""
     from ..bench.modes import run_modes_benchmark
 
-    result = run_modes_benchmark(runs=runs, new=new, seed_runs=seed_runs).as_dict()
+    result = run_modes_benchmark(
+        runs=runs, new=new, seed_runs=seed_runs, through_store=store
+    ).as_dict()
     if as_json:
         _print_json(result)
         return
@@ -216,6 +226,17 @@ def bench_modes(
         f"  peak RSS  {result['peak_rss_mb']:,.0f} MB",
         highlight=False,
     )
+    if result["store"]:
+        st = result["store"]
+        console.print(
+            f"through a store of {st['runs']:,} failed runs ({st['events']:,} events, "
+            f"bulk-appended copies in {st['fill_s']:.0f} s):\n"
+            f"  modes_of cold  {st['cold_s']:.2f} s (read every failed run, cluster)\n"
+            f"  modes_of update {st['update_s']:.3f} s after {st['new']:,} new runs "
+            f"({'ok' if st['update_s'] <= 2.0 * max(st['new'], 1) / 1_000 else 'SLOW'}; "
+            "target 2 s at 1k)",
+            highlight=False,
+        )
 
 
 @bench_app.command("replay")
