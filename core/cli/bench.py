@@ -215,28 +215,9 @@ def bench_modes(
     if as_json:
         _print_json(result)
         return
-    console.print(
-        f"{result['runs']:,} failed runs ({result['distinct_documents']:,} distinct feature "
-        f"documents, from {result['seed_runs']:,} harness runs) -> {result['modes']} modes\n"
-        f"  cluster   {result['cluster_s']:.2f} s ({'ok' if result['cluster_ok'] else 'SLOW'}; "
-        f"target 60 s at 100k)\n"
-        f"  assign    {result['assign_s']:.3f} s for {result['new']:,} new runs "
-        f"({'ok' if result['assign_ok'] else 'SLOW'}; target 2 s at 1k)\n"
-        f"  features  {result['extract_runs_per_s']:,.0f} runs/s read from the log\n"
-        f"  peak RSS  {result['peak_rss_mb']:,.0f} MB",
-        highlight=False,
-    )
-    if result["store"]:
-        st = result["store"]
-        console.print(
-            f"through a store of {st['runs']:,} failed runs ({st['events']:,} events, "
-            f"bulk-appended copies in {st['fill_s']:.0f} s):\n"
-            f"  modes_of cold  {st['cold_s']:.2f} s (read every failed run, cluster)\n"
-            f"  modes_of update {st['update_s']:.3f} s after {st['new']:,} new runs "
-            f"({'ok' if st['update_s'] <= 2.0 * max(st['new'], 1) / 1_000 else 'SLOW'}; "
-            "target 2 s at 1k)",
-            highlight=False,
-        )
+    from ._bench_print import print_modes_bench
+
+    print_modes_bench(result)
 
 
 @bench_app.command("replay")
