@@ -77,13 +77,11 @@ _TYPES = (
     "StepStarted",
     "StepAttemptFailed",
     "ValidationFailed",
-    "StepFailed",
     "ToolCalled",
-    "ModelCalled",
     "BudgetExceeded",
-    "RunFailed",
-    "RunAborted",
 )
+"""The events a run's features are read from (a model call's payload, the largest, says nothing
+the step's outcome does not; the end comes from the run summary)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,7 +346,12 @@ def load_features(
     catch the read models up first."""
     statuses = FINISHED if include_completed else FAILED
     summaries = _summaries(store, statuses, None if run_ids is None else sorted(set(run_ids)))
-    by_run: dict[str, list[tuple[str, dict[str, Any]]]] = {s.run_id: [] for s in summaries}
-    for run_id, kind, payload in _events(store, list(by_run)):
-        by_run[run_id].append((kind, json.loads(payload) if isinstance(payload, str) else payload))
-    return [features_of(s, by_run[s.run_id]) for s in summaries]
+    features: list[RunFeatures] = []
+    for start in range(0, len(summaries), _CHUNK):  # a chunk's events at a time, then let go
+        chunk = summaries[start : start + _CHUNK]
+        by_run: dict[str, list[tuple[str, dict[str, Any]]]] = {s.run_id: [] for s in chunk}
+        for run_id, kind, payload in _events(store, list(by_run)):
+            decoded = json.loads(payload) if isinstance(payload, str) else payload
+            by_run[run_id].append((kind, decoded))
+        features += [features_of(s, by_run[s.run_id]) for s in chunk]
+    return features
