@@ -7,6 +7,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -20,6 +21,7 @@ from sklearn.metrics import adjusted_rand_score
 from typer.testing import CliRunner
 
 from steplog.cli import app
+from steplog.errors import SteplogError
 from steplog.harness.runner import launch
 from steplog.harness.scenario import ModelVersionSpec, get_scenario
 from steplog.modes import (
@@ -30,8 +32,10 @@ from steplog.modes import (
     clear_cache,
     features_of,
     load_features,
+    mode_trend,
     modes_of,
 )
+from steplog.modes._trend import auto_bucket
 from steplog.projections.queries import refresh
 from steplog.store import EventStore
 
@@ -58,11 +62,10 @@ def _failed_truth(store: EventStore, truth: dict[str, str]) -> tuple[list[RunFea
 
 
 def test_modes_recover_the_injected_causes(caused: tuple[str, dict[str, str]]) -> None:
-    """Seven injected causes across the seeded scenarios. Uniform errors and context drift raise
-    the same error at the same kind of step and differ only in how the rate moves along the run:
-    per run they are told apart by where the errors began, which a single run often does not
-    show. Counted as one cause (a model error) the modes match the causes at ARI >= 0.9; as
-    seven, at >= 0.85 (0.87 measured)."""
+    """Seven injected causes across the seeded scenarios, matched at ARI >= 0.9 (0.939 measured).
+    Uniform errors and context drift raise the same error at the same kind of step; they differ
+    in where the trouble began: a rate growing with the context leaves a long clean start
+    (``onset:late``), a steady one rarely does."""
     url, truth = caused
     store = EventStore.open(url)
     try:
@@ -80,10 +83,11 @@ def test_modes_recover_the_injected_causes(caused: tuple[str, dict[str, str]]) -
         "loop",
         "transient",
     }, Counter(causes)
-    merged = ["model-error" if c in ("uniform", "drift") else c for c in causes]
     confusion = sorted(Counter(zip(causes, found, strict=True)).items())
-    assert adjusted_rand_score(merged, found) >= 0.9, confusion
-    assert adjusted_rand_score(causes, found) >= 0.85, confusion
+    assert adjusted_rand_score(causes, found) >= 0.9, confusion
+    drift = Counter(f for c, f in zip(causes, found, strict=True) if c == "drift")
+    uniform = Counter(f for c, f in zip(causes, found, strict=True) if c == "uniform")
+    assert drift.most_common(1)[0][0] != uniform.most_common(1)[0][0], confusion
 
 
 def test_mode_ids_are_stable_across_rebuilds(caused: tuple[str, dict[str, str]]) -> None:
@@ -110,7 +114,10 @@ def test_new_runs_are_assigned_to_their_mode(caused: tuple[str, dict[str, str]])
         runs = load_features(store)
     finally:
         store.close()
-    older, newer = runs[::2], runs[1::2]
+    # a quarter of the runs new (the cache rebuilds past 5%): with half of them new, a cause
+    # seen five times (drift) is too rare in the older half to form its own mode
+    older = [run for i, run in enumerate(runs) if i % 4]
+    newer = runs[::4]
     modes = build_modes(older)
     assigned = modes.assign(newer)
     full = build_modes(runs)
@@ -294,7 +301,9 @@ def test_corpus_crashes_of_one_cause_land_together(tmp_path: Path) -> None:
     assert adjusted_rand_score(causes, found) == 1.0, sorted(zip(causes, found, strict=True))
 
 
-def test_new_runs_join_the_cached_modes_without_a_rebuild(tmp_path: Path) -> None:
+def test_new_runs_join_the_cached_modes_without_a_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A few new failed runs are assigned to the cached modes (ids unchanged); ``--rebuild``
     reclusters."""
     store = EventStore.open(f"sqlite:///{tmp_path}/grow.db")
@@ -310,10 +319,21 @@ def test_new_runs_join_the_cached_modes_without_a_rebuild(tmp_path: Path) -> Non
             if launch(store, grown, instance_id=instance, model_version="cause-loop", seed=900 + k,
                       run_id=f"late-{k}").status != "completed":  # fmt: skip
                 break
+        read: list[object] = []
+        monkeypatch.setattr(
+            "steplog.modes._build.load_features",
+            lambda *a, **kw: read.append(kw.get("run_ids")) or load_features(*a, **kw),
+        )
         after = modes_of(store)
         new = set(after.assignment) - set(before.assignment)
         assert new == {f"late-{k}"}
+        assert read == [[f"late-{k}"]]  # only the new run was read again, not the store
         assert [m.id for m in after.modes] == [m.id for m in before.modes]  # assigned, not rebuilt
+        joined = after.mode(after.assignment[f"late-{k}"])
+        assert joined is not None and sum(m.size for m in after.modes) == len(after.assignment)
+        assert (
+            joined.by_version["cause-loop"] == before.mode(joined.id).by_version["cause-loop"] + 1
+        )  # type: ignore[union-attr]
         assert (
             modes_of(store, rebuild=True).assignment == build_modes(load_features(store)).assignment
         )
@@ -324,9 +344,24 @@ def test_new_runs_join_the_cached_modes_without_a_rebuild(tmp_path: Path) -> Non
 def test_bench_modes_runs_at_a_small_size() -> None:
     from steplog.bench.modes import run_modes_benchmark
 
-    result = run_modes_benchmark(runs=2_000, new=100, seed_runs=2).as_dict()
-    assert result["runs"] == 2_000 and result["modes"] >= 2
+    result = run_modes_benchmark(runs=1_000, new=50, seed_runs=2, through_store=True).as_dict()
+    assert result["runs"] == 1_000 and result["modes"] >= 2
     assert result["assign_ok"] and result["peak_rss_mb"] > 0
+    stored = result["store"]  # the same number of failed runs through a store, then 50 more
+    assert stored["runs"] == 1_000 and stored["new"] == 50 and stored["modes"] >= 2
+    assert stored["events"] > 1_000 and stored["cold_s"] > 0 and stored["update_s"] > 0
+
+
+def test_bench_modes_cli_prints_the_store_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    from steplog.bench import modes as bench
+
+    real = bench.run_modes_benchmark
+    monkeypatch.setattr(bench, "run_modes_benchmark", lambda **kw: real(**{**kw, "seed_runs": 1}))
+    out = runner.invoke(app, ["bench", "modes", "--runs", "300", "--new", "10", "--store"])
+    assert out.exit_code == 0, out.output
+    assert "through a store of 300 failed runs" in out.output and "modes_of update" in out.output
+    bad = runner.invoke(app, ["bench", "modes", "--runs", "5"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
 
 
 _TOKENS = ("end:failed", "err:a", "err:b", "layer:schema", "repeat:same", "at:late", "w:x", "w:y")
@@ -356,3 +391,75 @@ def test_modes_do_not_depend_on_the_order_runs_are_read(
     # a run identical to one already seen is assigned to that run's mode
     assigned = first.assign([replace(runs[0], run_id="new")])
     assert assigned["new"] == first.assignment[runs[0].run_id]
+
+
+def _timed(run_id: str, version: str, when: datetime, tokens: tuple[str, ...]) -> RunFeatures:
+    return RunFeatures(run_id, "s", version, tokens, "step", None, started_at=when)
+
+
+def test_trend_counts_each_mode_per_period_and_version_in_release_order() -> None:
+    start = datetime(2026, 3, 1, 23, 30, tzinfo=UTC)
+    loops = ("end:aborted", "err:loop", "repeat:same")
+    schema = ("end:failed", "layer:schema", "repeat:varied")
+    runs = [
+        _timed("a1", "v2", start + timedelta(days=1), loops),
+        _timed("a2", "v2", start + timedelta(days=1, hours=1), loops),
+        _timed("a0", "v1", start, loops),
+        _timed("b1", "v1", start + timedelta(days=3), schema),
+        _timed("b2", "v3", start + timedelta(days=9), schema),
+    ]
+    modes = build_modes(runs)
+    trend = mode_trend(modes, runs)
+    assert trend["bucket"] == "day"  # nine days: daily periods
+    assert trend["versions"] == ["v1", "v2", "v3"]  # the order they appeared, not by name
+    loop = modes.assignment["a1"]
+    assert trend["by_period"][loop] == {
+        "2026-03-01": 1,
+        "2026-03-02": 1,
+        "2026-03-03": 1,
+        "2026-03-04": 0,
+        "2026-03-10": 0,
+    }
+    assert trend["by_version"][loop] == {"v1": 1, "v2": 2, "v3": 0}
+    for bucket, label in (("hour", "2026-03-01T23"), ("week", "2026-W09"), ("month", "2026-03")):
+        assert mode_trend(modes, runs, bucket=bucket)["periods"][0] == label
+    # a run without a time counts by version only
+    undated = [*runs, replace(runs[0], run_id="a9", started_at=None)]
+    modes = build_modes(undated)
+    trend = mode_trend(modes, undated)
+    assert sum(trend["by_version"][loop].values()) == 4
+    assert sum(trend["by_period"][loop].values()) == 3
+    assert mode_trend(build_modes([]), [])["periods"] == []
+    with pytest.raises(SteplogError, match="unknown period 'fortnight'"):
+        mode_trend(modes, runs, bucket="fortnight")
+
+
+@pytest.mark.parametrize(
+    ("span", "bucket"),
+    [(timedelta(hours=5), "hour"), (timedelta(days=30), "day"), (timedelta(days=200), "week"),
+     (timedelta(days=1000), "month")],
+)  # fmt: skip
+def test_trend_period_follows_the_span(span: timedelta, bucket: str) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    assert auto_bucket([start, start + span]) == bucket
+
+
+def test_modes_cli_trend(caused: tuple[str, dict[str, str]]) -> None:
+    url, _ = caused
+    out = runner.invoke(app, ["modes", "--db", url, "--json", "--period", "month"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    trend = data["trend"]
+    assert trend["bucket"] == "month" and len(trend["periods"]) == 1
+    assert sum(sum(row.values()) for row in trend["by_period"].values()) == data["runs"]
+    assert set(trend["versions"]) == {f"cause-{c}" for c in CAUSES}
+    for row in data["modes"]:  # by version agrees with the modes' own counts
+        assert {v: n for v, n in trend["by_version"][row["id"]].items() if n} == row["by_version"]
+    first = data["modes"][0]["id"]
+    one = json.loads(runner.invoke(app, ["modes", "--db", url, "--mode", first, "--json"]).output)
+    assert one["trend"]["by_version"] == trend["by_version"][first]
+    table = runner.invoke(app, ["modes", "--db", url, "--limit", "3"])
+    assert "trend by " in table.output and "by version (in the order they appeared)" in table.output
+    bad = runner.invoke(app, ["modes", "--db", url, "--period", "fortnight"])
+    assert bad.exit_code != 0
+    assert "unknown period 'fortnight'" in bad.output and "Traceback" not in bad.output

@@ -208,6 +208,17 @@ def test_modes_deep_link_opens_the_mode_with_its_runs_and_the_comparison(
     assert len(by_mode) >= 1 and "difference (pts)" in by_mode.columns
 
 
+def test_modes_trend_view_and_period_live_in_the_url(seeded: EventStore) -> None:
+    app = page("modes", trend="by version", period="day")
+    assert not app.exception, app.exception
+    assert app.radio(key="trend").value == "by version"
+    assert app.selectbox(key="period").value == "day"
+    assert any("per version, in release order" in c.value for c in app.caption)
+    app.radio(key="trend").set_value("over time").run()
+    assert not app.exception, app.exception
+    assert any("per day" in c.value for c in app.caption)
+
+
 def test_run_page_unknown_run_is_a_message(seeded: EventStore) -> None:
     app = page("run", run="ghost")
     assert app.error and "No run 'ghost'" in app.error[0].value

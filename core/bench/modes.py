@@ -9,7 +9,10 @@ in this process:
 
 * ``cluster``: :func:`steplog.modes.build_modes` over every run (targets: <= 60 s at 100,000);
 * ``assign``: :meth:`ModeSet.assign` of ``new`` more runs to the nearest mode (<= 2 s at 1,000);
-* peak memory: the process's peak resident set (``ru_maxrss``) after each step.
+* peak memory: the process's peak resident set (``ru_maxrss``) after each step;
+* with ``through_store`` (``--store``): the same number of failed runs in a store, copied by bulk
+  append from the seed runs, read and clustered by ``modes_of``, then ``new`` more appended and
+  the update timed (:mod:`steplog.bench._modes_store`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class ModesBench:
     new: int
     assign_s: float
     peak_rss_mb: float
+    store: dict[str, Any] | None = None  # the through-the-store figures (``--store``)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON, with the verdicts against the targets (scaled to 100,000 and 1,000 runs)."""
@@ -64,31 +68,30 @@ def _peak_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def _seed_runs(per_version: int) -> tuple[list[RunFeatures], int, float]:
-    """Failed harness runs of every scenario's demo versions, as features; how many runs were
-    made, and features extracted per second."""
-    with tempfile.TemporaryDirectory() as folder:
-        store = EventStore.open(f"sqlite:///{Path(folder) / 'modes.db'}")
-        try:
-            made = 0
-            for scenario in registered_scenarios().values():
-                instances = [i.id for i in scenario.all_instances()]
-                for version in scenario.versions_for_demo():
-                    for k in range(per_version):
-                        launch(
-                            store,
-                            scenario,
-                            instance_id=instances[k % len(instances)],
-                            model_version=version,
-                            seed=7_000 + k,
-                        )
-                        made += 1
-            refresh(store)
-            started = time.perf_counter()
-            features = load_features(store)
-            rate = len(features) / max(time.perf_counter() - started, 1e-9)
-        finally:
-            store.close()
+def _seed_runs(per_version: int, url: str) -> tuple[list[RunFeatures], int, float]:
+    """Failed harness runs of every scenario's demo versions, recorded in the store at ``url``,
+    as features; how many runs were made, and features extracted per second."""
+    store = EventStore.open(url)
+    try:
+        made = 0
+        for scenario in registered_scenarios().values():
+            instances = [i.id for i in scenario.all_instances()]
+            for version in scenario.versions_for_demo():
+                for k in range(per_version):
+                    launch(
+                        store,
+                        scenario,
+                        instance_id=instances[k % len(instances)],
+                        model_version=version,
+                        seed=7_000 + k,
+                    )
+                    made += 1
+        refresh(store)
+        started = time.perf_counter()
+        features = load_features(store)
+        rate = len(features) / max(time.perf_counter() - started, 1e-9)
+    finally:
+        store.close()
     return features, made, rate
 
 
@@ -109,12 +112,21 @@ def _replicated(seed: list[RunFeatures], n: int, offset: int = 0) -> list[RunFea
 
 
 def run_modes_benchmark(
-    *, runs: int = 100_000, new: int = 1_000, seed_runs: int = 40
+    *, runs: int = 100_000, new: int = 1_000, seed_runs: int = 40, through_store: bool = False
 ) -> ModesBench:
-    """Cluster ``runs`` failed runs, then assign ``new`` more (see the module docstring)."""
-    seed, made, rate = _seed_runs(seed_runs)
-    if not seed:
-        raise RuntimeError("the seeded runs had no failure to cluster")
+    """Cluster ``runs`` failed runs, then assign ``new`` more (see the module docstring); with
+    ``through_store``, also end to end through a store of that many failed runs
+    (:mod:`steplog.bench._modes_store`)."""
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'modes.db'}"
+        seed, made, rate = _seed_runs(seed_runs, url)
+        if not seed:
+            raise RuntimeError("the seeded runs had no failure to cluster")
+        stored = None
+        if through_store:
+            from ._modes_store import run_store_benchmark
+
+            stored = run_store_benchmark(url, Path(folder), runs=runs, new=new)
     population = _replicated(seed, runs)
     started = time.perf_counter()
     modes = build_modes(population)
@@ -133,4 +145,5 @@ def run_modes_benchmark(
         new=new,
         assign_s=round(assign_s, 4),
         peak_rss_mb=round(_peak_mb(), 1),
+        store=None if stored is None else asdict(stored),
     )

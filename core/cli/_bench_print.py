@@ -1,8 +1,9 @@
-"""How the longer benchmark reports print for people (``steplog bench attribute``, ``scale``)."""
+"""How the longer benchmark reports print for people (``steplog bench attribute``, ``scale``,
+``modes``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -171,3 +172,30 @@ def bench_recorders(
         f"  ratio            {report.ratio:>10.2f}x   ({verdict} >= {TARGET}x)",
         highlight=False,
     )
+
+
+def print_modes_bench(result: dict[str, Any]) -> None:
+    """``steplog bench modes``: clustering and assignment in memory, and (``--store``) the same
+    through a store."""
+    console.print(
+        f"{result['runs']:,} failed runs ({result['distinct_documents']:,} distinct feature "
+        f"documents, from {result['seed_runs']:,} harness runs) -> {result['modes']} modes\n"
+        f"  cluster   {result['cluster_s']:.2f} s ({'ok' if result['cluster_ok'] else 'SLOW'}; "
+        f"target 60 s at 100k)\n"
+        f"  assign    {result['assign_s']:.3f} s for {result['new']:,} new runs "
+        f"({'ok' if result['assign_ok'] else 'SLOW'}; target 2 s at 1k)\n"
+        f"  features  {result['extract_runs_per_s']:,.0f} runs/s read from the log\n"
+        f"  peak RSS  {result['peak_rss_mb']:,.0f} MB",
+        highlight=False,
+    )
+    stored = result["store"]
+    if stored:
+        fast = stored["update_s"] <= 2.0 * max(stored["new"], 1) / 1_000
+        console.print(
+            f"through a store of {stored['runs']:,} failed runs ({stored['events']:,} events, "
+            f"bulk-appended copies in {stored['fill_s']:.0f} s):\n"
+            f"  modes_of cold   {stored['cold_s']:.2f} s (read every failed run, cluster)\n"
+            f"  modes_of update {stored['update_s']:.3f} s after {stored['new']:,} new runs "
+            f"({'ok' if fast else 'SLOW'}; target 2 s at 1k)",
+            highlight=False,
+        )

@@ -28,6 +28,30 @@ def print_modes(rows: list[dict[str, Any]], total: int, shown: int) -> None:
     console.print(f"{len(rows)} modes over {total} runs{more}", highlight=False)
 
 
+PERIODS_SHOWN = 8
+
+
+def print_trend(rows: list[dict[str, Any]], trend: dict[str, Any], shown: int) -> None:
+    """Each mode's runs in the last ``PERIODS_SHOWN`` periods, and per version in the order the
+    versions appeared."""
+    periods = trend["periods"][-PERIODS_SHOWN:]
+    if periods:
+        table = Table("mode", *periods, box=None)
+        for row in rows[:shown]:
+            table.add_row(row["id"], *(str(trend["by_period"][row["id"]][p]) for p in periods))
+        earlier = len(trend["periods"]) - len(periods)
+        more = f" (last {len(periods)}; {earlier} earlier in --json)" if earlier > 0 else ""
+        console.print(f"trend by {trend['bucket']}{more}:", highlight=False)
+        console.print(table)
+    versions = trend["versions"]
+    if len(versions) > 1:
+        table = Table("mode", *versions, box=None)
+        for row in rows[:shown]:
+            table.add_row(row["id"], *(str(trend["by_version"][row["id"]][v]) for v in versions))
+        console.print("by version (in the order they appeared):", highlight=False)
+        console.print(table)
+
+
 def print_by_mode(report: dict[str, Any]) -> None:
     """Per mode: both versions' rates, the difference with its interval, Holm p, a sentence."""
     level = f"{report['confidence']:.0%}"

@@ -196,26 +196,28 @@ def bench_modes(
     seed_runs: Annotated[
         int, typer.Option(min=1, help="Harness runs per scenario and version seeding them.")
     ] = 40,
+    store: Annotated[
+        bool,
+        typer.Option(
+            "--store",
+            help="Also through a store of N failed runs (bulk-appended copies of the seed runs): "
+            "read and clustered, then N new appended and the update timed.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Failure modes: cluster N failed runs (<= 60 s at 100k), assign 1k new (<= 2 s), memory."""
     from ..bench.modes import run_modes_benchmark
 
-    result = run_modes_benchmark(runs=runs, new=new, seed_runs=seed_runs).as_dict()
+    result = run_modes_benchmark(
+        runs=runs, new=new, seed_runs=seed_runs, through_store=store
+    ).as_dict()
     if as_json:
         _print_json(result)
         return
-    console.print(
-        f"{result['runs']:,} failed runs ({result['distinct_documents']:,} distinct feature "
-        f"documents, from {result['seed_runs']:,} harness runs) -> {result['modes']} modes\n"
-        f"  cluster   {result['cluster_s']:.2f} s ({'ok' if result['cluster_ok'] else 'SLOW'}; "
-        f"target 60 s at 100k)\n"
-        f"  assign    {result['assign_s']:.3f} s for {result['new']:,} new runs "
-        f"({'ok' if result['assign_ok'] else 'SLOW'}; target 2 s at 1k)\n"
-        f"  features  {result['extract_runs_per_s']:,.0f} runs/s read from the log\n"
-        f"  peak RSS  {result['peak_rss_mb']:,.0f} MB",
-        highlight=False,
-    )
+    from ._bench_print import print_modes_bench
+
+    print_modes_bench(result)
 
 
 @bench_app.command("replay")

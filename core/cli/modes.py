@@ -26,24 +26,35 @@ def modes_cmd(
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Recluster instead of assigning new runs.")
     ] = False,
+    period: Annotated[
+        str | None,
+        typer.Option(help="Trend period: hour, day, week or month (default: by the runs' span)."),
+    ] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Failure modes: failed runs clustered by how they failed, largest first."""
     from ..errors import SteplogError
-    from ..modes import mode_rows, modes_of
+    from ..modes import check_bucket, mode_rows, mode_trend, modes_and_runs
 
+    check_bucket(period)
     with _opened(db) as store:
-        modes = modes_of(store, include_completed=every_run, rebuild=rebuild)
+        modes, runs = modes_and_runs(store, include_completed=every_run, rebuild=rebuild)
     rows = mode_rows(modes)
+    trend = mode_trend(modes, runs, bucket=period)
     if mode is not None:
         found = modes.mode(mode)
         if found is None:
             raise SteplogError(f"no single mode starts with {mode!r}; see `steplog modes`")
-        runs = sorted(r for r, m in modes.assignment.items() if m == found.id)
         row = next(r for r in rows if r["id"] == found.id)
+        members = sorted(r for r, m in modes.assignment.items() if m == found.id)
+        mine = {
+            "bucket": trend["bucket"],
+            "by_period": trend["by_period"][found.id],
+            "by_version": trend["by_version"][found.id],
+        }
         if as_json:
-            _print_json({**row, "runs": runs})
+            _print_json({**row, "runs": members, "trend": mine})
             return
         from ._shared import console
 
@@ -51,10 +62,14 @@ def modes_cmd(
             console.print(f"{key}: {row[key]}", highlight=False)
         console.print(f"signatures: {row['signatures']}", highlight=False)
         console.print(f"exemplars: {', '.join(row['exemplars'])}", highlight=False)
+        from ._modes_print import print_trend
+
+        print_trend([row], trend, 1)
         return
     if as_json:
-        _print_json({"runs": len(modes.assignment), "modes": rows})
+        _print_json({"runs": len(modes.assignment), "modes": rows, "trend": trend})
         return
-    from ._modes_print import print_modes
+    from ._modes_print import print_modes, print_trend
 
     print_modes(rows, len(modes.assignment), limit)
+    print_trend(rows, trend, limit)

@@ -5,20 +5,25 @@ runs' events and one clustering of their distinct feature documents (seconds at 
 deterministic, so there is nothing to migrate or keep in step. The result is cached in the
 process, keyed by the store, the log's last position and the options: a second call on an
 unchanged log (a UI page rerun, ``compare --by-mode`` after ``modes``) costs one query. When
-the log grew by few runs since the cached build, the new runs are assigned to the nearest
+the log grew by few runs since the cached build, only the runs with events past the cached
+position are read again, and the new ones are assigned to the nearest
 existing mode (:meth:`ModeSet.assign`) instead of reclustering; past ``REBUILD_SHARE`` new runs,
 or on ``rebuild=True``, the modes are rebuilt.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from threading import Lock
 from typing import Any
 
+from sqlalchemy import select
+
+from ..models import events_table as events_t
 from ..projections.queries import refresh
 from ..store import EventStore
-from ._cluster import ModeSet, build_modes
+from ._cluster import Mode, ModeSet, build_modes
 from ._features import RunFeatures, load_features
 
 REBUILD_SHARE = 0.05
@@ -31,21 +36,44 @@ def modes_of(
 ) -> ModeSet:
     """The failure modes of ``store``'s failed runs (``include_completed``: every finished
     run), from the cache when the log has not changed."""
+    return modes_and_runs(store, include_completed=include_completed, rebuild=rebuild)[0]
+
+
+def modes_and_runs(
+    store: EventStore, *, include_completed: bool = False, rebuild: bool = False
+) -> tuple[ModeSet, list[RunFeatures]]:
+    """:func:`modes_of`, and the runs' features it was built from (and assigned)."""
     refresh(store)
     key = (store.url, include_completed)
     position = store.last_position()
     with _lock:
         cached = _cache.get(key)
     if cached is not None and cached[0] == position and not rebuild:
-        return cached[2]
-    runs = load_features(store, include_completed=include_completed)
+        return cached[2], cached[1]
     if cached is not None and not rebuild:
+        runs = _read_since(store, cached[0], cached[1], include_completed)
         modes = _updated(cached[1], cached[2], runs)
     else:
+        runs = load_features(store, include_completed=include_completed)
         modes = build_modes(runs)
     with _lock:
         _cache[key] = (position, runs, modes)
-    return modes
+    return modes, runs
+
+
+def _read_since(
+    store: EventStore, position: int, runs: list[RunFeatures], include_completed: bool
+) -> list[RunFeatures]:
+    """``runs`` (read at log ``position``) brought up to date by reading only the runs with an
+    event past ``position``: the cost of an update follows the new runs, not the store."""
+    query = select(events_t.c.run_id).where(events_t.c.position > position).distinct()
+    with store.engine.connect() as conn:
+        touched = {row[0] for row in conn.execute(query)}
+    if len(touched) > REBUILD_SHARE * max(len(runs), 1):  # a rebuild follows: read everything
+        return load_features(store, include_completed=include_completed)
+    fresh = load_features(store, include_completed=include_completed, run_ids=sorted(touched))
+    kept = [run for run in runs if run.run_id not in touched]
+    return sorted([*kept, *fresh], key=lambda run: run.run_id)
 
 
 def _updated(old_runs: list[RunFeatures], modes: ModeSet, runs: list[RunFeatures]) -> ModeSet:
@@ -61,7 +89,29 @@ def _updated(old_runs: list[RunFeatures], modes: ModeSet, runs: list[RunFeatures
     assigned = modes.assign(new)
     if any(mode is None for mode in assigned.values()):
         return build_modes(runs)
-    return replace(modes, assignment={**modes.assignment, **assigned})  # type: ignore[dict-item]
+    joined: dict[str, list[RunFeatures]] = {}
+    for run in new:
+        joined.setdefault(str(assigned[run.run_id]), []).append(run)
+    return replace(
+        modes,
+        modes=tuple(_grown(mode, joined.get(mode.id, [])) for mode in modes.modes),
+        assignment={**modes.assignment, **assigned},  # type: ignore[dict-item]
+    )
+
+
+def _grown(mode: Mode, runs: list[RunFeatures]) -> Mode:
+    """``mode`` with ``runs`` joined: its size and counts by version and scenario (its
+    features, exemplars, steps and signatures stay those of the last rebuild)."""
+    if not runs:
+        return mode
+    by_version = Counter(mode.by_version) + Counter(run.model_version for run in runs)
+    by_scenario = Counter(mode.by_scenario) + Counter(run.scenario for run in runs)
+    return replace(
+        mode,
+        size=mode.size + len(runs),
+        by_version=dict(sorted(by_version.items(), key=lambda kv: (-kv[1], kv[0]))),
+        by_scenario=dict(sorted(by_scenario.items(), key=lambda kv: (-kv[1], kv[0]))),
+    )
 
 
 def clear_cache() -> None:
@@ -70,16 +120,26 @@ def clear_cache() -> None:
         _cache.clear()
 
 
-def modes_report(store: EventStore, *, include_completed: bool = False) -> dict[str, Any]:
-    """The modes as JSON (largest first), with each mode's runs: what the UI and ``--json``
-    show."""
+def modes_report(
+    store: EventStore, *, include_completed: bool = False, period: str | None = None
+) -> dict[str, Any]:
+    """The modes as JSON (largest first), with each mode's runs and its trend over time
+    (``period``: hour, day, week, month; by default chosen by span) and by version: what the UI
+    and ``--json`` show."""
     from ._cluster import mode_rows
+    from ._trend import check_bucket, mode_trend
 
-    modes = modes_of(store, include_completed=include_completed)
+    check_bucket(period)
+    modes, runs = modes_and_runs(store, include_completed=include_completed)
     members: dict[str, list[str]] = {m.id: [] for m in modes.modes}
     for run_id, mode_id in sorted(modes.assignment.items()):
         members[mode_id].append(run_id)
-    return {"runs": len(modes.assignment), "modes": mode_rows(modes), "members": members}
+    return {
+        "runs": len(modes.assignment),
+        "modes": mode_rows(modes),
+        "members": members,
+        "trend": mode_trend(modes, runs, bucket=period),
+    }
 
 
 def compare_by_mode(

@@ -46,7 +46,14 @@ CONCEPT_WEIGHT = 2.0
 raise one cause under many exception classes."""
 
 
+ONSET_WEIGHT = 2.0
+"""Trouble that began late (``onset:late``) outweighs the rest of the trajectory's shape: it is
+what tells an error rate growing along the run from a steady one when both raise one error."""
+
+
 def _weight(token: str) -> float:
+    if token == "onset:late":
+        return ONSET_WEIGHT
     if token.startswith("w:"):
         return WORD_WEIGHT
     if token.startswith("concept:"):

@@ -16,7 +16,13 @@ failed run of a store (:func:`load_features`). No LLM: only what the log holds -
 * the steps leading to the failure: errors earlier steps recovered from (``before:``), and the
   thirds of the run they fell in (``errs_in:``), whether they struck at least every other step
   (``errs:all_along``) or a few (``errs:sparse``), or a first third without any
-  (``clean:early``): trouble from the start, or trouble growing late.
+  (``clean:early``): trouble from the start, or trouble growing late;
+* where the trouble began, counted in steps: ``onset:late`` when the first error the run recovered
+  from struck only after ``LATE_ONSET`` clean steps. An error rate that grows with the run (the
+  context filling up) leaves a long clean start; a steady rate high enough to fail a run rarely
+  does (at a rate of one troubled step in two, five clean steps in a row happen once in 32 runs).
+  Counted in steps, not in thirds of the plan: a context grows with the steps taken, whatever the
+  run's length.
 
 Step, tool and scenario names are *not* tokens: they are what differs between scenarios and
 frameworks for one cause (the failure library already splits by them). They are kept beside the
@@ -29,6 +35,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -44,6 +51,10 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z_\-()]+")
 _CODE = re.compile(r"^([1-5]\d\d)(?: ([A-Za-z][\w.\-]{0,79}))?: ")
 _STOP = frozenset({"the", "and", "for", "with", "was", "not", "are", "has", "from", "this"})
 MAX_WORDS = 12
+_CHUNK = 500
+"""Run ids per ``IN (...)`` query."""
+LATE_ONSET = 5
+"""Clean steps before the first recovered error from which a run's trouble began late."""
 _CONCEPTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
@@ -66,13 +77,11 @@ _TYPES = (
     "StepStarted",
     "StepAttemptFailed",
     "ValidationFailed",
-    "StepFailed",
     "ToolCalled",
-    "ModelCalled",
     "BudgetExceeded",
-    "RunFailed",
-    "RunAborted",
 )
+"""The events a run's features are read from (a model call's payload, the largest, says nothing
+the step's outcome does not; the end comes from the run summary)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +98,7 @@ class RunSummary:
     failed_step_index: int | None = None
     steps_planned: int = 0
     signature: str | None = None
+    started_at: datetime | None = None  # UTC
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +111,7 @@ class RunFeatures:
     tokens: tuple[str, ...]
     step: str  # the failing step, numbers masked ("(run)" outside any step)
     signature: str | None
+    started_at: datetime | None = None  # UTC; for the trend, never a token
 
     @property
     def document(self) -> str:
@@ -223,13 +234,17 @@ def _features(
             if step.failures or step.tool_errors:  # where in the run the trouble began
                 third = ("early", "middle", "late")[min(2, 3 * earlier // planned)]
                 tokens.append(f"errs_in:{third}")
-    before = [s for i, s in steps.items() if index is None or i < index]
+    before_steps = [(i, s) for i, s in steps.items() if index is None or i < index]
+    before = [s for _, s in before_steps]
     troubled = sum(1 for s in before if s.failures or s.tool_errors)
     if troubled:  # errors all along the run (a steady rate), or in a few steps (a growing one)
         tokens.append("errs:all_along" if 2 * troubled >= len(before) else "errs:sparse")
     first_third = [s for i, s in steps.items() if 3 * i < planned and (index is None or i < index)]
     if first_third and all(not s.failures and not s.tool_errors for s in first_third):
         tokens.append("clean:early")  # the trouble grew later (context drift looks like this)
+    onset = min((i for i, s in before_steps if s.failures or s.tool_errors), default=None)
+    if onset is not None and onset >= LATE_ONSET:  # a long clean start, then trouble
+        tokens.append("onset:late")
     return RunFeatures(
         run_id=summary.run_id,
         scenario=summary.scenario,
@@ -237,10 +252,28 @@ def _features(
         tokens=tuple(sorted(set(tokens))),
         step=normalize_step(summary.failed_step),
         signature=summary.signature,
+        started_at=summary.started_at,
     )
 
 
-def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
+def _summaries(
+    store: EventStore, statuses: Sequence[str], run_ids: Sequence[str] | None = None
+) -> list[RunSummary]:
+    if run_ids is not None:  # a few runs (new since the last read), in chunks the driver takes
+        return sorted(
+            (
+                s
+                for start in range(0, len(run_ids), _CHUNK)
+                for s in _summaries_where(store, statuses, run_ids[start : start + _CHUNK])
+            ),
+            key=lambda s: s.run_id,
+        )
+    return _summaries_where(store, statuses, None)
+
+
+def _summaries_where(
+    store: EventStore, statuses: Sequence[str], run_ids: Sequence[str] | None
+) -> list[RunSummary]:
     query = (
         select(
             runs_t.c.run_id,
@@ -253,6 +286,7 @@ def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
             runs_t.c.failed_step_index,
             runs_t.c.steps_planned,
             runs_t.c.signature,
+            runs_t.c.started_at,
         )
         .where(
             runs_t.c.status.in_(statuses),
@@ -262,6 +296,8 @@ def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
         )
         .order_by(runs_t.c.run_id)
     )
+    if run_ids is not None:
+        query = query.where(runs_t.c.run_id.in_(run_ids))
     with store.engine.connect() as conn:
         return [
             RunSummary(
@@ -275,17 +311,24 @@ def _summaries(store: EventStore, statuses: Sequence[str]) -> list[RunSummary]:
                 failed_step_index=r[7],
                 steps_planned=r[8],
                 signature=r[9],
+                started_at=_utc(r[10]),
             )
             for r in conn.execute(query)
         ]
 
 
+def _utc(value: datetime | None) -> datetime | None:
+    """A stored time as UTC (SQLite gives it back without a zone)."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, str, Any]]:
     """(run id, type, payload) of the runs' events that matter, run by run, in order."""
-    chunk = 500
     with store.engine.connect() as conn:
-        for start in range(0, len(run_ids), chunk):
-            ids = run_ids[start : start + chunk]
+        for start in range(0, len(run_ids), _CHUNK):
+            ids = run_ids[start : start + _CHUNK]
             query = (
                 select(events_t.c.run_id, events_t.c.type, events_t.c.payload)
                 .where(events_t.c.run_id.in_(ids), events_t.c.type.in_(_TYPES))
@@ -295,11 +338,20 @@ def _events(store: EventStore, run_ids: Sequence[str]) -> Iterator[tuple[str, st
             yield from rows
 
 
-def load_features(store: EventStore, *, include_completed: bool = False) -> list[RunFeatures]:
+def load_features(
+    store: EventStore, *, include_completed: bool = False, run_ids: Sequence[str] | None = None
+) -> list[RunFeatures]:
     """The features of every failed (with ``include_completed``: every finished) original run,
-    by run id. Callers catch the read models up first."""
-    summaries = _summaries(store, FINISHED if include_completed else FAILED)
-    by_run: dict[str, list[tuple[str, dict[str, Any]]]] = {s.run_id: [] for s in summaries}
-    for run_id, kind, payload in _events(store, list(by_run)):
-        by_run[run_id].append((kind, json.loads(payload) if isinstance(payload, str) else payload))
-    return [features_of(s, by_run[s.run_id]) for s in summaries]
+    by run id; with ``run_ids``, of those runs only (the ones that are still failed). Callers
+    catch the read models up first."""
+    statuses = FINISHED if include_completed else FAILED
+    summaries = _summaries(store, statuses, None if run_ids is None else sorted(set(run_ids)))
+    features: list[RunFeatures] = []
+    for start in range(0, len(summaries), _CHUNK):  # a chunk's events at a time, then let go
+        chunk = summaries[start : start + _CHUNK]
+        by_run: dict[str, list[tuple[str, dict[str, Any]]]] = {s.run_id: [] for s in chunk}
+        for run_id, kind, payload in _events(store, list(by_run)):
+            decoded = json.loads(payload) if isinstance(payload, str) else payload
+            by_run[run_id].append((kind, decoded))
+        features += [features_of(s, by_run[s.run_id]) for s in chunk]
+    return features

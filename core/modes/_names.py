@@ -49,6 +49,7 @@ _PHRASES: dict[str, str] = {
     "end:completed": "completed",
     "err:loop": "loops on the same action",
     "clean:early": "after a clean start",
+    "onset:late": "errors growing along the run",
     "err:completion_criterion": "passes every step, fails the completion check",
 }
 _KINDS = (
@@ -64,6 +65,7 @@ _KINDS = (
     "errs",
     "before:",
     "clean:",
+    "onset:",
 )
 """The order phrases are joined in: what happens, then why it ended, then where."""
 PARTS = 3

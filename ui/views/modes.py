@@ -1,6 +1,7 @@
-"""Failure modes: failed runs clustered by how they failed, ranked by size, by version; click a
-mode for its features, steps and runs, and a run for its trajectory. Two versions compared mode
-by mode. The open mode and the versions live in the URL."""
+"""Failure modes: failed runs clustered by how they failed, ranked by size, by version, with each
+mode's trend over time and by version; click a mode for its features, steps and runs, and a run
+for its trajectory. Two versions compared mode by mode. The open mode, the trend's view and
+period, and the versions live in the URL."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from steplog.modes import compare_by_mode, modes_report
+from steplog.modes import BUCKETS, compare_by_mode, modes_report
 from steplog.ui.common import RUN, cached, empty_hint, go, guard, md, param, pickable, set_param
 
 
@@ -39,8 +40,46 @@ def render() -> None:
     )
     st.caption(f"{len(report['modes'])} modes over {report['runs']:,} failed runs; click one.")
     pickable(frame, "modes", lambda row: set_param("mode", str(row["mode"])))
+    _trend(report)
     _mode(report, param("mode"))
     _by_mode(versions)
+
+
+TREND_MODES = 6
+VIEWS = ("over time", "by version")
+
+
+def _trend(report: dict[str, Any]) -> None:
+    """The largest modes' runs per period (or per version, in the order versions appeared); the
+    open mode is always among them."""
+    st.subheader("Trend")
+    left, right = st.columns(2)
+    view = left.radio("trend", VIEWS, horizontal=True, key="trend", bind="query-params")
+    period = right.selectbox(
+        "period", ["auto", *BUCKETS], key="period", bind="query-params", disabled=view != VIEWS[0]
+    )
+    if period != "auto" and view == VIEWS[0]:
+        report = cached(modes_report, period=period)
+    trend = report["trend"]
+    names = {m["id"]: m["name"] for m in report["modes"]}
+    shown = [m["id"] for m in report["modes"][:TREND_MODES]]
+    opened = param("mode")
+    if opened in names and opened not in shown:
+        shown.append(opened)
+    key, axis = ("by_period", "periods") if view == VIEWS[0] else ("by_version", "versions")
+    frame = pd.DataFrame(
+        {f"{m[:6]} {names[m][:40]}": [trend[key][m][x] for x in trend[axis]] for m in shown},
+        index=pd.Index(trend[axis], name=trend["bucket"] if key == "by_period" else "version"),
+    )
+    if frame.empty:
+        st.caption("No run times to show a trend.")
+        return
+    if key == "by_period" and len(frame) > 1:
+        st.line_chart(frame)
+    else:
+        st.bar_chart(frame)
+    what = f"per {trend['bucket']}" if key == "by_period" else "per version, in release order"
+    st.caption(f"Runs of the {len(shown)} largest modes {what} (`steplog modes --json`: all).")
 
 
 def _mode(report: dict[str, Any], mode_id: str | None) -> None:
