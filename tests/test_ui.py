@@ -219,6 +219,41 @@ def test_modes_trend_view_and_period_live_in_the_url(seeded: EventStore) -> None
     assert any("per day" in c.value for c in app.caption)
 
 
+def test_a_modes_labels_and_notes_show_on_the_modes_page(
+    seeded_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from steplog.annotations import annotate, edit
+    from steplog.modes import modes_report
+
+    copy = tmp_path / "labelled.db"  # the module's store stays unlabelled for the other tests
+    shutil.copy(seeded_url.removeprefix("sqlite:///"), copy)
+    url = f"sqlite:///{copy}"
+    monkeypatch.setenv("STEPLOG_DATABASE_URL", url)
+    store = EventStore.open(url)
+    try:
+        report = modes_report(store)
+        mode = report["modes"][0]["id"]
+
+        def lookup(prefix: str) -> str | None:
+            return next((m["id"] for m in report["modes"] if m["id"].startswith(prefix)), None)
+
+        added = annotate(store, f"mode:{mode}", label="loops", by="ana", mode_of=lookup)
+        annotate(store, f"mode:{mode}", note="seen after the *prompt* change", mode_of=lookup)
+        edit(store, added.id, label="loops on retries", by="bo")
+    finally:
+        store.close()
+    app = page("modes", mode=mode)
+    assert not app.exception, app.exception
+    table = app.dataframe[0].value
+    assert table.set_index("mode").loc[mode, "labels"] == "loops on retries"
+    lines = " ".join(m.value for m in app.markdown)
+    assert "loops on retries" in lines and "edited by bo" in lines
+    assert "\\*prompt\\*" in lines  # a note is data: its Markdown is made inert
+    assert any(f"mode:{mode}" in c.value for c in app.caption)
+
+
 def test_run_page_unknown_run_is_a_message(seeded: EventStore) -> None:
     app = page("run", run="ghost")
     assert app.error and "No run 'ghost'" in app.error[0].value

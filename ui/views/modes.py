@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from steplog.annotations import Annotation, labels_for
 from steplog.modes import BUCKETS, compare_by_mode, modes_report
 from steplog.ui.common import RUN, cached, empty_hint, go, guard, md, param, pickable, set_param
 
@@ -25,6 +26,7 @@ def render() -> None:
         st.info(empty_hint())
         return
     versions = sorted({v for m in report["modes"] for v in m["by_version"]})
+    notes = cached(labels_for, "mode", tuple(m["id"] for m in report["modes"]))
     frame = pd.DataFrame(
         [
             {
@@ -32,6 +34,7 @@ def render() -> None:
                 "name": m["name"],
                 "runs": m["size"],
                 "share": f"{m['share']:.0%}",
+                "labels": ", ".join(a.label for a in notes[m["id"]] if a.label),
                 **{f"on {v}": m["by_version"].get(v, 0) for v in versions},
                 "strikes at": ", ".join(list(m["steps"])[:3]),
             }
@@ -41,7 +44,7 @@ def render() -> None:
     st.caption(f"{len(report['modes'])} modes over {report['runs']:,} failed runs; click one.")
     pickable(frame, "modes", lambda row: set_param("mode", str(row["mode"])))
     _trend(report)
-    _mode(report, param("mode"))
+    _mode(report, param("mode"), notes)
     _by_mode(versions)
 
 
@@ -82,7 +85,7 @@ def _trend(report: dict[str, Any]) -> None:
     st.caption(f"Runs of the {len(shown)} largest modes {what} (`steplog modes --json`: all).")
 
 
-def _mode(report: dict[str, Any], mode_id: str | None) -> None:
+def _mode(report: dict[str, Any], mode_id: str | None, notes: dict[str, list[Annotation]]) -> None:
     found = [m for m in report["modes"] if m["id"] == mode_id]
     if not found:
         return
@@ -91,6 +94,7 @@ def _mode(report: dict[str, Any], mode_id: str | None) -> None:
     st.subheader(md(mode["name"]))
     st.caption(md(f"mode {mode['id']}; {mode['size']} runs; features: "
                   + ", ".join(mode["defining_features"])))  # fmt: skip
+    _annotations(mode["id"], notes[mode["id"]])
     left, right = st.columns(2)
     left.markdown("**Where it strikes**")
     left.dataframe(pd.DataFrame(mode["steps"].items(), columns=["step", "runs"]), hide_index=True)
@@ -106,6 +110,20 @@ def _mode(report: dict[str, Any], mode_id: str | None) -> None:
         pd.DataFrame({"run_id": ordered, "exemplar": [r in exemplars for r in ordered]}),
         "mode_runs",
         lambda row: go(RUN, run=str(row["run_id"])),
+    )
+
+
+def _annotations(mode_id: str, annotations: list[Annotation]) -> None:
+    """The mode's labels and notes as they read now, with who and when; where to add more."""
+    for a in annotations:
+        parts = [f"**{md(a.label)}**" if a.label else "", md(a.note) if a.note else ""]
+        who = f"{a.by or 'someone'}, {a.at:%Y-%m-%d %H:%M} UTC"
+        if a.edited_at is not None:
+            who += f"; edited by {a.edited_by or 'someone'}, {a.edited_at:%Y-%m-%d %H:%M} UTC"
+        st.markdown(f"- {' -- '.join(p for p in parts if p)} ({md(who)})")
+    st.caption(
+        f"Label it with `steplog annotations add mode:{mode_id} --label ...`, "
+        "or on the Annotation queue page grouped by mode."
     )
 
 
