@@ -43,7 +43,7 @@ TARGET_SECONDS = 1.5
 """A page may take this much longer than the trivial page (measured in the same run)."""
 COMPARE_RENDER_SECONDS = 0.5
 """The compare page's cold server-side render."""
-PAGES = ("overview", "failures", "modes", "queue", "search", "run", "compare", "replay")
+PAGES = ("overview", "failures", "modes", "queue", "search", "run", "pair", "compare", "replay")
 TRIVIAL = "import streamlit as st\n\nst.title('trivial')\n"
 """The baseline: a one-line Streamlit page, timed in the same run, on the same machine."""
 
@@ -149,6 +149,9 @@ def run_ui_benchmark(
         failed, error_type = conn.execute(
             "SELECT run_id, error_type FROM run_summaries WHERE status = 'failed' LIMIT 1"
         ).fetchone()
+        (other,) = conn.execute(
+            "SELECT run_id FROM run_summaries WHERE run_id != ? LIMIT 1", (failed,)
+        ).fetchone()
     query = " ".join(re.findall(r"[^\W_]+", str(error_type))[:2])  # words every failure has
     entry = Path(__file__).resolve().parent.parent.parent / "ui" / "app.py"
     baseline = _trivial_render(repeat)
@@ -160,6 +163,8 @@ def run_ui_benchmark(
             app.query_params["run"] = failed
         if page == "search":
             app.query_params["q"] = query
+        if page == "pair":
+            app.query_params["a"], app.query_params["b"] = failed, other
         app.run()  # untimed: the harness's one-off setup and the page's imports
         samples = []
         for _ in range(repeat):
@@ -191,6 +196,7 @@ def run_ui_benchmark(
             "queue": "/queue",
             "search": f"/search?q={quote(query)}",
             "run": f"/run?run={failed}",
+            "pair": f"/pair?a={failed}&b={other}",
             "compare": "/compare",
             "replay": f"/replay?run={failed}",
         }

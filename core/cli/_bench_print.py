@@ -1,5 +1,5 @@
 """How the longer benchmark reports print for people (``steplog bench attribute``, ``scale``,
-``modes``)."""
+``modes``, ``ui``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ._shared import _print_json, console, err_console
 if TYPE_CHECKING:
     from ..bench.attribute_agents import AgentBench
     from ..bench.scale import ScaleReport
+    from ..bench.ui import PageTiming
 
 
 def print_agent_bench(team: AgentBench) -> None:
@@ -199,3 +200,29 @@ def print_modes_bench(result: dict[str, Any]) -> None:
             f"({'ok' if fast else 'SLOW'}; target 2 s at 1k)",
             highlight=False,
         )
+
+
+def print_ui_timings(runs: int, events: int, timings: list[PageTiming]) -> None:
+    """``steplog bench ui``: each page's render and browser time beside the trivial page's."""
+    table = Table(
+        "page",
+        "server render (cold)",
+        "browser (settled)",
+        "trivial page (render / browser)",
+        "over trivial",
+        "browser / render",
+        "target",
+        title=f"{runs:,} runs, {events:,} events",
+    )
+
+    def seconds(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f} s"
+
+    for t in timings:
+        ratio = "-" if t.browser_ratio is None else f"{t.browser_ratio:.1f}x"
+        trivial = f"{seconds(t.baseline_seconds)} / {seconds(t.browser_baseline_seconds)}"
+        over = "-" if t.over_trivial is None else f"{t.over_trivial:+.2f} s"
+        table.add_row(
+            t.page, seconds(t.seconds), seconds(t.browser_seconds), trivial, over, ratio, t.verdict
+        )
+    console.print(table)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import SteplogError
-from ._bench_print import print_agent_bench, print_scale_report
+from ._bench_print import print_agent_bench, print_scale_report, print_ui_timings
 from ._shared import (
     JsonOption,
     _finite,
@@ -420,28 +420,7 @@ def bench_ui(
     if as_json:
         _print_json({"runs": runs, "events": events, "pages": [t.as_dict() for t in timings]})
         return
-    table = Table(
-        "page",
-        "server render (cold)",
-        "browser (settled)",
-        "trivial page (render / browser)",
-        "over trivial",
-        "browser / render",
-        "target",
-        title=f"{runs:,} runs, {events:,} events",
-    )
-
-    def seconds(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f} s"
-
-    for t in timings:
-        ratio = "-" if t.browser_ratio is None else f"{t.browser_ratio:.1f}x"
-        trivial = f"{seconds(t.baseline_seconds)} / {seconds(t.browser_baseline_seconds)}"
-        over = "-" if t.over_trivial is None else f"{t.over_trivial:+.2f} s"
-        table.add_row(
-            t.page, seconds(t.seconds), seconds(t.browser_seconds), trivial, over, ratio, t.verdict
-        )
-    console.print(table)
+    print_ui_timings(runs, events, timings)
 
 
 @bench_app.command("scale")

@@ -281,6 +281,7 @@ def step_success_by_task(
             n=int(entered.sum()),
             confidence=confidence,
             bounded=True,
+            pseudo_tasks=False,  # no task instance fails every step it enters
         )
         if interval.low < interval.high:
             if interval.method.startswith("CR2"):

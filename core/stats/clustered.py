@@ -127,10 +127,15 @@ def ratio_interval(
     confidence: float = 0.95,
     seed: int = 0,
     bounded: bool = False,
+    pseudo_tasks: bool | None = None,
 ) -> Interval:
     """``sum(sums) / sum(counts)`` with a bootstrap interval over the clusters (one per entry).
 
     ``n`` is the number of observations behind the totals, reported with the interval.
+    ``bounded``: a rate in [0, 1]. ``pseudo_tasks`` (default: ``bounded``): below 20 clusters
+    the CR2 fit carries one task instance that always completes and one that never does --
+    right for a rate over runs (or errors), not for per-step success: no task instance fails
+    every step it enters, so such a pseudo task would pull the interval far from the data.
     """
     if len(sums) != len(counts) or len(sums) == 0:
         raise ValueError("need one sum and one count per cluster, and at least one cluster")
@@ -138,7 +143,14 @@ def ratio_interval(
     if len(sums) < 2 or np.all(sums / counts == estimate):
         return Interval(estimate, estimate, estimate, method, n, confidence)
     if len(sums) < MIN_BOOTSTRAP_CLUSTERS:
-        return cr2_ratio_interval(sums, counts, n=n, confidence=confidence, bounded=bounded)
+        return cr2_ratio_interval(
+            sums,
+            counts,
+            n=n,
+            confidence=confidence,
+            bounded=bounded,
+            pseudo_tasks=pseudo_tasks,
+        )
     kind = "percentile" if len(sums) > BCA_MAX_CLUSTERS else "BCa"
     low, high = _bootstrap(sums, counts, kind, confidence, seed)
     if not (np.isfinite(low) and np.isfinite(high)):  # degenerate BCa: fall back to percentile
@@ -155,6 +167,7 @@ def cr2_ratio_interval(
     n: int,
     confidence: float = 0.95,
     bounded: bool = False,
+    pseudo_tasks: bool | None = None,
 ) -> Interval:
     """``sum(sums) / sum(counts)`` with the CR2 variance (Bell & McCaffrey 2002) and t on G-1.
 
@@ -163,12 +176,15 @@ def cr2_ratio_interval(
     rate (``bounded``), the fit carries :mod:`.small`'s pseudo task instances seen from one
     version -- one task instance that always completes and one that never does, each of the
     mean size -- and the limits are kept within [0, 1]; the estimate stays the observed rate.
+    ``pseudo_tasks=False`` keeps the cut to [0, 1] without them (per-step success).
     """
+    if pseudo_tasks is None:
+        pseudo_tasks = bounded
     total = float(counts.sum())
     estimate = float(sums.sum() / total)
     groups = len(sums)
     copies = np.ones(groups)
-    if bounded:
+    if pseudo_tasks:
         size = total / groups
         sums, counts = np.r_[sums, size, 0.0], np.r_[counts, size, size]
         copies = np.r_[copies, 1.0, 1.0]
@@ -182,6 +198,7 @@ def cr2_ratio_interval(
     method = f"CR2 cluster-robust t ({groups - 1} df) by task instance; < 20 tasks, no bootstrap"
     if bounded:
         low, high = max(low, 0.0), min(high, 1.0)
+    if pseudo_tasks:
         method += "; 2 pseudo task instances (one completed, one failed)"
     return Interval(estimate, low, high, method, n, confidence)
 
