@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Callable
 from hashlib import sha256
-from typing import Any
+from typing import Any, Final
 
 from pydantic_core import to_jsonable_python
 
@@ -28,10 +28,15 @@ def jsonable(value: Any) -> Any:
     return to_jsonable_python(value, fallback=stable_repr)
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def stable(value: Any) -> Any:
     """``value`` with every set and frozenset in its dicts, lists and tuples made a list sorted
     by a stable key (each member's canonical JSON): a set's own order follows the
     per-process hash seed, so a request holding one would not match its replay's."""
+    if type(value) in _SCALARS:  # the common case, before any isinstance walk
+        return value
     if isinstance(value, (set, frozenset)):
         members = [stable(member) for member in value]
         return sorted(members, key=lambda member: _CANONICAL(jsonable(member)))

@@ -145,6 +145,24 @@ def test_bench_record_compares_the_harness_with_the_store_on_identical_batches()
     assert result["harness_cpu_ms_per_run"] > result["append_cpu_ms_per_run"] > 0
 
 
+def test_bench_record_sdk_reports_the_recorders_cpu_per_event_beyond_agent_and_append() -> None:
+    code, out, _ = invoke("bench", "record", "--sdk", "--runs", "2", "--json")
+    assert code == 0, out
+    results = {result["agent"]: result for result in json.loads(out)}
+    assert set(results) == {"decorated", "openai-zero-code"}
+    for result in results.values():
+        assert result["runs"] == 2 and result["events_per_run"] > 50 * 4  # 50 steps, 3 calls each
+        extra = result["recorded_ms_per_run"] - result["alone_ms_per_run"]
+        extra -= result["append_ms_per_run"]
+        per_event = 1000 * extra / result["events_per_run"]
+        assert result["overhead_us_per_event"] == pytest.approx(per_event)
+        assert result["verdict"] == "<= 20 us " + ("ok" if per_event <= 20 else "MISSED")
+        assert result["recorded_ms_per_run"] > result["append_ms_per_run"] > 0
+    # the openai client's own work (building requests, parsing replies) is the agent alone's
+    client, plain = results["openai-zero-code"], results["decorated"]
+    assert client["alone_ms_per_run"] > plain["alone_ms_per_run"]
+
+
 @pytest.mark.parametrize(
     "engine", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 )

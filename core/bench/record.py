@@ -104,6 +104,13 @@ class RecordBench:
             return None
         return self.harness_cpu_ms_per_run - self.append_cpu_ms_per_run
 
+    @property
+    def own_us_per_event(self) -> float | None:
+        """:attr:`own_cpu_ms_per_run` per event: the harness's recorder *and* its simulated
+        agent (they cannot run apart), so an upper bound on what recording costs per event."""
+        own = self.own_cpu_ms_per_run
+        return None if own is None else 1000 * own * self.runs / self.events
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {
@@ -111,6 +118,7 @@ class RecordBench:
             "ratio": self.ratio,
             "verdict": self.verdict,
             "own_cpu_ms_per_run": self.own_cpu_ms_per_run,
+            "own_us_per_event": self.own_us_per_event,
         }
 
 

@@ -226,3 +226,30 @@ def print_ui_timings(runs: int, events: int, timings: list[PageTiming]) -> None:
             t.page, seconds(t.seconds), seconds(t.browser_seconds), trivial, over, ratio, t.verdict
         )
     console.print(table)
+
+
+def bench_record_sdk(runs: int, as_json: bool) -> None:
+    """``bench record --sdk``: the recorder's CPU per event for each kind of SDK agent."""
+    from ..bench.record_sdk import TARGET_US, run_sdk_record_benchmark
+
+    results = run_sdk_record_benchmark(runs=runs)
+    if as_json:
+        _print_json([result.as_dict() for result in results])
+        return
+    table = Table(title="SDK recording: CPU per run (median) and the recorder's CPU per event")
+    columns = ("agent", "events/run", "alone ms", "recorded ms", "append ms", "no commit ms")
+    for column in (*columns, "us/event (no commit)"):
+        table.add_column(column, justify="left" if column == "agent" else "right")
+    table.add_column(f"target <= {TARGET_US:g} us")
+    for result in results:
+        table.add_row(
+            result.agent,
+            f"{result.events_per_run:.0f}",
+            f"{result.alone_ms_per_run:.2f}",
+            f"{result.recorded_ms_per_run:.2f}",
+            f"{result.append_ms_per_run:.2f}",
+            f"{result.no_commit_ms_per_run:.2f}",
+            f"{result.overhead_us_per_event:.1f} ({result.no_commit_us_per_event:.1f})",
+            result.verdict.split()[-1],
+        )
+    console.print(table)

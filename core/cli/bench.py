@@ -107,9 +107,22 @@ def bench_record(
         str | None,
         typer.Option(help="With --recorders: a PostgreSQL URL to measure there (a fresh schema)."),
     ] = None,
+    sdk: Annotated[
+        bool,
+        typer.Option(
+            "--sdk",
+            help="The SDK's recorder CPU per event (decorated and zero-code openai agents) "
+            "beyond the agent alone and the store's append of the same events.",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Harness end-to-end events/s against appending the identical batches directly."""
+    if sdk:
+        from ._bench_print import bench_record_sdk
+
+        bench_record_sdk(runs, as_json)
+        return
     if recorders > 1:
         from ._bench_print import bench_recorders
 
@@ -140,8 +153,9 @@ def bench_record(
         console.print(
             f"  CPU per run: harness {result.harness_cpu_ms_per_run:.2f} ms, store alone "
             f"{result.append_cpu_ms_per_run:.2f} ms, so the harness's own work between its "
-            f"durable commits {own:.2f} ms;\n  the same runs into a stub store that writes "
-            f"nothing: {result.code_alone_cpu_ms_per_run:.2f} ms",
+            f"durable commits {own:.2f} ms ({result.own_us_per_event:.1f} us per event, "
+            "recorder and simulated agent together);\n  the same runs into a stub store "
+            f"that writes nothing: {result.code_alone_cpu_ms_per_run:.2f} ms",
             highlight=False,
         )
 

@@ -92,7 +92,7 @@ def tool_call(
             "latency_ms": elapsed_ms(started),
         }
         if error is not None:
-            error_type, message = type(error).__name__, recording_redactor().text(str(error))
+            error_type, message = type(error).__name__, run.redactor.text(str(error))
             failure = {"error": message, "raised": stored(described(error))}
             run.recorder.record_call(
                 lambda index: ToolCalled(
@@ -173,7 +173,8 @@ def stored(value: Any) -> Any:
     (:mod:`steplog.redaction`). Requests are redacted before they are fingerprinted, in a
     recording and in its replay alike, so a secret in a request never decides a match, and a
     replay serves what was kept."""
-    return recording_redactor().value(value)
+    run = current_run()
+    return (recording_redactor() if run is None else run.redactor).value(value)
 
 
 _WARNED: set[str] = set()

@@ -27,6 +27,7 @@ from ..events import (
     StepFailed,
     StepStarted,
 )
+from ..redaction import Redactor, recording_redactor
 from .playback import SdkPlayback
 from .writer import RecordedRandom, RunRecorder, step_seed
 
@@ -108,6 +109,9 @@ class RecordedRun:
     """Agents (roles) answered by another model version than ``model_version`` (a per-agent
     fork); see :meth:`version_for`."""
     _random: RecordedRandom | None = field(default=None, repr=False)
+    redactor: Redactor = field(default_factory=recording_redactor, repr=False)
+    """What redacts this run's recorded calls: ``$STEPLOG_REDACT_PATTERNS`` is read once, when
+    the run starts, not on every call (a read of the environment inside a run is recorded)."""
     open_calls: dict[int, tuple[int | None, Callable[[], None]]] = field(
         default_factory=dict, repr=False
     )

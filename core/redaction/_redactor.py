@@ -22,6 +22,7 @@ MAX_DEPTH: Final = 200
 """JSON nested deeper than this (inside a string, in a document) is scanned as text."""
 _JSON_TOKEN: Final = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
 _JSON_OPENERS: Final = ("{", "[")
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
 _JSON_CLOSERS: Final = ("}", "]")
 
 
@@ -95,9 +96,13 @@ class Redactor:
     def value(self, value: Any) -> Any:
         """A copy of a JSON-like value with secrets redacted: every string (keys too, JSON inside
         strings structurally), and the whole value of a key that names a secret."""
+        if type(value) in _SCALARS:  # numbers, booleans and null hold no secret
+            return value
         if isinstance(value, str):
             return self.string(value)
-        if isinstance(value, Mapping):
+        if type(value) is list:  # before the Mapping check, which walks the ABC registry
+            return [self.value(item) for item in value]
+        if type(value) is dict or isinstance(value, Mapping):
             pair_key = value.get("key")  # OTLP's {"key": name, "value": {...}} attributes
             secret_pair = (
                 isinstance(pair_key, str) and "value" in value and self.names_a_secret(pair_key)
