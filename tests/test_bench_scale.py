@@ -72,6 +72,16 @@ def test_scale_on_both_engines_agrees(small_template: Path, pg_base_url: str) ->
         assert seen == [1, 2, 3, 4]
         lite = _check_engine(report, "sqlite")
         pg = _check_engine(report, "postgresql")
+        for r in lite:
+            assert r.server is None  # the server side is PostgreSQL's
+        for r in pg:  # a server on this machine: its CPU is read, and every path's plan
+            assert r.server is not None
+            cpu = r.server.cpu_seconds
+            assert set(cpu) == {"rebuild", "failures", "signature runs", "compare"}
+            # read in clock ticks (10 ms): a tiny store's work may not reach one
+            assert all(value is not None and value >= 0 for value in cpu.values())
+            assert set(r.server.seq_scans) == {"failures", "signature runs", "compare"}
+            assert r.as_dict()["server"]["plans_use_indexes"] == r.server.plans_use_indexes
         for a, b in zip(lite, pg, strict=True):  # PostgreSQL holds a copy of the SQLite store
             assert (a.events, a.runs, a.compare_runs) == (b.events, b.runs, b.compare_runs)
             assert (a.scenario, a.failures_version) == (b.scenario, b.failures_version)
@@ -124,3 +134,30 @@ def test_postgresql_needs_a_url(small_template: Path) -> None:
     result = CliRunner().invoke(app, ["bench", "scale", "--engines", "postgresql"])
     assert result.exit_code == 1
     assert "--db postgresql" in result.stderr
+
+
+@pytest.mark.postgres
+def test_sequential_scans_reads_the_plans_of_the_statements_a_path_sends(
+    pg_base_url: str,
+) -> None:
+    from steplog.bench.scale_plans import postgres_cpu_seconds, sequential_scans
+
+    engine = create_engine(pg_base_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TEMP TABLE IF NOT EXISTS plan_probe (id int, note text)"))
+
+        def read(sql: str) -> None:
+            with engine.connect() as conn:
+                conn.execute(text(sql), {"id": 3}).all()
+
+        # a filter with no index on the column: PostgreSQL can only scan the table whole
+        assert sequential_scans(engine, lambda: read("SELECT 1 AS x")) == []
+        found = sequential_scans(
+            engine, lambda: read("SELECT * FROM pg_class WHERE relpages = :id")
+        )
+        assert found == ["pg_class"]
+        cpu = postgres_cpu_seconds()  # the server runs on this machine in the test setup
+        assert cpu is not None and cpu > 0
+    finally:
+        engine.dispose()

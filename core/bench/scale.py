@@ -16,7 +16,9 @@ hold identical events). On each store it measures:
 * ``compare``: :func:`steplog.compare.compare` of the scenario's two demo versions;
 * ``append``: a fixed workload through ``EventStore.append`` (durable commits), removed again
   afterwards, in rounds alternating with the same workload into a fresh empty store;
-* the bytes on disk: the events table with its indexes, and everything.
+* the bytes on disk: the events table with its indexes, and everything;
+* on PostgreSQL, the server's CPU per action and the tables each read path scans sequentially
+  (:mod:`.scale_plans`).
 
 Growth is reported as ratios against the smallest size of the same engine: rebuild time per
 event and the indexed queries should stay near 1.0x while the store grows 10x. The rebuild and
@@ -36,7 +38,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,7 +56,10 @@ from ..store import (
 )
 from .append import make_workload
 from .append_baselines import plan_batches
-from .scale_pass import PassResult, measure_pass
+from .scale_pass import measure_pass
+from .scale_plans import ServerSide, sequential_scans, server_cpu_of, server_is_local
+from .scale_results import ScaleReport as ScaleReport
+from .scale_results import ScaleResult as ScaleResult
 from .scale_stores import (
     APPEND_PREFIX,
     SCHEMA_PREFIX,
@@ -70,113 +74,6 @@ SIZES: Final = (1_000_000, 5_000_000, 10_000_000)
 ENGINES: Final = ("sqlite", "postgresql")
 QUERY_REPEAT: Final = 5
 """Timed repetitions of each query per ``repeat`` (median kept)."""
-
-
-# --- results ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ScaleResult:
-    """Every measurement on one store (one engine, one size)."""
-
-    engine: str
-    size: int
-    events: int
-    runs: int
-    build_seconds: float | None
-    """``None`` when the cached store was reused."""
-    event_bytes: int
-    """The events table and its indexes."""
-    disk_bytes: int
-    """Everything the store occupies: events, read models, free pages (SQLite file size)."""
-    append_events: int
-    append_batch: int
-    append_seconds: float
-    empty_append_seconds: float
-    """The same workload into a fresh, empty store, alternating with the rounds above."""
-    raw: PassResult
-    rebuild: PassResult
-    scenario: str
-    failures_version: str
-    """The failures query lists this version's signatures in ``scenario`` (page 1)."""
-    failures_seconds: float
-    failures_found: int
-    signature_runs_seconds: float
-    signature_failed_runs: int
-    compare_seconds: float
-    compare_cpu_seconds: float
-    compare_runs: int
-    load_average: float
-    """The machine's 1-minute load average when this store's measurements ended."""
-
-    @property
-    def append_events_per_second(self) -> float:
-        """Throughput of the append workload at this store size."""
-        return self.append_events / self.append_seconds
-
-    @property
-    def append_vs_empty(self) -> float:
-        """Append events/s at this size over the same workload into an empty store."""
-        return self.empty_append_seconds / self.append_seconds
-
-    @property
-    def rebuild_vs_raw(self) -> float:
-        """Rebuild events/s over the raw pass's events/s."""
-        return self.rebuild.events_per_second / self.raw.events_per_second
-
-    @property
-    def bytes_per_event(self) -> float:
-        """Events table plus its indexes, per event."""
-        return self.event_bytes / self.events
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form with the derived figures."""
-        data = asdict(self)
-        for name in ("raw", "rebuild"):
-            data[name]["events_per_second"] = getattr(self, name).events_per_second
-        data["append_events_per_second"] = self.append_events_per_second
-        data["empty_append_events_per_second"] = self.append_events / self.empty_append_seconds
-        data["append_vs_empty"] = self.append_vs_empty
-        data["rebuild_vs_raw"] = self.rebuild_vs_raw
-        data["bytes_per_event"] = self.bytes_per_event
-        return data
-
-
-@dataclass(slots=True)
-class ScaleReport:
-    """All stores measured, and the machine they were measured on."""
-
-    machine: dict[str, Any]
-    results: list[ScaleResult] = field(default_factory=list)
-
-    def growth(self, result: ScaleResult) -> dict[str, float]:
-        """Ratios against the smallest store of the same engine (1.0 = did not grow)."""
-        base = min((r for r in self.results if r.engine == result.engine), key=lambda r: r.events)
-        return {
-            "events": result.events / base.events,
-            "append_events_per_second": result.append_events_per_second
-            / base.append_events_per_second,
-            "rebuild_seconds": result.rebuild.seconds / base.rebuild.seconds,
-            "rebuild_seconds_per_event": (result.rebuild.seconds / result.events)
-            / (base.rebuild.seconds / base.events),
-            "rebuild_cpu_seconds_per_event": (result.rebuild.cpu_seconds / result.events)
-            / (base.rebuild.cpu_seconds / base.events),
-            "failures_seconds": result.failures_seconds / base.failures_seconds,
-            "signature_runs_seconds": result.signature_runs_seconds / base.signature_runs_seconds,
-            "compare_seconds": result.compare_seconds / base.compare_seconds,
-            "compare_seconds_per_run": (result.compare_seconds / result.compare_runs)
-            / (base.compare_seconds / base.compare_runs),
-            "compare_cpu_seconds_per_run": (result.compare_cpu_seconds / result.compare_runs)
-            / (base.compare_cpu_seconds / base.compare_runs),
-            "bytes_per_event": result.bytes_per_event / base.bytes_per_event,
-        }
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-friendly form: the machine, and per store its figures and growth."""
-        return {
-            "machine": self.machine,
-            "results": [{**r.as_dict(), "growth": self.growth(r)} for r in self.results],
-        }
 
 
 # --- measurements ----------------------------------------------------------------------------
@@ -336,10 +233,14 @@ def measure(
     from ..projections.queries import list_failures, list_runs
 
     label = f"{built.engine} {built.size:,}"
+    local = built.engine == "postgresql" and server_is_local(built.url)
+    server_cpu: dict[str, float | None] = {}
     with progress.bar(f"{label}: raw read + decode", built.events) as update:
         raw = measure_pass("raw", built.url, update)
     with progress.bar(f"{label}: rebuild", built.events) as update:
-        rebuilt = measure_pass("rebuild", built.url, update)
+        rebuilt, server_cpu["rebuild"] = server_cpu_of(
+            lambda: measure_pass("rebuild", built.url, update), local=local
+        )
     progress.say(
         f"{label}: raw {raw.events_per_second:,.0f} ev/s, rebuild "
         f"{rebuilt.events_per_second:,.0f} ev/s ({rebuilt.seconds:,.1f} s); queries ..."
@@ -360,17 +261,34 @@ def measure(
             raise RuntimeError(f"no failures in scenario {name!r}: nothing to query")
         top = found[0]
         times = QUERY_REPEAT * repeat
-        failures_seconds, _ = _timed(
-            lambda: list_failures(store, scenario=name, model_version=version, limit=30), times
+        paths: dict[str, Callable[[], object]] = {
+            "failures": lambda: list_failures(
+                store, scenario=name, model_version=version, limit=30
+            ),
+            "signature runs": lambda: list_runs(store, signature=top.signature, limit=50),
+            "compare": lambda: compare(
+                store, baseline=baseline, candidate=candidate, scenario=name
+            ),
+        }
+        (failures_seconds, _), cpu = server_cpu_of(
+            lambda: _timed(paths["failures"], times), local=local
         )
-        list_runs(store, signature=top.signature, limit=50)  # warm, like the failures query
-        runs_seconds, _ = _timed(lambda: list_runs(store, signature=top.signature, limit=50), times)
+        server_cpu["failures"] = None if cpu is None else cpu / times
+        paths["signature runs"]()  # warm, like the failures query
+        (runs_seconds, _), cpu = server_cpu_of(
+            lambda: _timed(paths["signature runs"], times), local=local
+        )
+        server_cpu["signature runs"] = None if cpu is None else cpu / times
         report = compare(store, baseline=baseline, candidate=candidate, scenario=name)
         compared = int(report["baseline"]["runs"]) + int(report["candidate"]["runs"])
-        compare_seconds, compare_cpu_seconds = _timed(
-            lambda: compare(store, baseline=baseline, candidate=candidate, scenario=name),
-            repeat,
+        (compare_seconds, compare_cpu_seconds), cpu = server_cpu_of(
+            lambda: _timed(paths["compare"], repeat), local=local
         )
+        server_cpu["compare"] = None if cpu is None else cpu / repeat
+        server = None
+        if built.engine == "postgresql":
+            scans = {path: sequential_scans(store.engine, run) for path, run in paths.items()}
+            server = ServerSide(server_cpu, scans)
         progress.say(
             f"{label}: failures {failures_seconds * 1000:.1f} ms, signature runs "
             f"{runs_seconds * 1000:.1f} ms, compare {compare_seconds:.2f} s; appending ..."
@@ -412,6 +330,7 @@ def measure(
         compare_cpu_seconds=compare_cpu_seconds,
         compare_runs=compared,
         load_average=os.getloadavg()[0],
+        server=server,
     )
 
 

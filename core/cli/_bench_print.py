@@ -128,6 +128,7 @@ def print_scale_report(report: ScaleReport) -> None:
             f"{g['bytes_per_event']:.2f}x",
         )
     wide.print(growth)
+    _print_server_side(wide, report)
     machine = report.machine
     loads = ", ".join(f"{r.load_average:.1f}" for r in report.results)
     wide.print(
@@ -135,6 +136,41 @@ def print_scale_report(report: ScaleReport) -> None:
         f"at start, {loads} after each store",
         highlight=False,
     )
+
+
+def _print_server_side(wide: Console, report: ScaleReport) -> None:
+    """PostgreSQL's CPU per action (a server on this machine) and its plans for the reads."""
+    served = [r for r in report.results if r.server is not None]
+    if not served:
+        return
+    table = Table(
+        "events",
+        "server CPU: rebuild",
+        "failures",
+        "signature runs",
+        "compare",
+        "sequential scans",
+        "event table by index",
+        title="PostgreSQL's side: its CPU per action, and the tables each read path scans whole",
+    )
+
+    def cpu(value: float | None, unit: float, suffix: str) -> str:
+        return "-" if value is None else f"{value * unit:,.1f} {suffix}"
+
+    for r in served:
+        assert r.server is not None
+        seconds = r.server.cpu_seconds
+        scans = "; ".join(f"{path}: {', '.join(t)}" for path, t in r.server.seq_scans.items() if t)
+        table.add_row(
+            f"{r.events:,}",
+            cpu(seconds.get("rebuild"), 1, "s"),
+            cpu(seconds.get("failures"), 1000, "ms"),
+            cpu(seconds.get("signature runs"), 1000, "ms"),
+            cpu(seconds.get("compare"), 1000, "ms"),
+            scans or "none",
+            "yes" if r.server.plans_use_indexes else "NO",
+        )
+    wide.print(table)
 
 
 def bench_recorders(
