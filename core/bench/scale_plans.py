@@ -31,8 +31,9 @@ def server_is_local(url: str) -> bool:
 
 
 def postgres_cpu_seconds() -> float | None:
-    """User + system CPU seconds of every ``postgres`` process on this machine (``None``
-    where ``/proc`` shows none: not Linux, or the server runs elsewhere)."""
+    """User + system CPU seconds of every ``postgres`` process on this machine, and of the
+    ones that have exited (``None`` where ``/proc`` shows none: not Linux, or the server runs
+    elsewhere)."""
     ticks, found = 0, False
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -45,7 +46,9 @@ def postgres_cpu_seconds() -> float | None:
         if not text[text.find("(") + 1 : name_end].startswith("postgres"):
             continue
         fields = text[name_end + 2 :].split()
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        # utime, stime, cutime, cstime (fields 14-17 of stat): a backend lives as long as its
+        # connection, and once it has exited its CPU is in the postmaster's children's times
+        ticks += sum(int(value) for value in fields[11:15])
         found = True
     return ticks / os.sysconf("SC_CLK_TCK") if found else None
 
