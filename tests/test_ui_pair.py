@@ -62,8 +62,10 @@ def test_two_runs_show_aligned_steps_and_the_first_content_difference_open(
     sections = side_by_side.sections(expected)
     differing = [row for row in expected["steps"] if row["content"]]
     run = expected["run"]
-    assert len(app.expander) == len(sections) == (
-        min(len(differing), 30) + bool(run["input"]) + bool(run["output"])
+    assert (
+        len(app.expander)
+        == len(sections)
+        == (min(len(differing), 30) + bool(run["input"]) + bool(run["output"]))
     )
     if sections:
         assert app.expander[0].proto.expanded and not any(

@@ -1,11 +1,11 @@
 """Two runs side by side: their steps aligned, with what each step said and did differently.
 
-For a replay, fork or rerun next to its parent,
-the relation comes first, coloured by the child's outcome (a fork that still fails is red);
-then the first divergence in words, the aligned steps, and the content diff with both texts side
-by side: the run's task and input, per differing step its messages, tool arguments and results
-and outputs, then the run's outcome and final output; the first difference expanded. The logic is core's (:func:`steplog.replay.diff_runs`); the Side by
-side page and the replay page's results render it.
+For a replay, fork or rerun next to its parent, the relation comes first, coloured by the
+child's outcome (a fork that still fails is red); then the first divergence in words, the aligned
+steps, and the content diff with both texts side by side: the run's task and input, per
+differing step its messages, tool arguments and results and outputs, then the run's outcome and
+final output; the first difference expanded. The logic is core's
+(:func:`steplog.replay.diff_runs`); the Side by side page and the replay page's results render it.
 """
 
 from __future__ import annotations
