@@ -171,7 +171,7 @@ def label_form(
     label or an unknown target is one error line."""
     with st.form("label", clear_on_submit=False, border=True):
         st.markdown("**Add a label**")
-        text = st.text_input("label", key="label_text", max_chars=100)
+        text = st.text_input("new label", key="label_text", max_chars=100)
         note = st.text_input("note (optional)", key="label_note")
         where = target
         if choose_target:

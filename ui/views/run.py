@@ -267,7 +267,8 @@ def _annotations(run_id: str, final, summary) -> None:  # type: ignore[no-untype
         return
     st.subheader("Annotations")
     flash()
-    who = reviewer("run_reviewer")
+    with st.columns([1, 2])[0]:
+        who = reviewer("run_reviewer")
     signature = str(summary["signature"])
     current = editable([("this run", run_id), ("its signature", f"signature:{signature}")], who)
     sets = cached(regression_sets_of_run, run_id)
