@@ -197,8 +197,9 @@ def test_every_reader_leaves_out_the_same_annotation_types() -> None:
     from steplog.ingest.otlp.revise import ANNOTATIONS as REVISE
     from steplog.projections.library import ANNOTATIONS as LIBRARY
     from steplog.replay import ANNOTATIONS as REPLAY
+    from steplog.ui.trajectory import ANNOTATIONS as TRAJECTORY
 
-    assert ANNOTATION_TYPES == LIBRARY == REVISE == REPLAY
+    assert ANNOTATION_TYPES == LIBRARY == REVISE == REPLAY == TRAJECTORY
     assert set(catalogue.names()) >= ANNOTATION_TYPES
 
 

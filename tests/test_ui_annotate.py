@@ -81,6 +81,8 @@ def test_a_label_is_added_edited_and_removed_as_events_with_its_history(
     lines = _lines(app)
     assert md("edited by ana at ") in lines and md("'parser' -> 'tokenizer'") in lines
     assert "\\*totals\\*" in lines  # a note is data: its Markdown is made inert
+    shown = [str(e.value) for kind in ("info", "caption", "markdown") for e in getattr(app, kind)]
+    assert not any("AnnotationEdited" in text for text in shown)  # not a step of the run
 
     app.button(key=f"FormSubmitter:edit-{added.id}-Remove").click().run()
     assert not app.exception, app.exception
