@@ -137,3 +137,21 @@ def test_the_library_labels_a_run_of_the_signature_or_says_the_run_is_unknown(
     assert [i["label"] for i in get_failure(seeded, item.signature).labels] == ["parser"]
     assert md(f"On run {item.run_id}") in _lines(app)  # editable where it was added from
     assert f"FormSubmitter:edit-{added.id}-Remove" in [b.key for b in app.button]
+
+
+def test_the_reviewer_is_typed_once_per_session(seeded: EventStore) -> None:
+    item = unlabelled(seeded)[0].items[0]
+    app = page("run", run=item.run_id)
+    app.text_input(key="run_reviewer").input("ana").run()
+    app.switch_page("views/failures.py")
+    app.query_params.clear()
+    app.query_params["sig"] = item.signature
+    app.run()
+    assert not app.exception, app.exception
+    assert app.text_input(key="library_reviewer").value == "ana"
+    app.text_input(key="label_text").input("parser")
+    app.button(key=SAVE).click().run()
+    (added,) = annotations_of(seeded, f"signature:{item.signature}")
+    assert added.by == "ana"
+    app.switch_page("views/queue.py").run()
+    assert app.text_input(key="queue_reviewer").value == "ana"

@@ -20,7 +20,7 @@ from steplog.annotations import (
 )
 from steplog.errors import SteplogError
 from steplog.projections.queries import list_runs
-from steplog.ui.annotate import done, editor, flash
+from steplog.ui.annotate import done, editor, flash, reviewer
 from steplog.ui.common import (
     LIBRARY,
     RUN,
@@ -165,7 +165,8 @@ def render() -> None:
     flash()
     top, who = st.columns([1, 1])
     by = url_choice(top, "group by", "by", GROUPINGS, "signature")
-    who.text_input("reviewer", key="queue_reviewer", placeholder="ui")
+    with who:
+        reviewer("queue_reviewer")
     keep_in_url(by=by)
     if not cached(list_runs, limit=1):
         st.info(empty_hint())
