@@ -20,6 +20,8 @@ from steplog.annotations import (
     annotations_of,
     edit,
     fold,
+    history,
+    history_of,
     labels_for,
     remove,
     unlabelled,
@@ -195,8 +197,9 @@ def test_every_reader_leaves_out_the_same_annotation_types() -> None:
     from steplog.ingest.otlp.revise import ANNOTATIONS as REVISE
     from steplog.projections.library import ANNOTATIONS as LIBRARY
     from steplog.replay import ANNOTATIONS as REPLAY
+    from steplog.ui.trajectory import ANNOTATIONS as TRAJECTORY
 
-    assert ANNOTATION_TYPES == LIBRARY == REVISE == REPLAY
+    assert ANNOTATION_TYPES == LIBRARY == REVISE == REPLAY == TRAJECTORY
     assert set(catalogue.names()) >= ANNOTATION_TYPES
 
 
@@ -269,3 +272,45 @@ def test_any_sequence_folds_to_what_the_naive_model_says(script: list[Op]) -> No
     in_order = [str(e.event_key) for e in events]
     assert list(folded.current) == [key for key in in_order if key in model]
     assert fold(events) == folded  # pure: same events, same answer
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(ops)
+def test_the_history_ends_where_the_fold_is_and_keeps_what_was_removed(script: list[Op]) -> None:
+    events, _ = _events(script)
+    trails = history(events)
+    folded = fold(events)
+    assert {t.id: t.current for t in trails if not t.removed} == folded.current
+    assert {t.id for t in trails if t.removed} == set(folded.removed)
+    added = [str(e.event_key) for e in events if e.type in ("FailureLabeled", "NoteAdded")]
+    assert [t.id for t in trails] == added  # every annotation ever added, in order
+    for trail in trails:
+        actions = [c.action for c in trail.changes]
+        assert actions[0] == "added" and "added" not in actions[1:]
+        assert "removed" not in actions[:-1]  # nothing happens to it after its removal
+        for before, after in zip(trail.changes, trail.changes[1:], strict=False):
+            assert (after.was_label, after.was_note) == (before.label, before.note)
+        if trail.current is not None:
+            last = trail.changes[-1]
+            assert (last.label, last.note) == (trail.current.label, trail.current.note)
+
+
+def test_history_says_who_changed_what_and_when(store: EventStore, failed: list[str]) -> None:
+    run = failed[0]
+    tag = annotate(store, run, label="flaky-tool", by="ana")
+    edit(store, tag.id, label="tool-timeout", note="at step 2", by="bo")
+    remove(store, tag.id, by="cy")
+    kept = annotate(store, run, note="seen nightly")
+    (gone, note) = history_of(store, run)
+    assert (gone.id, gone.removed, note.id, note.removed) == (tag.id, True, kept.id, False)
+    assert [(c.action, c.by) for c in gone.changes] == [
+        ("added", "ana"), ("edited", "bo"), ("removed", "cy"),
+    ]  # fmt: skip
+    at = [c.at for c in gone.changes]
+    assert at == sorted(at) and at[0] == tag.at
+    said = [c.sentence for c in gone.changes]
+    assert said[0].startswith("added by ana at ") and said[0].endswith(": label 'flaky-tool'")
+    assert said[1].endswith(": label 'flaky-tool' -> 'tool-timeout'; note '' -> 'at step 2'")
+    assert said[2].startswith("removed by cy at ") and ":" not in said[2].split(" UTC")[-1]
+    assert note.changes[0].sentence.startswith("added by someone at ")
+    assert gone.changes[2].as_dict()["was_label"] == "tool-timeout"

@@ -50,6 +50,18 @@ def test_add_edit_remove_list_and_queue(seeded_url: str) -> None:
     assert code == 0 and "removed label" in out, err
     code, out, _ = invoke("annotations", "list", run, "--db", url)
     assert "no labels or notes" in out
+    code, out, err = invoke("annotations", "list", run, "--history", "--db", url)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"label {added['id']} (removed)"
+    assert lines[1].startswith("  added by ana at ") and "label 'bad-parse'" in lines[1]
+    assert lines[2].startswith("  edited by someone at ")
+    assert lines[2].endswith("label 'bad-parse' -> 'parse'")
+    assert lines[3].startswith("  removed by someone at ")
+    code, out, _ = invoke("annotations", "list", run, "--history", "--db", url, "--json")
+    (trail,) = json.loads(out)["history"]
+    assert (trail["id"], trail["removed"]) == (added["id"], True)
+    assert [c["action"] for c in trail["changes"]] == ["added", "edited", "removed"]
     code, out, _ = invoke("annotations", "queue", "--db", url)
     assert code == 0 and f"{before} unlabelled failures" in out
 

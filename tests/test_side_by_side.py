@@ -166,6 +166,74 @@ def test_a_long_text_diff_is_cut_and_says_so() -> None:
     assert len(lines) == 201 and lines[-1].endswith("more line(s) not shown")
 
 
+def _ended(events: list[StoredEvent], kind: str, **payload: Any) -> list[StoredEvent]:
+    """``events`` with their ending replaced by a ``kind`` event carrying ``payload``."""
+    return [*events[:-1], _event(events[0].run_id, len(events) - 1, kind, **payload)]
+
+
+def test_the_runs_task_input_and_final_output_are_in_the_content_diff() -> None:
+    steps = [("plan", "go", "sunny")]
+    a = _ended(
+        events_of("a", steps, task_instance_id="t1", input={"city": "Oslo"}),
+        "RunCompleted",
+        output={"answer": "north"},
+        output_summary="went north",
+    )
+    b = _ended(
+        events_of("b", steps, task_instance_id="t1", input={"city": "Rome"}),
+        "RunCompleted",
+        output={"answer": "south"},
+        output_summary="went south",
+    )
+    run = diff_events("a", a, "b", b)["run"]
+    assert [(c["what"], c["kind"]) for c in run["input"]] == [("input", "differs")]
+    assert (run["input"][0]["a"], run["input"][0]["b"]) == (
+        '{\n  "city": "Oslo"\n}',
+        '{\n  "city": "Rome"\n}',
+    )
+    assert [c["what"] for c in run["output"]] == ["final output", "final output summary"]
+    assert run["output"][1]["diff"][-2:] == ["-went north", "+went south"]
+    # the same task and answer: nothing at run level, whatever else differs
+    same = diff_events("a", a, "a2", _ended(events_of("a2", [("plan", "stop", "rain")],
+                       task_instance_id="t1", input={"city": "Oslo"}), "RunCompleted",
+                       output={"answer": "north"}, output_summary="went north"))  # fmt: skip
+    assert same["run"] == {"input": [], "output": []} and same["behaviour_differs"]
+
+
+def test_another_task_and_a_failure_instead_of_an_answer_are_said() -> None:
+    steps = [("plan", "go", "sunny")]
+    done = _ended(events_of("a", steps, task_instance_id="t1"), "RunCompleted", output={"x": 1})
+    failed = _ended(
+        events_of("b", steps, task_instance_id="t2"),
+        "RunFailed",
+        step="plan",
+        step_index=0,
+        error_type="ParseError",
+        message="bad json",
+    )
+    run = diff_events("a", done, "b", failed)["run"]
+    (task,) = run["input"]
+    assert task["what"] == "task" and "task instance t1" in task["a"]
+    assert "task instance t2" in task["b"] and "scenario s" in task["b"]
+    outcome, output = run["output"]
+    assert (outcome["what"], outcome["a"]) == ("outcome", "completed")
+    assert outcome["b"] == "failed at step 0 plan: ParseError: bad json"
+    assert (output["what"], output["kind"], output["b"]) == ("final output", "only in A", None)
+    aborted = _ended(events_of("c", steps, task_instance_id="t1"), "RunAborted", reason="stop")
+    (ended,) = diff_events("a", done, "c", aborted)["run"]["output"][:1]
+    assert ended["b"] == "aborted: stop"
+
+
+def test_a_revised_run_is_compared_by_its_revised_input() -> None:
+    steps = [("plan", "go", "sunny")]
+    a = events_of("a", steps, input={"q": 1})
+    revised = events_of("b", steps, input={"q": 1})
+    started = {**revised[0].payload, "input": {"q": 2}}
+    revised.insert(1, _event("b", 1, "RunRevised", revision=1, reason="late", started=started))
+    (change,) = diff_events("a", a, "b", revised)["run"]["input"]
+    assert change["what"] == "input" and '"q": 2' in change["b"]
+
+
 # --- lineage ----------------------------------------------------------------------------------
 
 
@@ -250,6 +318,7 @@ def test_diff_content_prints_what_differs_in_each_step(db: tuple[EventStore, str
     assert '-      "content": "plan"' in out or "plan" in out
     assert "+ B #1 search" in out and "only in B" in out
     assert "content differs in" in out and "Traceback" not in shown.output
+    assert "run input" not in out and "run outcome" not in out  # one task, both completed
     same = cli(url, a, a, "--content")
     assert same.exit_code == 0 and "no content differences" in same.stdout
     as_json = json.loads(cli(url, a, b, "--json").stdout)

@@ -182,13 +182,17 @@ def test_library_to_run_to_label_to_set_by_clicking(
         settle(page)
         expect(failed_calls.first.get_by_test_id("stChatMessage").first).to_be_visible()
     page.screenshot(path=str(folder / "2-run.png"), full_page=True)
-    page.get_by_label("label", exact=True).fill("flaky-api")
-    page.get_by_label("note", exact=True).fill("429 from the orders api; retry budget too small")
+    page.get_by_label("new label", exact=True).fill("flaky-api")
+    page.get_by_label("note (optional)", exact=True).fill(
+        "429 from the orders api; retry budget too small"
+    )
     page.get_by_role("button", name="Save label").click()
     expect(page.get_by_text("labelled", exact=False).first).to_be_visible(timeout=30_000)
     settle(page)
-    page.get_by_label("label", exact=True).fill("flaky-api")
-    page.get_by_label("note", exact=True).fill("429 from the orders api; retry budget too small")
+    page.get_by_label("new label", exact=True).fill("flaky-api")
+    page.get_by_label("note (optional)", exact=True).fill(
+        "429 from the orders api; retry budget too small"
+    )
     page.get_by_role("button", name="Save label").click()
     expect(page.get_by_text("already labelled", exact=False)).to_be_visible(timeout=30_000)
     settle(page)
@@ -198,6 +202,53 @@ def test_library_to_run_to_label_to_set_by_clicking(
     settle(page)
     expect(page.get_by_text("regression set e2e-set")).to_be_visible()
     page.screenshot(path=str(folder / "3-labelled.png"), full_page=True)
+    label = page.get_by_test_id("stExpander").filter(has_text="label flaky-api - ui")
+    label.locator("summary").click()  # edit the label in place, then remove it
+    label.get_by_label("label", exact=True).fill("rate-limited")
+    label.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_text("edited label rate-limited")).to_be_visible(timeout=30_000)
+    settle(page)
+    page.get_by_test_id("stExpander").filter(has_text="History").locator("summary").click()
+    edited = "label 'flaky-api' \u2192 'rate-limited'"  # Markdown shows -> as an arrow
+    expect(page.get_by_text(edited, exact=False)).to_be_visible()
+    page.screenshot(path=str(folder / "4-edited.png"), full_page=True)
+    label = page.get_by_test_id("stExpander").filter(has_text="label rate-limited - ui")
+    label.locator("summary").click()
+    label.get_by_role("button", name="Remove").click()
+    expect(page.get_by_text("removed label rate-limited")).to_be_visible(timeout=30_000)
+    settle(page)
+    expect(
+        page.get_by_test_id("stExpander").filter(has_text="label rate-limited - ui")
+    ).to_have_count(0)
+
+
+def test_library_labels_the_open_signature_and_edits_it_in_place(
+    served: tuple[str, str], browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    base, _ = served
+    folder = shots(tmp_path)
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(f"{base}/failures")
+    settle(page)
+    click_row(page.get_by_test_id("stDataFrame").first, 0)
+    page.wait_for_url("**sig=*", timeout=30_000)
+    settle(page)
+    page.get_by_label("reviewer", exact=True).fill("ana")
+    page.get_by_label("new label", exact=True).fill("known-timeout")
+    page.get_by_role("button", name="Save label").click()
+    expect(page.get_by_text("as ana", exact=False).first).to_be_visible(timeout=30_000)
+    settle(page)
+    label = page.get_by_test_id("stExpander").filter(has_text="label known-timeout - ana")
+    label.locator("summary").click()
+    label.get_by_label("note", exact=True).fill("the orders api, 30 s")
+    label.get_by_role("button", name="Save changes").click()
+    expect(page.get_by_text("edited label known-timeout")).to_be_visible(timeout=30_000)
+    settle(page)
+    page.get_by_test_id("stExpander").filter(has_text="History").locator("summary").click()
+    expect(page.get_by_text("edited by ana at", exact=False)).to_be_visible()
+    page.screenshot(path=str(folder / "library-labelled.png"), full_page=True)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from test_ui import page, seeded, seeded_url
 from steplog.projections.queries import list_runs, refresh
 from steplog.replay import diff_runs, replay
 from steplog.store import EventStore
+from steplog.ui import side_by_side
 from steplog.ui.common import md
 
 __all__ = ["seeded", "seeded_url"]  # fixtures, shared with test_ui
@@ -58,16 +59,48 @@ def test_two_runs_show_aligned_steps_and_the_first_content_difference_open(
     assert not app.error
     table = app.dataframe[0].value
     assert list(table[""]) == [row["mark"] for row in expected["steps"]]
+    sections = side_by_side.sections(expected)
     differing = [row for row in expected["steps"] if row["content"]]
-    assert len(app.expander) == min(len(differing), 30)
-    if differing:
+    run = expected["run"]
+    assert (
+        len(app.expander)
+        == len(sections)
+        == (min(len(differing), 30) + bool(run["input"]) + bool(run["output"]))
+    )
+    if sections:
         assert app.expander[0].proto.expanded and not any(
             e.proto.expanded for e in app.expander[1:]
         )
-        first = differing[0]["content"][0]
+        first = sections[0][1][0]
         shown = [c.value for c in app.code]
         assert (first["a"] or "(nothing)") in shown and (first["b"] or "(nothing)") in shown
     assert ("Open run " + v1, "run") in [(label, p.split("/")[-1]) for label, p in _links(app)]
+
+
+def test_the_runs_input_and_final_output_are_in_the_content_diff_first_open(
+    seeded: EventStore,
+) -> None:
+    runs = list_runs(seeded, scenario="invoice-extraction", limit=200)
+    done = next(r for r in runs if r["status"] == "completed")
+    other = next(
+        r
+        for r in runs
+        if r["status"] == "failed" and r["task_instance_id"] != done["task_instance_id"]
+    )
+    expected = diff_runs(seeded, done["run_id"], other["run_id"])["run"]
+    assert expected["input"] and expected["output"]  # another task, and no answer
+    app = page("pair", a=done["run_id"], b=other["run_id"])
+    assert not app.exception, app.exception
+    labels = [e.label for e in app.expander]
+    assert labels[0].startswith(md("Run input: ")) and app.expander[0].proto.expanded
+    assert labels[-1].startswith(md("Run outcome and final output: "))
+    assert not app.expander[-1].proto.expanded
+    outcome = next(c for c in expected["output"] if c["what"] == "outcome")
+    shown = [c.value for c in app.code]
+    assert outcome["a"] == "completed" and outcome["b"].startswith("failed at step ")
+    assert outcome["a"] in shown and outcome["b"] in shown
+    answer = next(c for c in expected["output"] if c["what"] == "final output")
+    assert answer["kind"] == "only in A" and answer["a"] in shown
 
 
 def _failed(store: EventStore, version: str) -> dict[str, Any]:

@@ -1,11 +1,11 @@
 """Two runs side by side: their steps aligned, with what each step said and did differently.
 
-For a replay, fork or rerun next to its parent,
-the relation comes first, coloured by the child's outcome (a fork that still fails is red);
-then the first divergence in words, the aligned steps, and per differing step the content
-diff (messages, tool arguments and results, outputs) with both texts side by side, the first
-differing step expanded. The logic is core's (:func:`steplog.replay.diff_runs`); the Side by
-side page and the replay page's results render it.
+For a replay, fork or rerun next to its parent, the relation comes first, coloured by the
+child's outcome (a fork that still fails is red); then the first divergence in words, the aligned
+steps, and the content diff with both texts side by side: the run's task and input, per
+differing step its messages, tool arguments and results and outputs, then the run's outcome and
+final output; the first difference expanded. The logic is core's
+(:func:`steplog.replay.diff_runs`); the Side by side page and the replay page's results render it.
 """
 
 from __future__ import annotations
@@ -97,21 +97,36 @@ def _sides(diff: dict[str, Any]) -> None:
                 )
 
 
-def _content(row: dict[str, Any], expanded: bool) -> None:
-    where = " / ".join(
-        f"{s.upper()} #{row[f'index_{s}']} {row[f'name_{s}']}"
-        for s in "ab"
-        if row[f"index_{s}"] is not None
-    )
-    count = len(row["content"])
-    with st.expander(md(f"{row['mark']} {where}: {count} difference(s)"), expanded=expanded):
-        for change in row["content"]:
+def _changes(title: str, changes: list[dict[str, Any]], expanded: bool) -> None:
+    """One expander: each differing item with both texts side by side and a unified diff."""
+    with st.expander(md(f"{title}: {len(changes)} difference(s)"), expanded=expanded):
+        for change in changes:
             st.markdown(md(f"{change['what']}: {change['kind']}"))
             left, right = st.columns(2)
             left.code(change["a"] if change["a"] is not None else "(nothing)", language=None)
             right.code(change["b"] if change["b"] is not None else "(nothing)", language=None)
             if change["a"] is not None and change["b"] is not None and change["diff"]:
                 st.code("\n".join(change["diff"]), language="diff")
+
+
+def _step_title(row: dict[str, Any]) -> str:
+    where = " / ".join(
+        f"{s.upper()} #{row[f'index_{s}']} {row[f'name_{s}']}"
+        for s in "ab"
+        if row[f"index_{s}"] is not None
+    )
+    return f"{row['mark']} {where}"
+
+
+def sections(diff: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """What differs in content, in reading order: the run's task and input, the differing
+    steps (the first :data:`SHOWN_STEPS`), the run's outcome and final output."""
+    run = diff.get("run") or {}
+    differing = [row for row in diff["steps"] if row["content"]]
+    found = [("Run input", run.get("input") or [])]
+    found += [(_step_title(row), row["content"]) for row in differing[:SHOWN_STEPS]]
+    found.append(("Run outcome and final output", run.get("output") or []))
+    return [(title, changes) for title, changes in found if changes]
 
 
 def show(diff: dict[str, Any], key: str = "aligned") -> None:
@@ -131,12 +146,12 @@ def show(diff: dict[str, Any], key: str = "aligned") -> None:
     st.dataframe(
         styled, hide_index=True, width="stretch", height=min(36 + 35 * len(frame), 420), key=key
     )
-    differing = [row for row in diff["steps"] if row["content"]]
-    for position, row in enumerate(differing[:SHOWN_STEPS]):
-        _content(row, expanded=position == 0)
-    if len(differing) > SHOWN_STEPS:
+    for position, (title, changes) in enumerate(sections(diff)):
+        _changes(title, changes, expanded=position == 0)
+    differing = sum(1 for row in diff["steps"] if row["content"])
+    if differing > SHOWN_STEPS:
         st.caption(
-            f"{len(differing) - SHOWN_STEPS} more differing step(s): "
+            f"{differing - SHOWN_STEPS} more differing step(s): "
             "`steplog diff A B --content` prints them all"
         )
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from steplog.events import ANNOTATION_TYPES
 from steplog.store import StoredEvent
 
 KINDS = {
@@ -21,7 +22,7 @@ KINDS = {
     "ClockRead": "clock",
 }
 FAILURES = ("StepAttemptFailed", "ValidationFailed", "StepFailed", "BudgetExceeded", "RunFailed")
-ANNOTATIONS = ("FailureLabeled", "SampleAddedToRegressionSet")  # shown under Annotations
+ANNOTATIONS = ANNOTATION_TYPES  # people's labels, notes and edits: shown under Annotations
 
 
 @dataclass(slots=True)

@@ -5,7 +5,8 @@ Annotations are events like any other: ``FailureLabeled`` (a label, maybe with a
 ``NoteAdded`` on the failed run's stream, on ``signature:<id>`` for a whole signature or on
 ``mode:<id>`` for a failure mode; ``AnnotationEdited`` and ``AnnotationRemoved`` name the
 annotation they change by its event id, on the same stream. :func:`annotations_of` folds a
-target's events into what reads now; the library projection folds the labels into signature
+target's events into what reads now, :func:`history_of` into who added, edited and removed
+what and when; the library projection folds the labels into signature
 status. ``SampleAddedToRegressionSet`` on a run's stream puts it in a regression set.
 """
 
@@ -27,25 +28,30 @@ from ..projections.queries import get_failure, refresh, run_summary
 from ..projections.signature_fold import SIGNATURE_STREAM
 from ..store import EventStore, NewEvent
 from ._fold import MODE_STREAM, Annotation, Folded, TargetKind, fold, kind_of, stream_of
+from ._history import Change, Trail, history
 from ._queue import QueueGroup, QueueItem, unlabelled
-from ._read import annotations_of, folded, labels_for, stream_of_annotation
+from ._read import annotations_of, folded, history_of, labels_for, stream_of_annotation
 
 __all__ = [
     "MAX_LABEL",
     "MAX_NOTE",
     "MODE_STREAM",
     "Annotation",
+    "Change",
     "Folded",
     "ModeLookup",
     "QueueGroup",
     "QueueItem",
     "Target",
     "TargetKind",
+    "Trail",
     "add_to_regression_set",
     "annotate",
     "annotations_of",
     "edit",
     "fold",
+    "history",
+    "history_of",
     "kind_of",
     "label",
     "labels_for",

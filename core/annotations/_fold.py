@@ -89,7 +89,8 @@ class Folded:
     removed: dict[str, datetime] = field(default_factory=dict)
 
 
-def _added(event: StoredEvent) -> Annotation:
+def added_from(event: StoredEvent) -> Annotation:
+    """The annotation a ``FailureLabeled`` or ``NoteAdded`` event adds."""
     p = event.payload
     is_label = event.type == "FailureLabeled"
     return Annotation(
@@ -104,7 +105,8 @@ def _added(event: StoredEvent) -> Annotation:
     )
 
 
-def _edited(current: Annotation, event: StoredEvent) -> Annotation:
+def edited_from(current: Annotation, event: StoredEvent) -> Annotation:
+    """``current`` as an ``AnnotationEdited`` event leaves it."""
     p = event.payload
     label = p.get("label") if current.kind == "label" and p.get("label") else current.label
     note = current.note
@@ -126,7 +128,7 @@ def fold(events: Iterable[StoredEvent]) -> Folded:
     removed: dict[str, datetime] = {}
     for event in events:
         if event.type in ADDED:
-            current[str(event.event_id)] = _added(event)
+            current[str(event.event_id)] = added_from(event)
         elif event.type in CHANGED:
             target = str(event.payload.get("annotation"))
             if target not in current:
@@ -135,5 +137,5 @@ def fold(events: Iterable[StoredEvent]) -> Folded:
                 del current[target]
                 removed[target] = event.recorded_at
             else:
-                current[target] = _edited(current[target], event)
+                current[target] = edited_from(current[target], event)
     return Folded(current, removed)

@@ -12,6 +12,7 @@ from ..errors import SteplogError
 from ..models import events_table
 from ..store import EventStore
 from ._fold import ADDED, CHANGED, Annotation, Folded, TargetKind, fold, stream_of
+from ._history import Trail, history
 
 _EVENTS = events_table.c
 
@@ -28,6 +29,13 @@ def annotations_of(store: EventStore, stream: str) -> list[Annotation]:
     """The current labels and notes on ``stream`` (a run id, ``signature:<id>`` or
     ``mode:<id>``), oldest first."""
     return list(folded(store, stream)[0].current.values())
+
+
+def history_of(store: EventStore, stream: str) -> list[Trail]:
+    """Every label and note ever on ``stream`` (removed ones too) with who added, edited and
+    removed it and when, oldest first."""
+    wanted = ADDED | CHANGED
+    return history(e for e in store.read_run(stream) if e.type in wanted)
 
 
 def labels_for(

@@ -109,17 +109,48 @@ def remove_cmd(
     console.print(f"removed {gone.kind} {gone.id} from {gone.stream}", highlight=False)
 
 
+HistoryOption = Annotated[
+    bool,
+    typer.Option(
+        "--history", help="Every label and note ever on it, removed ones too, with each change."
+    ),
+]
+
+
 @annotations_app.command("list")
-def list_cmd(target: TargetArgument, db: DbOption = None, as_json: JsonOption = False) -> None:
-    """The labels and notes on a failed run, a signature or a mode, as they read now."""
-    from ..annotations import annotations_of, resolve
+def list_cmd(
+    target: TargetArgument,
+    history: HistoryOption = False,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The labels and notes on a failed run, a signature or a mode, as they read now (with
+    --history: who added, edited and removed each one, and when)."""
+    from ..annotations import annotations_of, history_of, resolve
 
     with _opened(db) as store:
         where = resolve(store, target, mode_of=_mode_lookup(store, target))
         found = annotations_of(store, where.stream)
+        trails = history_of(store, where.stream) if history else []
     if as_json:
         shown = [a.as_dict() for a in found]
-        _print_json({"target": where.id, "kind": where.kind, "annotations": shown})
+        body = {"target": where.id, "kind": where.kind, "annotations": shown}
+        if history:
+            body["history"] = [
+                {"id": t.id, "kind": t.kind, "removed": t.removed,
+                 "changes": [c.as_dict() for c in t.changes]}
+                for t in trails
+            ]  # fmt: skip
+        _print_json(body)
+        return
+    if history:
+        if not trails:
+            console.print(f"no labels or notes ever on {where.stream}", highlight=False)
+        for trail in trails:
+            gone = " (removed)" if trail.removed else ""
+            console.print(f"{trail.kind} {trail.id}{gone}", highlight=False, markup=False)
+            for change in trail.changes:
+                console.print(f"  {change.sentence}", highlight=False, markup=False)
         return
     if not found:
         console.print(f"no labels or notes on {where.stream}", highlight=False)

@@ -9,6 +9,10 @@ the accounting (fields ending in ``_tokens``, ``_ms`` or ``_usd``, cost and usag
 :data:`NOT_BEHAVIOUR` says differs between any two runs (which model answered), and long
 tracebacks. Clock readings and people's annotations are not content.
 
+The run as a whole has content too: its task and input (:func:`run_input`, from
+``RunStarted`` or the latest revision) and how it ended with its final output or answer
+(:func:`run_output`: the outcome, ``RunCompleted``'s output and summary).
+
 Items are keyed by what they are within the step (``model call 2: request``,
 ``tool search #1: result``, ``attempt 2 · output``): two steps' items are aligned on these
 keys (``difflib``), so a call inserted in one run shows as one item only in that run instead
@@ -22,6 +26,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from ..projections.run_types import RunState
 from ..store import StoredEvent
 from ._diff_rules import ANNOTATIONS, NOT_BEHAVIOUR, NOT_BEHAVIOUR_EVENTS, without_usage
 
@@ -149,3 +154,46 @@ def content_diff(a: Sequence[Item], b: Sequence[Item]) -> list[dict[str, Any]]:
         changes.extend(_change(one.key, one.text, None) for one in a[i1:i2])
         changes.extend(_change(two.key, None, two.text) for two in b[j1:j2])
     return changes
+
+
+def run_input(state: RunState) -> list[Item]:
+    """What the run was asked to do: its task (scenario, task instance, task type) and input."""
+    task = [
+        f"{name} {value}"
+        for name, value in (
+            ("scenario", state.scenario),
+            ("task instance", state.task_instance_id),
+            ("task type", state.task_type),
+        )
+        if value
+    ]
+    items = [Item("task", "\n".join(task))]
+    if state.input:
+        items.append(Item("input", as_text(state.input)))
+    return items
+
+
+def _outcome(state: RunState) -> str:
+    where = ""
+    if state.failure_step_index is not None:
+        where = f" at step {state.failure_step_index} {state.failure_step or ''}".rstrip()
+    if state.status == "failed":
+        return f"failed{where}: {state.failure_type}: {state.failure_message or ''}".rstrip()
+    if state.status == "aborted":
+        return f"aborted{where}: {state.failure_message or ''}".rstrip()
+    return state.status
+
+
+def run_output(state: RunState, events: Sequence[StoredEvent]) -> list[Item]:
+    """How the run ended and what it answered: the outcome (status, and where and why it
+    failed), the final output and its summary (the last ``RunCompleted``'s)."""
+    items = [Item("outcome", _outcome(state))]
+    if state.status != "completed":
+        return items
+    if state.output:
+        items.append(Item("final output", as_text(state.output)))
+    ending = next((e for e in reversed(events) if e.type == "RunCompleted"), None)
+    summary = ending.payload.get("output_summary") if ending is not None else None
+    if summary:
+        items.append(Item("final output summary", as_text(summary)))
+    return items

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import SteplogError
 from ..projections.run_state import RunState, StepState, fold
 from ..store import EventStore, StoredEvent
-from ._content import content_diff, step_contents
+from ._content import content_diff, run_input, run_output, step_contents
 from ._diff_rules import (
     ANNOTATIONS,
     NOT_BEHAVIOUR,
@@ -182,8 +182,9 @@ def _side(run_id: str, state: RunState) -> dict[str, Any]:
 
 
 def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
-    """Two runs as aligned trajectories, with their first behavioural divergence and, per
-    aligned step, where the steps' contents (messages, tool results, outputs) differ."""
+    """Two runs as aligned trajectories, with their first behavioural divergence, where the
+    runs' task and input (``run.input``) and outcome and final output (``run.output``) differ
+    and, per aligned step, where the steps' contents (messages, tool results, outputs) differ."""
     events: dict[str, list[StoredEvent]] = {}
     for run_id in (run_a, run_b):
         events[run_id] = store.read_run(run_id)
@@ -217,6 +218,10 @@ def diff_events(
         "relation": relation(run_a, a, run_b, b, behaviour_differs=differs),
         "first_difference": first,
         "first_differing_step": step_row,
+        "run": {
+            "input": content_diff(run_input(a), run_input(b)),
+            "output": content_diff(run_output(a, events_a), run_output(b, events_b)),
+        },
         "steps": rows,
         "counts": {mark: sum(r["mark"] == mark for r in rows) for mark in "=~!-+"},
     }

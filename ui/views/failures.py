@@ -23,7 +23,7 @@ from steplog.projections.queries import (
     metrics,
 )
 from steplog.ui import charts
-from steplog.ui.annotate import labels_table, set_members
+from steplog.ui.annotate import editable, flash, label_form, labels_table, reviewer, set_members
 from steplog.ui.common import (
     RUN,
     cached,
@@ -162,12 +162,26 @@ def _signature(signature: str | None, version: str | None) -> None:
     with right:
         st.markdown("**Labels**")
         labels_table(view.labels)
+        _annotate(view)
         st.markdown("**Regression sets**")
         if not view.regression_sets:
             st.caption("In no regression set.")
         for name in view.regression_sets:
             with st.expander(md(name)):
                 set_members(name)
+
+
+def _annotate(view: FailureView) -> None:
+    """Edit or remove the labels and notes on the signature and on its labelled runs (with
+    their history), and label the signature or one of its runs."""
+    st.markdown("**Edit, remove or add**")
+    flash()
+    who = reviewer("library_reviewer")
+    runs = dict.fromkeys(str(i["run_id"]) for i in view.labels if i.get("run_id"))
+    targets = [("the signature", f"signature:{view.signature}")]
+    targets += [(f"run {run_id}", run_id) for run_id in runs]
+    current = editable(targets, who)
+    label_form(f"signature:{view.signature}", current, who, choose_target=True)
 
 
 def _decisive_steps(signature: str) -> None:

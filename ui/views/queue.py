@@ -12,18 +12,15 @@ from __future__ import annotations
 import streamlit as st
 
 from steplog.annotations import (
-    Annotation,
     QueueGroup,
     QueueItem,
     annotate,
     annotations_of,
-    edit,
-    remove,
     unlabelled,
 )
 from steplog.errors import SteplogError
 from steplog.projections.queries import list_runs
-from steplog.ui.annotate import done, flash
+from steplog.ui.annotate import done, editor, flash, reviewer
 from steplog.ui.common import (
     LIBRARY,
     RUN,
@@ -117,39 +114,6 @@ def _who() -> str:
     return str(st.session_state.get("queue_reviewer") or "").strip() or "ui"
 
 
-def _annotation(annotation: Annotation) -> None:
-    """One label or note, with its history in one line, editable and removable."""
-    head = f"label {annotation.label}" if annotation.kind == "label" else "note"
-    when = f"{annotation.at:%Y-%m-%d %H:%M}"
-    edited = f", edited by {annotation.edited_by or '?'}" if annotation.edited_at else ""
-    title = f"{head} - {annotation.by or 'anonymous'} {when}{edited}"
-    with st.expander(md(title)), st.form(f"edit-{annotation.id}", border=False):
-        label = (
-            st.text_input("label", value=annotation.label or "", max_chars=100)
-            if annotation.kind == "label"
-            else None
-        )
-        note = st.text_area("note", value=annotation.note or "", height=68)
-        save, drop = st.columns(2)
-        saved = save.form_submit_button("Save changes")
-        removed = drop.form_submit_button("Remove")
-        try:
-            if saved:
-                changed = edit(
-                    store(),
-                    annotation.id,
-                    label=None if label is None or label == annotation.label else label,
-                    note=None if note == (annotation.note or "") else note,
-                    by=_who(),
-                )
-                done(f"edited {changed.kind} {changed.label or ''}".strip())
-            if removed:
-                remove(store(), annotation.id, by=_who())
-                done(f"removed {annotation.kind} {annotation.label or ''}".strip())
-        except SteplogError as exc:
-            st.error(md(exc))
-
-
 def _annotations(item: QueueItem, by: str) -> None:
     targets = [("this run", item.run_id), ("its signature", f"signature:{item.signature}")]
     if by == "mode" and item.mode:
@@ -159,7 +123,7 @@ def _annotations(item: QueueItem, by: str) -> None:
         if found:
             st.markdown(f"**On {name}**")
             for annotation in found:
-                _annotation(annotation)
+                editor(annotation, _who())
 
 
 def _label_form(item: QueueItem, by: str) -> None:
@@ -201,7 +165,8 @@ def render() -> None:
     flash()
     top, who = st.columns([1, 1])
     by = url_choice(top, "group by", "by", GROUPINGS, "signature")
-    who.text_input("reviewer", key="queue_reviewer", placeholder="ui")
+    with who:
+        reviewer("queue_reviewer")
     keep_in_url(by=by)
     if not cached(list_runs, limit=1):
         st.info(empty_hint())

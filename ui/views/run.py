@@ -11,7 +11,6 @@ import streamlit as st
 
 from steplog.attribution.readback import recorded_view, rescuers_of
 from steplog.projections.queries import (
-    get_failure,
     regression_sets_of_run,
     related_runs,
     run_summary,
@@ -19,7 +18,7 @@ from steplog.projections.queries import (
 from steplog.projections.run_state import as_of, fold
 from steplog.replay import parent_link
 from steplog.ui import charts, side_by_side, trajectory_view, waterfall
-from steplog.ui.annotate import flash, label_form, labels_table, set_form, set_members
+from steplog.ui.annotate import editable, flash, label_form, reviewer, set_form, set_members
 from steplog.ui.common import (
     LIBRARY,
     REPLAY,
@@ -263,12 +262,15 @@ def _attribution(run_id: str, final) -> None:  # type: ignore[no-untyped-def]
 
 
 def _annotations(run_id: str, final, summary) -> None:  # type: ignore[no-untyped-def]
+    """Labels and notes on this run and its signature: edit, remove, add, with their history."""
     if final.status not in ("failed", "aborted") or not summary or not summary.get("signature"):
         return
     st.subheader("Annotations")
     flash()
-    view = cached(get_failure, summary["signature"])
-    labels_table(view.labels, run_id=run_id)
+    with st.columns([1, 2])[0]:
+        who = reviewer("run_reviewer")
+    signature = str(summary["signature"])
+    current = editable([("this run", run_id), ("its signature", f"signature:{signature}")], who)
     sets = cached(regression_sets_of_run, run_id)
     if sets:
         st.markdown(md("in regression sets: " + ", ".join(sets)))
@@ -277,7 +279,7 @@ def _annotations(run_id: str, final, summary) -> None:  # type: ignore[no-untype
                 set_members(name)
     left, right = st.columns(2)
     with left:
-        label_form(view, run_id)
+        label_form(run_id, current, who)
     with right:
         set_form(run_id)
 
