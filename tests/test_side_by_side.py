@@ -112,6 +112,40 @@ def test_inserting_a_step_yields_exactly_one_inserted_row(
     assert [row["name_a"] for row in removed if row["mark"] == "-"] == [new]
 
 
+def _lcs_length(x: tuple[str, ...], y: tuple[str, ...]) -> int:
+    """The textbook recursion, memoised: the oracle for the aligner's exact path."""
+    from functools import cache
+
+    @cache
+    def length(i: int, j: int) -> int:
+        if i == len(x) or j == len(y):
+            return 0
+        if x[i] == y[j]:
+            return 1 + length(i + 1, j + 1)
+        return max(length(i + 1, j), length(i, j + 1))
+
+    return length(0, 0)
+
+
+repeated = st.lists(st.sampled_from("abc"), max_size=9)  # few names: many repeats
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(repeated, repeated)
+def test_steps_are_aligned_by_a_longest_common_subsequence_of_their_names(
+    x: list[str], y: list[str]
+) -> None:
+    rows = diff_events(
+        "a", events_of("a", [(n, "", "") for n in x]), "b", events_of("b", [(n, "", "") for n in y])
+    )["steps"]
+    paired = [row for row in rows if row["mark"] not in "+-"]
+    assert len(paired) == _lcs_length(tuple(x), tuple(y))  # the fewest rows only in one run
+    assert all(row["name_a"] == row["name_b"] for row in paired)
+    # every step once, in each run's order
+    assert [row["index_a"] for row in rows if row["index_a"] is not None] == list(range(len(x)))
+    assert [row["index_b"] for row in rows if row["index_b"] is not None] == list(range(len(y)))
+
+
 def test_the_content_diff_shows_the_messages_results_and_outputs_that_differ() -> None:
     a = events_of("a", [("plan", "go north", "sunny"), ("book", "ok", "booked")])
     b = events_of("b", [("plan", "go south", "sunny"), ("book", "ok", "full")])

@@ -116,16 +116,68 @@ def _mark(one: StepState, two: StepState) -> str:
     return "=" if same == other else "~"
 
 
-def align(a: tuple[StepState, ...], b: tuple[StepState, ...]) -> list[dict[str, Any]]:
-    """The two runs' steps aligned by name: one row per pair, or per step of only one run."""
-    pairs: list[tuple[StepState | None, StepState | None]] = []
-    matcher = difflib.SequenceMatcher(a=[s.name for s in a], b=[s.name for s in b], autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            pairs.extend(zip(a[i1:i2], b[j1:j2], strict=True))
+EXACT_CELLS = 250_000
+"""Past this many name pairs left between the common prefix and suffix, the middle is aligned
+by ``difflib``'s longest blocks instead of an exact longest common subsequence."""
+
+
+def _matches(x: list[str], y: list[str]) -> list[tuple[int, int]]:
+    """Index pairs of a longest common subsequence of ``x`` and ``y`` (fewest steps only in
+    one run), in order: exact for the common prefix and suffix, and for a middle up to
+    :data:`EXACT_CELLS` pairs; ``difflib``'s longest matching blocks past that."""
+    head = 0
+    while head < min(len(x), len(y)) and x[head] == y[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(x), len(y)) - head and x[-1 - tail] == y[-1 - tail]:
+        tail += 1
+    mid_x, mid_y = x[head : len(x) - tail], y[head : len(y) - tail]
+    pairs = [(i, i) for i in range(head)]
+    if len(mid_x) * len(mid_y) <= EXACT_CELLS:
+        middle = _lcs(mid_x, mid_y)
+    else:
+        matcher = difflib.SequenceMatcher(a=mid_x, b=mid_y, autojunk=False)
+        middle = [
+            (i + k, j + k) for i, j, size in matcher.get_matching_blocks() for k in range(size)
+        ]
+    pairs += [(head + i, head + j) for i, j in middle]
+    pairs += [(len(x) - tail + k, len(y) - tail + k) for k in range(tail)]
+    return pairs
+
+
+def _lcs(x: list[str], y: list[str]) -> list[tuple[int, int]]:
+    """A longest common subsequence by dynamic programming (suffix lengths, then one walk)."""
+    after = [[0] * (len(y) + 1) for _ in range(len(x) + 1)]
+    for i in range(len(x) - 1, -1, -1):
+        row, below = after[i], after[i + 1]
+        for j in range(len(y) - 1, -1, -1):
+            row[j] = below[j + 1] + 1 if x[i] == y[j] else max(below[j], row[j + 1])
+    pairs, i, j = [], 0, 0
+    while i < len(x) and j < len(y):
+        if x[i] == y[j] and after[i][j] == after[i + 1][j + 1] + 1:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+        elif after[i][j + 1] >= after[i + 1][j]:  # a tie keeps A's step for a later match
+            j += 1
         else:
-            pairs.extend((one, None) for one in a[i1:i2])
-            pairs.extend((None, two) for two in b[j1:j2])
+            i += 1
+    return pairs
+
+
+def align(a: tuple[StepState, ...], b: tuple[StepState, ...]) -> list[dict[str, Any]]:
+    """The two runs' steps aligned by name: one row per pair, or per step of only one run.
+
+    The alignment keeps a longest common subsequence of the names (the fewest steps marked only
+    in one run), so inserting one step shows as one inserted row even among repeated names;
+    between two matched steps, the steps only in A come before those only in B."""
+    pairs: list[tuple[StepState | None, StepState | None]] = []
+    i = j = 0
+    for mi, mj in [*_matches([s.name for s in a], [s.name for s in b]), (len(a), len(b))]:
+        pairs.extend((one, None) for one in a[i:mi])
+        pairs.extend((None, two) for two in b[j:mj])
+        if mi < len(a) and mj < len(b):
+            pairs.append((a[mi], b[mj]))
+        i, j = mi + 1, mj + 1
     rows = []
     for index, (one, two) in enumerate(pairs):
         mark = "-" if two is None else "+" if one is None else _mark(one, two)
