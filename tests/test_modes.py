@@ -90,6 +90,35 @@ def test_modes_recover_the_injected_causes(caused: tuple[str, dict[str, str]]) -
     assert drift.most_common(1)[0][0] != uniform.most_common(1)[0][0], confusion
 
 
+SEEDS = (100, 200, 300, 400, 500)
+"""Consecutive seeds (each run ``k`` of a cause draws ``seed + k``): not picked for the score."""
+
+
+def test_modes_recover_the_injected_causes_across_seeds(tmp_path: Path) -> None:
+    """The same features and clustering over five seeds: ARI >= 0.85 on every seed and >= 0.89
+    on average (measured 0.939, 0.898, 0.896, 0.885, 0.882; before every attempt's error was a
+    token, 0.939, 0.828, 0.889, 0.885, 0.806). A step that gave up after a mix of tool timeouts
+    and rate limits is one cause, whichever came last: transient errors land in one mode."""
+    scores = []
+    for seed in SEEDS:
+        store = EventStore.open(f"sqlite:///{tmp_path / f'seed{seed}.db'}")
+        try:
+            truth = seed_causes(store, seed=seed)
+            refresh(store)
+            runs, causes = _failed_truth(store, truth)
+        finally:
+            store.close()
+        modes = build_modes(runs)
+        found = [modes.assignment[r.run_id] for r in runs]
+        confusion = sorted(Counter(zip(causes, found, strict=True)).items())
+        score = adjusted_rand_score(causes, found)
+        assert score >= 0.85, (seed, score, confusion)
+        transient = Counter(f for c, f in zip(causes, found, strict=True) if c == "transient")
+        assert len(transient) == 1, (seed, transient)
+        scores.append(score)
+    assert sum(scores) / len(scores) >= 0.89, scores
+
+
 def test_mode_ids_are_stable_across_rebuilds(caused: tuple[str, dict[str, str]]) -> None:
     url, _ = caused
     store = EventStore.open(url)
