@@ -35,6 +35,7 @@ from steplog.modes import (
     mode_trend,
     modes_of,
 )
+from steplog.modes._build import _updated
 from steplog.modes._trend import auto_bucket
 from steplog.projections.queries import refresh
 from steplog.store import EventStore
@@ -155,6 +156,42 @@ def test_new_runs_are_assigned_to_their_mode(caused: tuple[str, dict[str, str]])
         [full.assignment[r.run_id] for r in newer], [str(assigned[r.run_id]) for r in newer]
     )
     assert agree >= 0.9
+
+
+def test_an_incremental_update_refreshes_the_modes_as_a_rebuild_would(
+    caused: tuple[str, dict[str, str]],
+) -> None:
+    """New runs assigned to the cached modes refresh the modes they join -- size, counts,
+    steps, signatures and exemplars -- to what a full rebuild on the same runs gives: here new
+    runs copy the most central runs of the largest mode under ids that sort first, so a rebuild
+    picks them as exemplars, and so must the update."""
+    url, _ = caused
+    store = EventStore.open(url)
+    try:
+        runs = load_features(store)
+    finally:
+        store.close()
+    modes = build_modes(runs)
+    largest = modes.modes[0]
+    by_id = {run.run_id: run for run in runs}
+    copies = [
+        replace(by_id[run_id], run_id=f"0-new-{k}-{run_id}", model_version="cause-new")
+        for k, run_id in enumerate(largest.exemplars)
+    ]
+    grown = sorted([*runs, *copies], key=lambda run: run.run_id)
+    updated = _updated(runs, modes, grown)
+    rebuilt = build_modes(grown)
+    assert updated.assignment == rebuilt.assignment  # the copies join their originals' mode
+    assert [m.id for m in updated.modes] == [m.id for m in modes.modes]  # assigned, not rebuilt
+    joined = updated.mode(largest.id)
+    assert joined is not None and joined.size == largest.size + len(copies)
+    assert set(joined.exemplars) & {run.run_id for run in copies}  # refreshed, not stale
+    fields = ("size", "by_version", "by_scenario", "steps", "signatures", "exemplars")
+    for mode in rebuilt.modes:
+        mine = updated.mode(mode.id)
+        assert mine is not None
+        assert {f: getattr(mine, f) for f in fields} == {f: getattr(mode, f) for f in fields}
+    assert [m.id for m in updated.modes] == [m.id for m in rebuilt.modes]  # largest first
 
 
 def test_features_are_read_from_the_log() -> None:
