@@ -135,10 +135,11 @@ class ModeSet:
 def _unique(runs: Sequence[RunFeatures]) -> tuple[list[str], npt.NDArray[np.intp], list[int]]:
     """Distinct documents (most runs first, then alphabetical), each run's document index, and
     the runs per document."""
-    counts = Counter(run.document for run in runs)
+    documents = [run.document for run in runs]  # joined once: a property, not a field
+    counts = Counter(documents)
     docs = sorted(counts, key=lambda d: (-counts[d], d))
     index = {doc: i for i, doc in enumerate(docs)}
-    inverse = np.fromiter((index[run.document] for run in runs), np.intp, len(runs))
+    inverse = np.fromiter((index[doc] for doc in documents), np.intp, len(runs))
     return docs, inverse, [counts[d] for d in docs]
 
 
