@@ -35,6 +35,7 @@ from steplog.modes import (
     mode_trend,
     modes_of,
 )
+from steplog.modes._build import _updated
 from steplog.modes._trend import auto_bucket
 from steplog.projections.queries import refresh
 from steplog.store import EventStore
@@ -90,6 +91,35 @@ def test_modes_recover_the_injected_causes(caused: tuple[str, dict[str, str]]) -
     assert drift.most_common(1)[0][0] != uniform.most_common(1)[0][0], confusion
 
 
+SEEDS = (100, 200, 300, 400, 500)
+"""Consecutive seeds (each run ``k`` of a cause draws ``seed + k``): not picked for the score."""
+
+
+def test_modes_recover_the_injected_causes_across_seeds(tmp_path: Path) -> None:
+    """The same features and clustering over five seeds: ARI >= 0.85 on every seed and >= 0.89
+    on average (measured 0.939, 0.898, 0.896, 0.885, 0.882; before every attempt's error was a
+    token, 0.939, 0.828, 0.889, 0.885, 0.806). A step that gave up after a mix of tool timeouts
+    and rate limits is one cause, whichever came last: transient errors land in one mode."""
+    scores = []
+    for seed in SEEDS:
+        store = EventStore.open(f"sqlite:///{tmp_path / f'seed{seed}.db'}")
+        try:
+            truth = seed_causes(store, seed=seed)
+            refresh(store)
+            runs, causes = _failed_truth(store, truth)
+        finally:
+            store.close()
+        modes = build_modes(runs)
+        found = [modes.assignment[r.run_id] for r in runs]
+        confusion = sorted(Counter(zip(causes, found, strict=True)).items())
+        score = adjusted_rand_score(causes, found)
+        assert score >= 0.85, (seed, score, confusion)
+        transient = Counter(f for c, f in zip(causes, found, strict=True) if c == "transient")
+        assert len(transient) == 1, (seed, transient)
+        scores.append(score)
+    assert sum(scores) / len(scores) >= 0.89, scores
+
+
 def test_mode_ids_are_stable_across_rebuilds(caused: tuple[str, dict[str, str]]) -> None:
     url, _ = caused
     store = EventStore.open(url)
@@ -126,6 +156,42 @@ def test_new_runs_are_assigned_to_their_mode(caused: tuple[str, dict[str, str]])
         [full.assignment[r.run_id] for r in newer], [str(assigned[r.run_id]) for r in newer]
     )
     assert agree >= 0.9
+
+
+def test_an_incremental_update_refreshes_the_modes_as_a_rebuild_would(
+    caused: tuple[str, dict[str, str]],
+) -> None:
+    """New runs assigned to the cached modes refresh the modes they join -- size, counts,
+    steps, signatures and exemplars -- to what a full rebuild on the same runs gives: here new
+    runs copy the most central runs of the largest mode under ids that sort first, so a rebuild
+    picks them as exemplars, and so must the update."""
+    url, _ = caused
+    store = EventStore.open(url)
+    try:
+        runs = load_features(store)
+    finally:
+        store.close()
+    modes = build_modes(runs)
+    largest = modes.modes[0]
+    by_id = {run.run_id: run for run in runs}
+    copies = [
+        replace(by_id[run_id], run_id=f"0-new-{k}-{run_id}", model_version="cause-new")
+        for k, run_id in enumerate(largest.exemplars)
+    ]
+    grown = sorted([*runs, *copies], key=lambda run: run.run_id)
+    updated = _updated(runs, modes, grown)
+    rebuilt = build_modes(grown)
+    assert updated.assignment == rebuilt.assignment  # the copies join their originals' mode
+    assert [m.id for m in updated.modes] == [m.id for m in modes.modes]  # assigned, not rebuilt
+    joined = updated.mode(largest.id)
+    assert joined is not None and joined.size == largest.size + len(copies)
+    assert set(joined.exemplars) & {run.run_id for run in copies}  # refreshed, not stale
+    fields = ("size", "by_version", "by_scenario", "steps", "signatures", "exemplars")
+    for mode in rebuilt.modes:
+        mine = updated.mode(mode.id)
+        assert mine is not None
+        assert {f: getattr(mine, f) for f in fields} == {f: getattr(mode, f) for f in fields}
+    assert [m.id for m in updated.modes] == [m.id for m in rebuilt.modes]  # largest first
 
 
 def test_features_are_read_from_the_log() -> None:

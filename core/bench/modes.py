@@ -8,7 +8,10 @@ added) so the number of distinct documents grows with the runs as it does in a r
 in this process:
 
 * ``cluster``: :func:`steplog.modes.build_modes` over every run (targets: <= 60 s at 100,000);
-* ``assign``: :meth:`ModeSet.assign` of ``new`` more runs to the nearest mode (<= 2 s at 1,000);
+* ``assign``: :meth:`ModeSet.assign` of ``new`` more runs to the nearest mode, then
+  ``refresh``: the modes they joined recomputed over their runs (size, counts, steps,
+  signatures, exemplars: :func:`steplog.modes.refreshed`), as the cached update does;
+  the two together <= 2 s at 1,000;
 * peak memory: the process's peak resident set (``ru_maxrss``) after each step;
 * with ``through_store`` (``--store``): the same number of failed runs in a store, copied by bulk
   append from the seed runs, read and clustered by ``modes_of``, then ``new`` more appended and
@@ -28,7 +31,7 @@ from typing import Any
 
 from ..harness.runner import launch
 from ..harness.scenario import registered_scenarios
-from ..modes import RunFeatures, build_modes, load_features
+from ..modes import RunFeatures, build_modes, load_features, refreshed
 from ..projections.queries import refresh
 from ..store import EventStore
 
@@ -49,6 +52,7 @@ class ModesBench:
     cluster_s: float
     new: int
     assign_s: float
+    refresh_s: float
     peak_rss_mb: float
     store: dict[str, Any] | None = None  # the through-the-store figures (``--store``)
 
@@ -59,7 +63,8 @@ class ModesBench:
             "targets": {"cluster_s_at_100k": CLUSTER_TARGET_S, "assign_s_at_1k": ASSIGN_TARGET_S},
             "cluster_ok": self.cluster_s <= CLUSTER_TARGET_S * self.runs / 100_000
             or self.cluster_s <= 1.0,
-            "assign_ok": self.assign_s <= ASSIGN_TARGET_S * max(self.new, 1) / 1_000,
+            "assign_ok": self.assign_s + self.refresh_s
+            <= ASSIGN_TARGET_S * max(self.new, 1) / 1_000,
         }
 
 
@@ -133,8 +138,13 @@ def run_modes_benchmark(
     cluster_s = time.perf_counter() - started
     newcomers = _replicated(seed, new, offset=runs)
     started = time.perf_counter()
-    modes.assign(newcomers)
+    assigned = modes.assign(newcomers)
     assign_s = time.perf_counter() - started
+    started = time.perf_counter()
+    joined = {run_id: mode for run_id, mode in assigned.items() if mode is not None}
+    grown = replace(modes, assignment={**modes.assignment, **joined})
+    refreshed(grown, [*population, *newcomers], set(joined.values()))
+    refresh_s = time.perf_counter() - started
     return ModesBench(
         runs=runs,
         distinct_documents=len({r.document for r in population}),
@@ -144,6 +154,7 @@ def run_modes_benchmark(
         cluster_s=round(cluster_s, 3),
         new=new,
         assign_s=round(assign_s, 4),
+        refresh_s=round(refresh_s, 4),
         peak_rss_mb=round(_peak_mb(), 1),
         store=None if stored is None else asdict(stored),
     )

@@ -13,7 +13,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._build import clear_cache, compare_by_mode, modes_and_runs, modes_of, modes_report
-    from ._cluster import Mode, ModeSet, build_modes, mode_rows
+    from ._cluster import Mode, ModeSet, build_modes, mode_rows, refreshed
     from ._compare import by_mode
     from ._features import RunFeatures, RunSummary, features_of, load_features
     from ._trend import BUCKETS, check_bucket, mode_trend
@@ -36,6 +36,7 @@ __all__ = [
     "modes_and_runs",
     "modes_of",
     "modes_report",
+    "refreshed",
 ]
 
 if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on first use
@@ -49,7 +50,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
                 "modes_of",
                 "modes_report",
             ),
-            "._cluster": ("Mode", "ModeSet", "build_modes", "mode_rows"),
+            "._cluster": ("Mode", "ModeSet", "build_modes", "mode_rows", "refreshed"),
             "._compare": ("by_mode",),
             "._features": ("RunFeatures", "RunSummary", "features_of", "load_features"),
             "._trend": ("BUCKETS", "check_bucket", "mode_trend"),

@@ -7,13 +7,14 @@ process, keyed by the store, the log's last position and the options: a second c
 unchanged log (a UI page rerun, ``compare --by-mode`` after ``modes``) costs one query. When
 the log grew by few runs since the cached build, only the runs with events past the cached
 position are read again, and the new ones are assigned to the nearest
-existing mode (:meth:`ModeSet.assign`) instead of reclustering; past ``REBUILD_SHARE`` new runs,
-or on ``rebuild=True``, the modes are rebuilt.
+existing mode (:meth:`ModeSet.assign`) instead of reclustering, and the modes they joined have
+their size, counts, steps, signatures and exemplars recomputed as a rebuild computes them
+(:func:`refreshed`); past ``REBUILD_SHARE`` new runs, or on ``rebuild=True``, the modes are
+rebuilt.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 from threading import Lock
 from typing import Any
@@ -23,7 +24,7 @@ from sqlalchemy import select
 from ..models import events_table as events_t
 from ..projections.queries import refresh
 from ..store import EventStore
-from ._cluster import Mode, ModeSet, build_modes
+from ._cluster import ModeSet, build_modes, refreshed
 from ._features import RunFeatures, load_features
 
 REBUILD_SHARE = 0.05
@@ -77,8 +78,10 @@ def _read_since(
 
 
 def _updated(old_runs: list[RunFeatures], modes: ModeSet, runs: list[RunFeatures]) -> ModeSet:
-    """``modes`` with the runs that are new since it was built assigned to their nearest mode;
-    rebuilt when many runs are new, a run changed, or a new run fits no mode."""
+    """``modes`` with the runs that are new since it was built assigned to their nearest mode,
+    and the modes they joined refreshed (size, counts, steps, signatures, exemplars: as a
+    rebuild computes them over the same membership); rebuilt when many runs are new, a run
+    changed, or a new run fits no mode."""
     before = {run.run_id: run.document for run in old_runs}
     new = [run for run in runs if run.run_id not in before]
     changed = len(before) != len(runs) - len(new) or any(
@@ -89,29 +92,8 @@ def _updated(old_runs: list[RunFeatures], modes: ModeSet, runs: list[RunFeatures
     assigned = modes.assign(new)
     if any(mode is None for mode in assigned.values()):
         return build_modes(runs)
-    joined: dict[str, list[RunFeatures]] = {}
-    for run in new:
-        joined.setdefault(str(assigned[run.run_id]), []).append(run)
-    return replace(
-        modes,
-        modes=tuple(_grown(mode, joined.get(mode.id, [])) for mode in modes.modes),
-        assignment={**modes.assignment, **assigned},  # type: ignore[dict-item]
-    )
-
-
-def _grown(mode: Mode, runs: list[RunFeatures]) -> Mode:
-    """``mode`` with ``runs`` joined: its size and counts by version and scenario (its
-    features, exemplars, steps and signatures stay those of the last rebuild)."""
-    if not runs:
-        return mode
-    by_version = Counter(mode.by_version) + Counter(run.model_version for run in runs)
-    by_scenario = Counter(mode.by_scenario) + Counter(run.scenario for run in runs)
-    return replace(
-        mode,
-        size=mode.size + len(runs),
-        by_version=dict(sorted(by_version.items(), key=lambda kv: (-kv[1], kv[0]))),
-        by_scenario=dict(sorted(by_scenario.items(), key=lambda kv: (-kv[1], kv[0]))),
-    )
+    grown = replace(modes, assignment={**modes.assignment, **assigned})  # type: ignore[dict-item]
+    return refreshed(grown, runs, {str(mode) for mode in assigned.values()})
 
 
 def clear_cache() -> None:

@@ -24,8 +24,8 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -135,10 +135,11 @@ class ModeSet:
 def _unique(runs: Sequence[RunFeatures]) -> tuple[list[str], npt.NDArray[np.intp], list[int]]:
     """Distinct documents (most runs first, then alphabetical), each run's document index, and
     the runs per document."""
-    counts = Counter(run.document for run in runs)
+    documents = [run.document for run in runs]  # joined once: a property, not a field
+    counts = Counter(documents)
     docs = sorted(counts, key=lambda d: (-counts[d], d))
     index = {doc: i for i, doc in enumerate(docs)}
-    inverse = np.fromiter((index[run.document] for run in runs), np.intp, len(runs))
+    inverse = np.fromiter((index[doc] for doc in documents), np.intp, len(runs))
     return docs, inverse, [counts[d] for d in docs]
 
 
@@ -161,12 +162,11 @@ def _vectors(
     return normalize(matrix)
 
 
-def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> ModeSet:
-    """Cluster ``runs`` into modes (deterministic: the same runs give the same modes and ids,
-    whatever their order)."""
-    runs = sorted(runs, key=lambda r: r.run_id)
-    if not runs:
-        return ModeSet((), {}, {}, np.zeros(0), np.zeros((0, 0)))
+def _space(
+    runs: Sequence[RunFeatures],
+) -> tuple[list[str], npt.NDArray[np.intp], list[int], dict[str, int], npt.NDArray[np.float64]]:
+    """The distinct documents of ``runs`` (sorted by run id), each run's document index, the
+    runs per document, the vocabulary and the weighted IDF (document frequency over runs)."""
     docs, inverse, weights = _unique(runs)
     vocabulary = {t: i for i, t in enumerate(sorted({t for d in docs for t in d.split(" ")}))}
     df = np.zeros(len(vocabulary))
@@ -176,6 +176,16 @@ def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> M
     idf = np.log((1 + len(runs)) / (1 + df)) + 1
     for token, column in vocabulary.items():
         idf[column] *= _weight(token)
+    return docs, inverse, weights, vocabulary, idf
+
+
+def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> ModeSet:
+    """Cluster ``runs`` into modes (deterministic: the same runs give the same modes and ids,
+    whatever their order)."""
+    runs = sorted(runs, key=lambda r: r.run_id)
+    if not runs:
+        return ModeSet((), {}, {}, np.zeros(0), np.zeros((0, 0)))
+    docs, inverse, weights, vocabulary, idf = _space(runs)
     vectors = _vectors(docs, vocabulary, idf)
     labels = _labels(vectors, distance)
     weight = np.asarray(weights, dtype=float)
@@ -187,13 +197,11 @@ def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> M
     modes: list[Mode] = []
     centroids: list[npt.NDArray[np.float64]] = []
     taken: set[str] = set()
-    run_doc = inverse.tolist()
     members: dict[int, list[RunFeatures]] = {}
-    for run, d in zip(runs, run_doc, strict=True):
+    for run, d in zip(runs, inverse.tolist(), strict=True):
         members.setdefault(d, []).append(run)
     for rows in groups:
-        centroid = np.asarray((vectors[rows].T @ weight[rows]).T).reshape(-1)
-        centroid /= np.linalg.norm(centroid) or 1.0
+        centroid = _centroid(vectors, rows, weight[rows])
         mode = _mode(rows, centroid, vectors, terms, idf, members, taken)
         taken.add(mode.id)
         modes.append(mode)
@@ -205,6 +213,49 @@ def build_modes(runs: Sequence[RunFeatures], *, distance: float = DISTANCE) -> M
         for run in members[d]
     }
     return ModeSet(tuple(modes), assignment, vocabulary, idf, np.vstack(centroids))
+
+
+def _centroid(
+    vectors: csr_matrix, rows: npt.NDArray[np.intp], counts: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """The unit mean of the documents ``rows``, each weighted by its runs ``counts``."""
+    centroid = np.asarray((vectors[rows].T @ counts).T).reshape(-1)
+    centroid /= np.linalg.norm(centroid) or 1.0
+    return centroid
+
+
+def refreshed(modes: ModeSet, runs: Sequence[RunFeatures], touched: Iterable[str]) -> ModeSet:
+    """``modes`` (whose ``assignment`` already holds every run of ``runs``) with each
+    ``touched`` mode's size, counts by version and scenario, steps, signatures and exemplars
+    recomputed over its runs exactly as :func:`build_modes` computes them: the TF-IDF of every
+    run of ``runs``, the centre of the mode's runs, the runs nearest it. On the same membership,
+    the same exemplars as a rebuild. The id, name and defining features stay those of the last
+    rebuild (an id that moved with every new run could not be pointed at), and so do the
+    centroids new runs are assigned by (:meth:`ModeSet.assign`). The modes are ordered largest
+    first again (ties in their former order)."""
+    wanted = set(touched) & {m.id for m in modes.modes}
+    if not wanted:
+        return modes
+    runs = sorted(runs, key=lambda r: r.run_id)
+    docs, inverse, _, vocabulary, idf = _space(runs)
+    vectors = _vectors(docs, vocabulary, idf)
+    members: dict[str, dict[int, list[RunFeatures]]] = {m: {} for m in wanted}
+    for run, d in zip(runs, inverse.tolist(), strict=True):
+        mode_id = modes.assignment.get(run.run_id)
+        if mode_id in members:
+            members[mode_id].setdefault(d, []).append(run)
+    updated = []
+    for mode in modes.modes:
+        found = members.get(mode.id)
+        if not found:  # not touched (or, against the contract, left without runs)
+            updated.append(mode)
+            continue
+        rows = np.asarray(sorted(found), dtype=np.intp)
+        counts = np.asarray([len(found[d]) for d in rows.tolist()], dtype=float)
+        summary = _summary(rows, _centroid(vectors, rows, counts), vectors, found)
+        updated.append(replace(mode, **summary))
+    order = sorted(range(len(updated)), key=lambda i: -updated[i].size)  # stable: ties keep theirs
+    return replace(modes, modes=tuple(updated[i] for i in order), centroids=modes.centroids[order])
 
 
 def _labels(vectors: csr_matrix, distance: float) -> npt.NDArray[np.intp]:
@@ -257,24 +308,39 @@ def _mode(
         mode_id = _hash((*core, "|", *defining[:size]))
     if mode_id in taken:
         mode_id = _hash((*defining, runs[0].run_id))
+    return Mode(
+        id=mode_id,
+        name=mode_name(defining),
+        defining=defining[:DEFINING],
+        **_summary(rows, centroid, vectors, members),
+    )
+
+
+def _summary(
+    rows: npt.NDArray[np.intp],
+    centroid: npt.NDArray[np.float64],
+    vectors: csr_matrix,
+    members: dict[int, list[RunFeatures]],
+) -> dict[str, Any]:
+    """What a mode's runs (``members`` of the documents ``rows``) say: their number, counts by
+    version and scenario, the steps and signatures where it strikes, and the exemplars (the
+    runs of the documents nearest ``centroid``; ties by document order, then run id)."""
+    runs = [run for d in rows.tolist() for run in members[d]]
     nearest = np.asarray(vectors[rows] @ centroid).reshape(-1)
     central = [
         rows[i] for i in sorted(range(len(rows)), key=lambda i: (-round(float(nearest[i]), 9), i))
     ]
     exemplars = [run.run_id for d in central for run in members[d]][:EXEMPLARS]
-    return Mode(
-        id=mode_id,
-        name=mode_name(defining),
-        size=len(runs),
-        defining=defining[:DEFINING],
-        by_version=_counted(run.model_version for run in runs),
-        by_scenario=_counted(run.scenario for run in runs),
-        steps=dict(list(_counted(run.step for run in runs).items())[:TOP]),
-        signatures=dict(
+    return {
+        "size": len(runs),
+        "by_version": _counted(run.model_version for run in runs),
+        "by_scenario": _counted(run.scenario for run in runs),
+        "steps": dict(list(_counted(run.step for run in runs).items())[:TOP]),
+        "signatures": dict(
             list(_counted(run.signature for run in runs if run.signature).items())[:TOP]
         ),
-        exemplars=tuple(exemplars),
-    )
+        "exemplars": tuple(exemplars),
+    }
 
 
 def _hash(tokens: Sequence[str]) -> str:

@@ -8,6 +8,9 @@ failed run of a store (:func:`load_features`). No LLM: only what the log holds -
   (``w:``; numbers, quoted values and ids masked by :mod:`steplog.projections.signature`);
 * the validation layer that rejected the last step's attempts (``layer:``) and the limit that
   ended the run (``budget:``);
+* every failed attempt's error of the failing step (``err:``, ``concept:``), not only the last
+  one's: a step that gave up after a timeout, a rate limit and a timeout failed of transient
+  tool errors, whichever of them came last (the last draw alone split one cause in two);
 * the shape of the trajectory: retries of the failing step (``retried``, ``retries:many``),
   whether its failed attempts repeated the same answer (``repeat:same``) or varied
   (``repeat:varied``), its tool errors (``tool_err:``), where the run stopped (``at:first``,
@@ -72,6 +75,9 @@ _CONCEPTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 ``ContextWindowOverflowException``, "maximum context length"): one ``concept:`` token each, so
 the same cause lands together across frameworks."""
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_VALUES = re.compile(r"\[[^\]]*\]|\d+\.\d+")
+"""Values a message quotes (a list, a decimal): data, not a status code (``tax disagree(s)
+with the source: [502.12]`` is no provider 5xx)."""
 _TYPES = (
     "RunRevised",
     "StepStarted",
@@ -152,7 +158,7 @@ def concept_tokens(error_type: str | None, message: str | None) -> list[str]:
     """``concept:`` tokens of the failure families the error's class name (CamelCase split) or
     its message names."""
     words = _CAMEL.sub(" ", (error_type or "").rsplit(".", 1)[-1])
-    text = f"{words} {message or ''}"
+    text = f"{words} {_VALUES.sub(' ', message or '')}"
     return [f"concept:{name}" for name, pattern in _CONCEPTS if pattern.search(text)]
 
 
@@ -223,6 +229,10 @@ def _features(
             tokens.append("retried")
         if last.attempts > 2:
             tokens.append("retries:many")
+        for kind, message in zip(last.failures, last.messages, strict=True):
+            if kind.startswith("err:"):  # every attempt's error, not only the last one's
+                tokens.append(kind)
+                tokens += concept_tokens(kind[4:], message)
         if len(last.messages) > 1:
             same = len(set(last.messages)) == 1 and len(set(last.failures)) == 1
             tokens.append("repeat:same" if same else "repeat:varied")
