@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SteplogError
-from ..recorder import record_run, register_agent
+from ..recorder import model_call, record_run, register_agent, tool_call
 from ..recorder import step as recorded_step
 from ..replay import replay
 from ..store import EventStore
@@ -123,6 +123,31 @@ def _agent(base_url: str, steps: int, fanout: int, *, alone: bool = False) -> An
     return agent
 
 
+def _decorated_agent(steps: int) -> Callable[[str, bool], Any]:
+    """A plain-Python agent: per step one model call and two tool calls, each a tiny function."""
+
+    @model_call("bench-model")
+    def ask(prompt: str) -> dict[str, Any]:
+        return {"text": prompt.upper(), "tokens": len(prompt)}
+
+    @tool_call("lookup")
+    def lookup(key: str, limit: int = 3) -> list[str]:
+        return [f"{key}-{i}" for i in range(limit)]
+
+    def agent(task: str, recorded: bool) -> Any:
+        answer: Any = None
+        for index in range(steps):
+            with recorded_step(f"step_{index:02d}") if recorded else contextlib.nullcontext() as s:
+                reply = ask(f"{task} {index}")
+                found = lookup(reply["text"]) + lookup(task, limit=2)
+                answer = {"reply": reply["text"], "found": found}
+                if s is not None:
+                    s.output = answer
+        return answer
+
+    return agent
+
+
 @contextmanager
 def _answered_in_process() -> Iterator[None]:
     """Every request of the openai client answered by the fake server's handler logic, inside
@@ -202,8 +227,6 @@ def run_sdk_replay_benchmark(
         raise SteplogError(
             "bench replay --sdk needs the openai package (pip install openai)"
         ) from None
-    from .record_sdk import _decorated_agent
-
     decorated = _decorated_agent(steps)
 
     def openai_alone(task: str) -> Any:
