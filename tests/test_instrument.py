@@ -355,6 +355,16 @@ def test_bench_replay_sdk_reports_the_ratio_to_reading() -> None:
         (report["replay_seconds_per_run"] - report["agent_seconds_per_run"])
         / report["read_seconds_per_run"]
     )
+    assert report["agent_ratio_to_read"] == pytest.approx(  # the client's floor, in reads
+        report["agent_seconds_per_run"] / report["read_seconds_per_run"]
+    )
+    assert report["ratio_to_agent"] == pytest.approx(
+        report["replay_seconds_per_run"] / report["agent_seconds_per_run"]
+    )
+    decorated = report["decorated"]  # the decorated agent beside it: 1 model + 2 tools a step
+    assert (decorated["agent"], decorated["identical"]) == ("bench-sdk-decorated", 2)
+    assert decorated["events_per_run"] == 1 + 50 * (1 + 3 + 1) + 1
+    assert decorated["agent_seconds_per_run"] > 0
 
 
 # --- one code change at a time, through the real client ------------------------------------------

@@ -613,6 +613,30 @@ def test_the_guard_leaves_seeded_generators_and_explicit_times_of_its_own_alone(
     assert guard.reads == []
 
 
+def test_packages_a_pth_file_adds_are_libraries_not_agent_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A site-packages folder put on the path by a ``.pth`` file (a venv layered on another's
+    packages) holds libraries: the seal and the guard must not take them for the agent's code
+    (they rebound names in every module of ``openai`` and ``pydantic`` on each replay, and
+    pydantic's own read of the environment recursed into the seal)."""
+    import pydantic
+
+    from steplog.recorder import guard, seal
+    from steplog.recorder._libraries import library_roots
+
+    layered = tmp_path / "other-venv" / "lib" / "site-packages"
+    layered.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(layered)])
+    assert str(layered) in library_roots()
+    assert str(tmp_path / "other-venv") not in library_roots()  # only the packages folder
+    for module in (pydantic, openai, httpx):
+        filename = str(module.__file__)
+        assert filename.startswith(seal._LIBRARIES), filename
+        assert not guard._is_agent(filename), filename
+    assert guard._is_agent(__file__)  # the tests themselves are agent code
+
+
 # --- imported runs: the final answer is compared too -----------------------------------------
 
 

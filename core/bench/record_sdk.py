@@ -27,14 +27,13 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import SteplogError
-from ..recorder import model_call, record_run, tool_call
-from ..recorder import step as recorded_step
+from ..recorder import record_run
 from ..store import EventStore
 from .record import _CapturingStore, _stored, _StubStore
 
@@ -78,31 +77,6 @@ class SdkRecordBench:
             "no_commit_us_per_event": self.no_commit_us_per_event,
             "verdict": self.verdict,
         }
-
-
-def _decorated_agent(steps: int) -> Callable[[str, bool], Any]:
-    """A plain-Python agent: per step one model call and two tool calls, each a tiny function."""
-
-    @model_call("bench-model")
-    def ask(prompt: str) -> dict[str, Any]:
-        return {"text": prompt.upper(), "tokens": len(prompt)}
-
-    @tool_call("lookup")
-    def lookup(key: str, limit: int = 3) -> list[str]:
-        return [f"{key}-{i}" for i in range(limit)]
-
-    def agent(task: str, recorded: bool) -> Any:
-        answer: Any = None
-        for index in range(steps):
-            with recorded_step(f"step_{index:02d}") if recorded else nullcontext() as s:
-                reply = ask(f"{task} {index}")
-                found = lookup(reply["text"]) + lookup(task, limit=2)
-                answer = {"reply": reply["text"], "found": found}
-                if s is not None:
-                    s.output = answer
-        return answer
-
-    return agent
 
 
 def _openai_agent(steps: int) -> Callable[[str, bool], Any]:
@@ -180,6 +154,8 @@ def run_sdk_record_benchmark(*, runs: int = 20, steps: int = 50) -> list[SdkReco
     """The decorated agent and the zero-code openai agent, each ``runs`` runs of ``steps``."""
     with tempfile.TemporaryDirectory(prefix="steplog-bench-record-sdk-") as tmp:
         folder = Path(tmp)
+        from .replay_sdk import _decorated_agent
+
         decorated = _measure(folder, "decorated", _decorated_agent(steps), runs)
         with _openai_answered():
             zero_code = _measure(folder, "openai-zero-code", _openai_agent(steps), runs)

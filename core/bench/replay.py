@@ -62,6 +62,22 @@ class ReplayBench:
     """Check-only replays (compared in memory, nothing written), when measured."""
     agent_seconds_per_run: float | None = None
     """The agent alone (no run, no steplog; ``--sdk``): the client's own work, when measured."""
+    agent: str | None = None
+    """Which agent (``--sdk``: the zero-code openai one or the decorated one)."""
+
+    @property
+    def agent_ratio_to_read(self) -> float | None:
+        """The agent alone in reads: the floor under any replay of it (the client's work)."""
+        if self.agent_seconds_per_run is None:
+            return None
+        return self.agent_seconds_per_run / self.read_seconds_per_run
+
+    @property
+    def ratio_to_agent(self) -> float | None:
+        """The replay over the agent alone: what steplog multiplies the client's work by."""
+        if self.agent_seconds_per_run is None:
+            return None
+        return self.replay_seconds_per_run / self.agent_seconds_per_run
 
     @property
     def overhead_ratio_to_read(self) -> float | None:
@@ -97,6 +113,8 @@ class ReplayBench:
             "ratio_to_read": self.ratio_to_read,
             "check_ratio_to_read": self.check_ratio_to_read,
             "overhead_ratio_to_read": self.overhead_ratio_to_read,
+            "agent_ratio_to_read": self.agent_ratio_to_read,
+            "ratio_to_agent": self.ratio_to_agent,
         }
 
 

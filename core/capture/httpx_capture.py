@@ -210,12 +210,13 @@ def _is_llm_client(request: Any) -> bool:
 
 
 def _request_of(request: Any, body: bytes) -> tuple[str, dict[str, Any]]:
-    """(model name, canonical request): what identifies the call, without volatile headers."""
+    """(model name, canonical request): what identifies the call, without volatile headers;
+    not yet redacted (:func:`~steplog.recorder.calls.stored` before it is kept)."""
     parsed = _parse(body, request.headers.get("content-type", ""))
     model = parsed.get("model") if isinstance(parsed, dict) else None
     query = f"?{request.url.query.decode()}" if request.url.query else ""
     canonical = {"method": request.method, "path": request.url.path + query, "body": parsed}
-    return str(model or request.url.host or "http"), stored(canonical)
+    return str(model or request.url.host or "http"), canonical
 
 
 def _parse(body: bytes, content_type: str) -> Any:
@@ -257,7 +258,8 @@ class _Capture:
             return
         self.recorded = True
         self.run.open_calls.pop(id(self), None)
-        model, canonical = _request_of(self.request, self.body)
+        model, raw = _request_of(self.request, self.body)
+        canonical = stored(raw)
         answer: dict[str, Any] | None = None
         input_tokens = output_tokens = 0
         if self.response is not None:
@@ -291,9 +293,9 @@ class _Capture:
 
 def _served(module: ModuleType, run: RecordedRun, request: Any, body: bytes) -> Any:
     """The recorded response to ``request``; HTTP 400 (and a divergence) when there is none."""
-    model, canonical = _request_of(request, body)
+    model, raw = _request_of(request, body)  # redacted only if it matches no recorded call
     try:
-        answer = serve(run, "ModelCalled", model, canonical, vars(module))
+        answer = serve(run, "ModelCalled", model, raw, vars(module))
     except Divergence as diverged:
         message = f"steplog replay refused a call the recording does not have: {diverged}"
         return module.Response(

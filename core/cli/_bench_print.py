@@ -1,5 +1,5 @@
 """How the longer benchmark reports print for people (``steplog bench attribute``, ``scale``,
-``modes``, ``ui``)."""
+``modes``, ``ui``, ``replay --sdk``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ._shared import _print_json, console, err_console
 
 if TYPE_CHECKING:
     from ..bench.attribute_agents import AgentBench
+    from ..bench.replay import ReplayBench
     from ..bench.scale import ScaleReport
     from ..bench.ui import PageTiming
 
@@ -290,3 +291,28 @@ def bench_record_sdk(runs: int, as_json: bool) -> None:
             result.verdict.split()[-1],
         )
     console.print(table)
+
+
+def print_sdk_replay_bench(zero_code: ReplayBench, decorated: ReplayBench) -> None:
+    """``bench replay --sdk``: per agent, the read, the agent alone (the client's floor) and
+    the replay, each as a ratio to the read, and the replay over the agent alone."""
+    lines = [
+        f"SDK agents, {zero_code.runs} runs of 50 steps each; CPU time per run, timed run by run "
+        "(read, replay, agent alone)"
+    ]
+    for title, bench in (
+        ("openai client, zero code (3 concurrent calls a step)", zero_code),
+        ("decorated functions (1 model + 2 tool calls a step)", decorated),
+    ):
+        alone = bench.agent_seconds_per_run or 0.0
+        lines += [
+            f"{title}: {bench.events_per_run:.0f} events, {bench.identical}/{bench.runs} "
+            "replays identical",
+            f"  read the run's events  {bench.read_seconds_per_run * 1000:8.2f} ms",
+            f"  the agent alone        {alone * 1000:8.2f} ms ({bench.agent_ratio_to_read:.1f}x "
+            "the read: the client's own work, no steplog; the floor under any replay)",
+            f"  replay it exactly      {bench.replay_seconds_per_run * 1000:8.2f} ms "
+            f"({bench.ratio_to_read:.1f}x the read; {bench.ratio_to_agent:.2f}x the agent alone; "
+            f"steplog's share {bench.overhead_ratio_to_read:.1f}x the read)",
+        ]
+    console.print("\n".join(lines), highlight=False)

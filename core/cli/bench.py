@@ -268,16 +268,22 @@ def bench_replay(
         return
     if sdk:
         from ..bench.replay_sdk import run_sdk_replay_benchmark
+        from ._bench_print import print_sdk_replay_bench
 
-        result = run_sdk_replay_benchmark(runs=runs or 20)
-    else:
-        result = run_replay_benchmark(runs=runs or 20)
+        zero_code, decorated = run_sdk_replay_benchmark(runs=runs or 20)
+        if as_json:
+            _print_json(
+                {**zero_code.as_dict(), "case": "sdk-openai", "decorated": decorated.as_dict()}
+            )
+        else:
+            print_sdk_replay_bench(zero_code, decorated)
+        return
+    result = run_replay_benchmark(runs=runs or 20)
     if as_json:
-        _print_json({**result.as_dict(), "case": "sdk-openai" if sdk else "scenario"})
+        _print_json({**result.as_dict(), "case": "scenario"})
         return
     console.print(
-        f"{'SDK agent (openai client), ' if sdk else ''}{result.runs} runs of 50 steps "
-        f"({result.events_per_run:.0f} events each), "
+        f"{result.runs} runs of 50 steps ({result.events_per_run:.0f} events each), "
         f"{result.identical}/{result.runs} replays identical\n"
         f"  read the run's events   {result.read_seconds_per_run * 1000:8.2f} ms\n"
         f"  replay it exactly       {result.replay_seconds_per_run * 1000:8.2f} ms "
@@ -287,13 +293,6 @@ def bench_replay(
             if result.check_seconds_per_run is None
             else f"\n  check it (nothing kept)  {result.check_seconds_per_run * 1000:7.2f} ms "
             f"({result.check_ratio_to_read:.1f}x the read)"
-        )
-        + (
-            ""
-            if result.agent_seconds_per_run is None
-            else f"\n  the agent alone         {result.agent_seconds_per_run * 1000:8.2f} ms "
-            f"(no steplog; the replay's cost above it: {result.overhead_ratio_to_read:.0f}x the "
-            "read; all in CPU time)"
         ),
         highlight=False,
     )

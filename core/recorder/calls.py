@@ -143,12 +143,18 @@ def record_model(
     )
 
 
-def serve(run: RecordedRun, kind: str, name: str, request: Any, scope: dict[str, Any]) -> Any:
-    """A replayed call: the recorded answer (or error), recorded again in its place."""
+def serve(run: RecordedRun, kind: str, name: str, raw: Any, scope: dict[str, Any]) -> Any:
+    """A replayed call: the recorded answer (or error), recorded again in its place.
+
+    ``raw`` is the request as the code made it, not yet redacted: matched by its fingerprint
+    first (:meth:`~steplog.recorder.playback.SdkPlayback.take_exact`), redacted only when that
+    finds no recorded call (a request that held a secret, or one that diverges)."""
     step_index = current_step_index()
     playback = run.serving(step_index)
     assert playback is not None
-    payload = playback.take(kind, step_index, name=name, request=request)
+    payload = playback.take_exact(kind, step_index, name, raw)
+    if payload is None:
+        payload = playback.take(kind, step_index, name=name, request=stored(raw))
     event = ModelCalled if kind == "ModelCalled" else ToolCalled
     run.recorder.record_call(lambda _: event.model_validate(payload), payload["call_index"])
     if kind == "ModelCalled" and payload.get("error"):
@@ -238,9 +244,10 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return await function(*args, **kwargs)
-                request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
+                raw = jsonable(stable({"args": args, "kwargs": kwargs}))
                 if replaying(run):
-                    return rehydrate(serve(run, kind, name, request, scope))
+                    return rehydrate(serve(run, kind, name, raw, scope))
+                request = stored(raw)
                 started, at = time.perf_counter(), current_step_index()
                 token = inside_call.set(True)
                 try:
@@ -263,15 +270,15 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return (yield from function(*args, **kwargs))
-                request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
+                raw = jsonable(stable({"args": args, "kwargs": kwargs}))
                 if replaying(run):
-                    served = serve(run, kind, name, request, scope) or []
+                    served = serve(run, kind, name, raw, scope) or []
                     if decode is not None:  # the user's decoder, item by item
                         yield from (decode(item) for item in served)
                     else:
                         yield from rehydrate(served)
                     return None
-                finish = _Stream(run, request, record, current_step_index())
+                finish = _Stream(run, stored(raw), record, current_step_index())
                 try:
                     for item in _quietly(function(*args, **kwargs)):
                         finish.items.append(encoded(item))
@@ -293,9 +300,10 @@ def _instrument(
             if run is None:
                 _outside_context(name)
                 return function(*args, **kwargs)
-            request = stored(jsonable(stable({"args": args, "kwargs": kwargs})))
+            raw = jsonable(stable({"args": args, "kwargs": kwargs}))
             if replaying(run):
-                return rehydrate(serve(run, kind, name, request, scope))  # type: ignore[no-any-return]
+                return rehydrate(serve(run, kind, name, raw, scope))  # type: ignore[no-any-return]
+            request = stored(raw)
             started, at = time.perf_counter(), current_step_index()
             token = inside_call.set(True)
             try:

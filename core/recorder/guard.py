@@ -24,7 +24,6 @@ import os
 import random
 import secrets
 import sys
-import sysconfig
 import threading
 import time
 import uuid
@@ -33,6 +32,8 @@ from functools import partial
 from pathlib import Path
 from types import FrameType, FunctionType, TracebackType
 from typing import Any
+
+from ._libraries import library_roots
 
 _MODULE_SOURCES: dict[tuple[Any, str], str] = {
     **{
@@ -108,14 +109,7 @@ _undo: list[Callable[[], None]] = []
 _agent_files: dict[str, bool] = {}
 
 
-def _library_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths.get(key, "") for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.add(str(Path(__file__).resolve().parent.parent))  # steplog itself
-    return tuple(sorted(root for root in roots if root))
-
-
-_ROOTS = _library_roots()
+_ROOTS = (*library_roots(), str(Path(__file__).resolve().parent.parent))  # + steplog
 
 
 def _is_agent(filename: str) -> bool:

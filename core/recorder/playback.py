@@ -123,6 +123,46 @@ class SdkPlayback:
             return True
         return step_index < self.live_from_step
 
+    def take_exact(
+        self, kind: str, step_index: int | None, name: str, raw: Any
+    ) -> dict[str, Any] | None:
+        """The recorded call :meth:`take` would serve for ``raw`` -- a request *before*
+        redaction -- when its fingerprint is a recorded one; ``None``: ask :meth:`take` with
+        the redacted request (which also words the divergence).
+
+        Redacting and fingerprinting each request is most of what a replay costs steplog, and
+        most requests hold no secret: their redacted form is themselves. The recording keeps
+        only the redacted request and its fingerprint, so a raw request whose fingerprint
+        equals a recorded one *is* that recorded (redacted) request, and redacting it again
+        changes nothing (redaction is idempotent; a test holds it to that): :meth:`take` would
+        match the same call. A request that held a secret fingerprints differently raw and
+        goes the full way, so a secret still never decides a match. Nothing new is stored:
+        the raw fingerprint lives in memory only (a digest of unredacted requests written to
+        the store would let anyone holding it test guesses of a low-entropy secret).
+
+        The first pending call of this kind and name with the same fingerprint is taken, as
+        :meth:`take` does; a pending call without a fingerprint before it (it matches any
+        request there) leaves the choice to :meth:`take`."""
+        if not self.match_requests:
+            return None
+        asked = fingerprint(name, raw)
+        with self._lock:
+            pending = self._calls.get(step_index, [])
+            for position, payload in enumerate(pending):
+                if payload["_type"] != kind or _name(payload) != name:
+                    continue
+                recorded = payload.get("fingerprint")
+                if not recorded:
+                    return None
+                if recorded != asked:
+                    continue
+                del pending[position]
+                self._consumed[step_index] = max(
+                    self._consumed.get(step_index, -1), int(payload.get("call_index") or 0)
+                )
+                return {k: v for k, v in payload.items() if k != "_type"}
+        return None
+
     def take(
         self, kind: str, step_index: int | None, *, name: str | None = None, request: Any = None
     ) -> dict[str, Any]:

@@ -40,7 +40,6 @@ import os
 import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 from collections.abc import Callable
@@ -52,19 +51,12 @@ from typing import Any
 from ..canonical import fingerprint
 from ..events import ToolCalled
 from ..harness.playback import Divergence
+from ._libraries import library_roots
 from .context import current_run, current_step_index, replaying_anywhere
 from .playback import ENVIRON
 
 _STEPLOG = str(Path(__file__).resolve().parent.parent)
-_LIBRARIES = tuple(
-    sorted(
-        {
-            path
-            for key in ("stdlib", "platstdlib", "purelib", "platlib")
-            if (path := sysconfig.get_paths().get(key, ""))
-        }
-    )
-)
+_LIBRARIES = library_roots()
 _lock = threading.Lock()
 _installed: dict[tuple[Any, str], Any] = {}
 _watchers: list[Watch] = []
