@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from helpers.otlp import agent_trace, attrs, request
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -158,3 +159,41 @@ def test_no_planted_secret_reaches_the_database_file(tmp_path: Path) -> None:
         or secret.encode().hex().encode() in stored
     }
     assert found == {}
+
+
+def test_no_planted_secret_recorded_through_the_sdk_reaches_the_database_file(
+    tmp_path: Path,
+) -> None:
+    """The SDK's door: the run's input, each step's output, summary and error, the run's
+    output and its failure are redacted like every call (and a replay still compares equal)."""
+    from steplog.recorder import record_run, register_agent, step, tool_call
+    from steplog.replay import replay
+
+    @tool_call("lookup")
+    def lookup(query: str) -> str:
+        return f"found {query}"
+
+    @register_agent("leaky-agent")
+    def agent(task: str) -> dict[str, str]:
+        with step("echo") as s:
+            s.output, s.summary = {"said": lookup(task)}, task
+        return {"answer": task}
+
+    path = tmp_path / "sdk.db"
+    store = EventStore.open(f"sqlite:///{path}")
+    try:
+        with record_run("leaky", model_version="v1", agent="leaky-agent",
+                        input={"task": leaky_text()}, store=store) as run:  # fmt: skip
+            run.output = agent(leaky_text())
+        with (
+            pytest.raises(RuntimeError),
+            record_run("leaky", model_version="v1", store=store),
+            step("fail"),
+        ):
+            raise RuntimeError(leaky_text())
+        assert replay(store, run.run_id).identical  # the replay's events are redacted alike
+    finally:
+        store.close()
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("sdk.db"))
+    assert b"[REDACTED]" in stored
+    assert {kind for kind, secret in SECRETS.items() if secret.encode() in stored} == set()

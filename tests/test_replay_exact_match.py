@@ -162,15 +162,14 @@ def test_every_kind_of_secret_in_a_request_replays_and_is_never_matched_raw(
 
 
 def test_a_request_equal_to_the_recorded_redacted_one_is_matched_raw(tmp_path: Path) -> None:
-    """Redaction is not idempotent everywhere: ``Authorization: token [REDACTED]`` is redacted
-    again (the word ``token`` taken for the credential). A request that *is* the recorded,
-    redacted one is matched raw all the same -- it is what the recording holds -- where
-    redacting it first would have called it a divergence."""
+    """A request that *is* the recorded, redacted one (an agent replaying what it was served)
+    is matched raw: it is what the recording holds. Redacting it again changes nothing either
+    (redaction is idempotent: ``Authorization: token [REDACTED]`` keeps its scheme word)."""
     example = EXAMPLES["authorization_header"]
     events = _kinds_replayed(tmp_path, ["authorization_header"])
     kept = next(e.payload["request"] for e in events if e.type == "ModelCalled")
     assert example not in kept["args"][0] and MASK in kept["args"][0]
     redact = builtin_redactor().value
-    assert redact(kept) != kept  # redacting the recorded form changes it once more
+    assert redact(kept) == kept  # redacting the recorded form again changes nothing
     served = SdkPlayback(events).take_exact("ModelCalled", 0, "echo-model", kept)
     assert served is not None and served["request"] == kept

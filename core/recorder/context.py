@@ -62,7 +62,7 @@ class RecordedStep:
     def attempt_failed(self, error: BaseException | str, *, retryable: bool = True) -> None:
         """Record a failed attempt of this step and start the next attempt."""
         error_type = error if isinstance(error, str) else type(error).__name__
-        message = "" if isinstance(error, str) else str(error)
+        message = "" if isinstance(error, str) else self.run.redactor.text(str(error))
         recorder = self.run.recorder
         recorder.record(
             StepAttemptFailed(
@@ -216,14 +216,14 @@ def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
     except BaseException as exc:
         run.failed_step = current
         recorder = run.recorder
-        error_type = type(exc).__name__
+        error_type, message = type(exc).__name__, run.redactor.text(str(exc))
         recorder.record(
             StepAttemptFailed(
                 step=name,
                 step_index=index,
                 attempt=current.attempt,
                 error_type=error_type,
-                message=str(exc),
+                message=message,
                 retryable=False,
             )
         )
@@ -233,7 +233,7 @@ def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
                 step_index=index,
                 attempts=current.attempt,
                 error_type=error_type,
-                message=str(exc),
+                message=message,
             )
         )
         recorder.flush()
@@ -244,8 +244,10 @@ def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
                 step=name,
                 step_index=index,
                 attempt=current.attempt,
-                output=as_object(current.output),
-                output_summary=current.summary,
+                output=run.redactor.value(as_object(current.output)),
+                output_summary=None
+                if current.summary is None
+                else run.redactor.text(current.summary),
             )
         )
         run.recorder.flush()

@@ -108,7 +108,7 @@ def record_run(
             agent_version=agent_version,
             config=run.config,
             seed=seed,
-            input=jsonable(input or {}),
+            input=run.redactor.value(jsonable(input or {})),
             source="sdk",
             replay_of=replay_of,
             forked_from=forked_from,
@@ -159,7 +159,7 @@ def _record_failure(
             step=failed.name if failed else None,
             step_index=failed.index if failed else None,
             error_type=type(exc).__name__,
-            message=str(exc),
+            message=run.redactor.text(str(exc)),
         )
     )
     recorder.flush()
@@ -174,7 +174,7 @@ def _record_completion(
     if playback is not None and playback.diverged is not None:
         _record_divergence(recorder, playback.diverged)
         raise playback.diverged
-    recorder.record(RunCompleted(output=as_object(run.output)))
+    recorder.record(RunCompleted(output=run.redactor.value(as_object(run.output))))
     recorder.flush()
 
 

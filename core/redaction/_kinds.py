@@ -24,6 +24,9 @@ class Kind:
 
 
 _TOKEN: Final = r"A-Za-z0-9._~+/=-"  # RFC 6750 b64token
+_MASKED: Final = r"\[REDACTED\]"
+"""What a secret was replaced by: after a scheme word it is the credential (so that redacting
+``Authorization: Basic [REDACTED]`` again keeps it, rather than taking ``Basic`` for one)."""
 _UNQUOTED: Final = r"[^\s\"'\\&,;<>]+"
 _KEY_WORDS: Final = (
     r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|"
@@ -70,7 +73,11 @@ KINDS: Final[tuple[Kind, ...]] = (
     Kind(
         "authorization_header",
         r"(?i:\bauthorization)\\?[\"']?\s{0,16}[:=]\s{0,16}\\?[\"']?"
-        r"(?:(?i:bearer|basic|token|digest|bot)\s{1,16})?(?P<secret>[" + _TOKEN + r"]+)",
+        r"(?:(?i:bearer|basic|token|digest|bot)\s{1,16})?(?P<secret>"
+        + _MASKED
+        + r"|["
+        + _TOKEN
+        + r"]+)",
     ),
     Kind("bearer_token", r"(?i:\bbearer)\s{1,16}(?P<secret>[" + _TOKEN + r"]{8,})"),
     Kind("basic_auth", r"\bBasic\s{1,16}(?P<secret>[A-Za-z0-9+/]{2,200}={1,2})"),

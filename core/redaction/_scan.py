@@ -36,6 +36,9 @@ from ._kinds import Kind
 
 MASK: Final = "[REDACTED]"
 _MASK: Final = MASK.encode()
+_MASKS: Final = _MASK * 2
+_SPACE: Final = frozenset(b" \t\r\n")
+_NO_ALNUM: Final = re.compile(rb"[^A-Za-z0-9\x80-\xff]*")
 MAX_MEMORY: Final = 64 << 20
 """RE2's budget for the automaton's cache; when it runs out RE2 falls back to a slower (still
 linear) engine, so it is sized for one alternation of every kind over megabytes of text."""
@@ -117,8 +120,18 @@ class _Own:
         if not self.secrets or end - start > MAX_CONTEXT:
             return [(start, end)]
         groups = self.groups.Match(_BOTH, data, start, end)
-        found = [groups[g] for g in self.secrets if groups[g] != _NONE]
+        found = [_mask_kept(data, groups[g]) for g in self.secrets if groups[g] != _NONE]
         return [span for span in (found or [(start, end)]) if span[1] > span[0]]
+
+
+def _mask_kept(data: bytes, span: tuple[int, int]) -> tuple[int, int]:
+    """A secret that is a mask and then no letter or digit (``--token [REDACTED];``) is the
+    mask alone, so a second pass keeps what follows it, as the first did; a mask glued to more
+    text (``password=[REDACTED]hunter2``) is replaced whole, as any secret."""
+    start, end = span
+    if data.startswith(_MASK, start) and _NO_ALNUM.fullmatch(data, start + len(_MASK), end):
+        return start, start + len(_MASK)
+    return span
 
 
 class Scanner:
@@ -205,6 +218,8 @@ class Scanner:
         last = 0
         for start, end in sorted(spans):
             start, end = _char_start(data, start), _char_start(data, end)
+            while end > start and data[end - 1] in _SPACE:  # a secret ends before whitespace
+                end -= 1
             if end <= last:
                 continue  # inside what is replaced already
             if start < last:
@@ -242,7 +257,11 @@ class Scanner:
             view = self._unescaped(data)
             if view is not None:
                 data, changed = view, True
-        return data.decode("utf-8", "surrogatepass") if changed else text
+        if not changed:
+            return text
+        while _MASKS in data:  # adjacent masks are one (a second pass would join them)
+            data = data.replace(_MASKS, _MASK)
+        return data.decode("utf-8", "surrogatepass")
 
     def _base64_runs(self, data: bytes) -> bytes | None:
         """``data`` with secrets inside base64 runs replaced (re-encoded), or ``None``.
