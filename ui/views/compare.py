@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from steplog.compare import comparable, compare
+from steplog.compare import comparable, compare, scenario_decisions
 from steplog.errors import SteplogError
 from steplog.projections.queries import list_runs
 from steplog.ui import charts
@@ -134,22 +134,20 @@ def _by_scenario(
     baseline: str, candidate: str, scenarios: list[str], paired: str, confidence: float
 ) -> None:
     rows = []
-    for name in scenarios:
-        try:
-            r = cached(
-                compare,
-                baseline=baseline,
-                candidate=candidate,
-                scenario=name,
-                paired_mode=paired,
-                confidence=confidence,
-            )
-        except SteplogError:
-            continue
+    # one read of the runs and each scenario's decision only: the same figures as a
+    # compare() per scenario, without its full report for every scenario
+    for r in cached(
+        scenario_decisions,
+        baseline=baseline,
+        candidate=candidate,
+        scenarios=tuple(scenarios),
+        paired_mode=paired,
+        confidence=confidence,
+    ):
         decision = r["decision"]
         rows.append(
             {
-                "scenario": name,
+                "scenario": r["scenario"],
                 "verdict": decision["head"],
                 "baseline": f"{r['baseline']['completed']}/{r['baseline']['runs']}",
                 "candidate": f"{r['candidate']['completed']}/{r['candidate']['runs']}",
