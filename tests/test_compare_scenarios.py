@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from steplog import record_run, step
-from steplog.compare import compare, scenario_decisions
+from steplog.compare import compare, compare_view, scenario_decisions
 from steplog.errors import SteplogError
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import get_scenario
@@ -31,10 +31,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
     # runs without a task instance (each its own cluster) among the repeated ones
     for version, fails in (("sim-v1", True), ("sim-v2", False), ("sim-v1", False)):
         try:
-            with record_run("invoice-extraction", model_version=version, store=opened):
-                with step("only"):
-                    if fails:
-                        raise RuntimeError("boom")
+            with (
+                record_run("invoice-extraction", model_version=version, store=opened),
+                step("only"),
+            ):
+                if fails:
+                    raise RuntimeError("boom")
         except RuntimeError:
             pass
     yield opened
@@ -78,3 +80,27 @@ def test_the_rows_follow_the_order_asked_for(store: EventStore) -> None:
     got = scenario_decisions(store, baseline="sim-v2", candidate="sim-v1", scenarios=order)
     assert [row["scenario"] for row in got] == list(order)
     assert got[0]["baseline"]["runs"] == 6 + 1  # the replicated runs and one without a task
+
+
+@pytest.mark.parametrize("paired_mode", ["auto", "on", "off"])
+@pytest.mark.parametrize("scenario", [*SCENARIOS, None])
+def test_the_page_report_is_compare_s_own(
+    store: EventStore, paired_mode: Any, scenario: str | None
+) -> None:
+    options = {"baseline": "sim-v1", "candidate": "sim-v2", "paired_mode": paired_mode}
+    view = compare_view(store, scenarios=SCENARIOS, scenario=scenario, **options)
+    assert view["by_scenario"] == scenario_decisions(store, scenarios=SCENARIOS, **options)
+    try:
+        expected = compare(store, scenario=scenario, **options)
+    except SteplogError as exc:
+        assert view["report"] is None
+        assert view["error"] == str(exc)
+        return
+    assert view["error"] is None
+    # the whole report, every figure, as steplog compare --json prints it
+    assert json.dumps(view["report"], sort_keys=True) == json.dumps(expected, sort_keys=True)
+
+
+def test_the_page_report_refuses_what_compare_refuses(store: EventStore) -> None:
+    with pytest.raises(SteplogError, match="same model version"):
+        compare_view(store, baseline="sim-v1", candidate="sim-v1", scenarios=(), scenario=None)

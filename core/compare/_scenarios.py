@@ -1,10 +1,11 @@
 """Scenario by scenario: each scenario's decision, as ``compare(scenario=...)`` makes it, from
-one read of both versions' runs.
+one read of both versions' run outcomes; and the compare page's whole content.
 
 The compare page lists every scenario's verdict before the one comparison it opens. Calling
-:func:`.compare` once per scenario reads the runs again and computes the whole report
-(survival, pass^k, process metrics, task types) for each, to show only its decision; here the
-runs are read once and each scenario's rows selected from them (:meth:`RunTable.select`
+:func:`.compare` once per scenario reads every column of the runs again and computes the whole
+report (survival, pass^k, process metrics, task types) for each, to show only its decision.
+Here the outcomes (completion, scenario, cluster and pairing key: a third of a full read at
+100k runs) are read once and each scenario's rows selected from them (:meth:`RunTable.select`
 keeps their order, so clusters and pairs come out as a scenario's own read gives them), and
 only the decision is computed -- the same calls, in the same order, as :func:`.compare_tables`.
 """
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import SteplogError
 from ..projections.queries import refresh
 from ..store import EventStore
 from ._decide import PairedMode, decide, uses_pairs
-from ._runs import counts, load_runs, pair_up
+from ._report import compare, compare_tables
+from ._runs import RunTable, counts, load_runs, pair_up
 
 
 def scenario_decisions(
@@ -33,7 +36,17 @@ def scenario_decisions(
     ``compare(store, scenario=...)``. A scenario that comparison refuses (a version without
     finished runs in it, or ``paired_mode="on"`` without pairs) is left out."""
     refresh(store)
-    base_all, cand_all = load_runs(store, baseline, candidate)
+    base_all, cand_all = load_runs(store, baseline, candidate, outcomes_only=True)
+    return _decisions(base_all, cand_all, scenarios, paired_mode, confidence)
+
+
+def _decisions(
+    base_all: RunTable,
+    cand_all: RunTable,
+    scenarios: tuple[str, ...] | list[str],
+    paired_mode: PairedMode,
+    confidence: float,
+) -> list[dict[str, Any]]:
     rows = []
     for name in scenarios:
         base = base_all.select(base_all.of_scenario(name))
@@ -56,3 +69,51 @@ def scenario_decisions(
             }
         )
     return rows
+
+
+def compare_view(
+    store: EventStore,
+    *,
+    baseline: str,
+    candidate: str,
+    scenarios: tuple[str, ...] | list[str],
+    scenario: str | None,
+    paired_mode: PairedMode = "auto",
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """What the compare page shows: ``{"by_scenario": scenario_decisions(...), "report":
+    compare(scenario=scenario), "error"}``, reading each run once where it can.
+
+    The report is :func:`.compare`'s own (the same read and calls); where ``compare`` refuses
+    (a version without finished runs there, pairing on without pairs), ``report`` is None and
+    ``error`` says why in ``compare``'s words. Pooled (``scenario`` None), its full read
+    serves the decisions as well.
+    """
+    if baseline == candidate or not 0.5 <= confidence < 1:
+        compare(store, baseline=baseline, candidate=candidate, confidence=confidence)  # raises
+    refresh(store)
+    # pooled: one full read serves both; else every scenario's outcomes (a third of a full
+    # read) and the full runs of the one scenario opened
+    base, cand = load_runs(store, baseline, candidate, scenario)
+    if scenario:
+        outcomes = load_runs(store, baseline, candidate, outcomes_only=True)
+        rows = _decisions(*outcomes, scenarios, paired_mode, confidence)
+    else:
+        rows = _decisions(base, cand, scenarios, paired_mode, confidence)
+    report, error = None, None
+    try:
+        if not len(base) or not len(cand):  # compare's own message says which, and why
+            compare(
+                store,
+                baseline=baseline,
+                candidate=candidate,
+                scenario=scenario,
+                paired_mode=paired_mode,
+                confidence=confidence,
+            )
+        report = compare_tables(
+            base, cand, scenario=scenario, paired_mode=paired_mode, confidence=confidence
+        )
+    except SteplogError as exc:
+        error = str(exc)
+    return {"by_scenario": rows, "report": report, "error": error}
