@@ -151,6 +151,7 @@ def load_runs(
     flags = column(0, np.int64)
     clusters, items, pairable = _keys(map(itemgetter(1, 2, 3, 4), rows), n)
     scenarios, scenario_names = _ids(list(map(itemgetter(1), rows)), lambda s: s)
+    type_names: tuple[str, ...]
     if outcomes_only:
         types, type_names = np.zeros(n, dtype=np.intp), (NO_TASK_TYPE,)
         numbers = [np.zeros(n, dtype=np.int64) for _ in range(6)]
