@@ -134,14 +134,19 @@ def load_runs(
     scenario: str | None = None,
     *,
     outcomes_only: bool = False,
+    other_than: str | None = None,
 ) -> tuple[RunTable, RunTable]:
     """Finished runs of both versions (in ``scenario``), oldest first, in one pass.
 
     ``outcomes_only``: only what a decision reads -- outcome, scenario, cluster and pairing
     key -- for a third of the read's cost at 100k runs; the other columns (task types, steps,
     process counts, cost, run ids) are left empty: zeros, "(none)", no run ids.
+    ``other_than``: leave that scenario's runs out.
     """
-    rows = _fetch(store, _runs_query(baseline, candidate, scenario, outcomes_only))
+    query = _runs_query(baseline, candidate, scenario, outcomes_only)
+    if other_than is not None:
+        query = query.where(runs_t.c.scenario != other_than)
+    rows = _fetch(store, query)
     # column by column straight off the rows (itemgetter beats transposing with zip)
     n = len(rows)
 

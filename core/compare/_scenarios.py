@@ -87,19 +87,13 @@ def compare_view(
     The report is :func:`.compare`'s own (the same read and calls); where ``compare`` refuses
     (a version without finished runs there, pairing on without pairs), ``report`` is None and
     ``error`` says why in ``compare``'s words. Pooled (``scenario`` None), its full read
-    serves the decisions as well.
+    serves the decisions as well; else the other scenarios' outcomes are read, and the open
+    scenario's row is its report's decision.
     """
     if baseline == candidate or not 0.5 <= confidence < 1:
         compare(store, baseline=baseline, candidate=candidate, confidence=confidence)  # raises
     refresh(store)
-    # pooled: one full read serves both; else every scenario's outcomes (a third of a full
-    # read) and the full runs of the one scenario opened
     base, cand = load_runs(store, baseline, candidate, scenario)
-    if scenario:
-        outcomes = load_runs(store, baseline, candidate, outcomes_only=True)
-        rows = _decisions(*outcomes, scenarios, paired_mode, confidence)
-    else:
-        rows = _decisions(base, cand, scenarios, paired_mode, confidence)
     report, error = None, None
     try:
         if not len(base) or not len(cand):  # compare's own message says which, and why
@@ -116,4 +110,23 @@ def compare_view(
         )
     except SteplogError as exc:
         error = str(exc)
+    if not scenario:  # pooled: its full read serves the decisions too
+        return {
+            "by_scenario": _decisions(base, cand, scenarios, paired_mode, confidence),
+            "report": report,
+            "error": error,
+        }
+    # the other scenarios from their outcomes (a third of a full read); the open one's row is
+    # its report's own decision (compare_tables decides one scenario as _decisions does)
+    others = load_runs(store, baseline, candidate, outcomes_only=True, other_than=scenario)
+    rest = [name for name in scenarios if name != scenario]
+    found = {r["scenario"]: r for r in _decisions(*others, rest, paired_mode, confidence)}
+    if report is not None:
+        found[scenario] = {
+            "scenario": scenario,
+            "baseline": {k: report["baseline"][k] for k in ("completed", "runs")},
+            "candidate": {k: report["candidate"][k] for k in ("completed", "runs")},
+            "decision": report["decision"],
+        }
+    rows = [found[name] for name in scenarios if name in found]
     return {"by_scenario": rows, "report": report, "error": error}
