@@ -134,16 +134,19 @@ def load_runs(
     scenario: str | None = None,
     *,
     outcomes_only: bool = False,
+    with_run_ids: bool = False,
     other_than: str | None = None,
 ) -> tuple[RunTable, RunTable]:
     """Finished runs of both versions (in ``scenario``), oldest first, in one pass.
 
     ``outcomes_only``: only what a decision reads -- outcome, scenario, cluster and pairing
     key -- for a third of the read's cost at 100k runs; the other columns (task types, steps,
-    process counts, cost, run ids) are left empty: zeros, "(none)", no run ids.
-    ``other_than``: leave that scenario's runs out.
+    process counts, cost, run ids) are left empty: zeros, "(none)", no run ids, unless
+    ``with_run_ids``. ``other_than``: leave that scenario's runs out.
     """
     query = _runs_query(baseline, candidate, scenario, outcomes_only)
+    if outcomes_only and with_run_ids:
+        query = query.add_columns(runs_t.c.run_id)
     if other_than is not None:
         query = query.where(runs_t.c.scenario != other_than)
     rows = _fetch(store, query)
@@ -161,6 +164,8 @@ def load_runs(
         types, type_names = np.zeros(n, dtype=np.intp), (NO_TASK_TYPE,)
         numbers = [np.zeros(n, dtype=np.int64) for _ in range(6)]
         cost, run_ids = np.zeros(n, dtype=np.float64), None
+        if with_run_ids:
+            run_ids = np.fromiter(map(itemgetter(5), rows), object, n)
     else:
         types, type_names = _ids(list(map(itemgetter(5), rows)), lambda t: t or NO_TASK_TYPE)
         numbers = [column(index, np.int64) for index in range(6, 12)]

@@ -45,7 +45,10 @@ def by_mode(
 ) -> dict[str, Any]:
     """Per mode (with at least ``min_runs`` runs of either version): both versions' rates, the
     difference with its interval and test, the Holm-adjusted p-value and a sentence."""
-    base, cand = load_runs(store, baseline, candidate, scenario)
+    # a mode's decision reads outcomes, clusters and pairs, and runs by id: not the rest
+    base, cand = load_runs(
+        store, baseline, candidate, scenario, outcomes_only=True, with_run_ids=True
+    )
     if not len(base) or not len(cand):
         raise SteplogError("both versions need finished runs to compare mode by mode")
     pairs = pair_up(base, cand)
