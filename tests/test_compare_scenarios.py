@@ -104,3 +104,23 @@ def test_the_page_report_is_compare_s_own(
 def test_the_page_report_refuses_what_compare_refuses(store: EventStore) -> None:
     with pytest.raises(SteplogError, match="same model version"):
         compare_view(store, baseline="sim-v1", candidate="sim-v1", scenarios=(), scenario=None)
+
+
+def test_an_outcomes_only_read_carries_what_a_decision_reads(store: EventStore) -> None:
+    import numpy as np
+
+    from steplog.compare import load_runs
+
+    full = load_runs(store, "sim-v1", "sim-v2")
+    slim = load_runs(store, "sim-v1", "sim-v2", outcomes_only=True, with_run_ids=True)
+    rest = load_runs(store, "sim-v1", "sim-v2", outcomes_only=True, other_than="customer-service")
+    for whole, outcomes, others in zip(full, slim, rest, strict=True):
+        assert len(outcomes) == len(whole) > len(others) > 0
+        for name in ("completed", "aborted", "items", "pairable", "scenarios"):
+            assert np.array_equal(getattr(outcomes, name), getattr(whole, name)), name
+        assert outcomes.clusters.keys == whole.clusters.keys
+        assert np.array_equal(outcomes.clusters.codes, whole.clusters.codes)
+        assert outcomes.run_ids is not None and whole.run_ids is not None
+        assert outcomes.run_ids.tolist() == whole.run_ids.tolist()
+        assert not np.any(outcomes.steps)  # the columns it does not read stay empty
+        assert others.of_scenario("customer-service").sum() == 0
