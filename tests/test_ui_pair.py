@@ -65,7 +65,7 @@ def test_two_runs_show_aligned_steps_and_the_first_content_difference_open(
             e.proto.expanded for e in app.expander[1:]
         )
         first = differing[0]["content"][0]
-        shown = [c.value for c in app.code]
+        shown = [t.value for t in app.text]  # verbatim text (no highlighter to load)
         assert (first["a"] or "(nothing)") in shown and (first["b"] or "(nothing)") in shown
     assert ("Open run " + v1, "run") in [(label, p.split("/")[-1]) for label, p in _links(app)]
 
