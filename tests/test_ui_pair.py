@@ -72,7 +72,7 @@ def test_two_runs_show_aligned_steps_and_the_first_content_difference_open(
             e.proto.expanded for e in app.expander[1:]
         )
         first = sections[0][1][0]
-        shown = [c.value for c in app.code]
+        shown = [t.value for t in app.text]  # verbatim text (no highlighter to load)
         assert (first["a"] or "(nothing)") in shown and (first["b"] or "(nothing)") in shown
     assert ("Open run " + v1, "run") in [(label, p.split("/")[-1]) for label, p in _links(app)]
 
@@ -96,7 +96,7 @@ def test_the_runs_input_and_final_output_are_in_the_content_diff_first_open(
     assert labels[-1].startswith(md("Run outcome and final output: "))
     assert not app.expander[-1].proto.expanded
     outcome = next(c for c in expected["output"] if c["what"] == "outcome")
-    shown = [c.value for c in app.code]
+    shown = [t.value for t in app.text]
     assert outcome["a"] == "completed" and outcome["b"].startswith("failed at step ")
     assert outcome["a"] in shown and outcome["b"] in shown
     answer = next(c for c in expected["output"] if c["what"] == "final output")

@@ -100,13 +100,15 @@ def _sides(diff: dict[str, Any]) -> None:
 def _changes(title: str, changes: list[dict[str, Any]], expanded: bool) -> None:
     """One expander: each differing item with both texts side by side and a unified diff."""
     with st.expander(md(f"{title}: {len(changes)} difference(s)"), expanded=expanded):
+        # verbatim as text, not st.code: the first code block on a page loads the syntax
+        # highlighter in the browser (~0.6 s of a new tab's 2.9 s at 100k runs, bench ui)
         for change in changes:
             st.markdown(md(f"{change['what']}: {change['kind']}"))
             left, right = st.columns(2)
-            left.code(change["a"] if change["a"] is not None else "(nothing)", language=None)
-            right.code(change["b"] if change["b"] is not None else "(nothing)", language=None)
+            left.text(change["a"] if change["a"] is not None else "(nothing)")
+            right.text(change["b"] if change["b"] is not None else "(nothing)")
             if change["a"] is not None and change["b"] is not None and change["diff"]:
-                st.code("\n".join(change["diff"]), language="diff")
+                st.text("\n".join(change["diff"]))
 
 
 def _step_title(row: dict[str, Any]) -> str:

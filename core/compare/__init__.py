@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._report import compare, compare_counts, compare_tables, sequential_verdict
     from ._runs import RunTable, comparable, load_runs
     from ._runs import pair_up as pair_up
+    from ._scenarios import compare_view, scenario_decisions
     from ._sections import assumption, level_text, power_report
     from ._sections import verdict as verdict
     from ._sequential import run_until_decided
@@ -31,10 +32,12 @@ __all__ = [
     "compare_counts",
     "compare_tables",
     "compare_versions",
+    "compare_view",
     "level_text",
     "load_runs",
     "power_report",
     "run_until_decided",
+    "scenario_decisions",
     "sequential_verdict",
 ]
 
@@ -48,6 +51,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
             "._report": ("compare", "compare_counts", "compare_tables", "sequential_verdict"),
             "._sections": ("assumption", "level_text", "power_report", "verdict"),
             "._runs": ("RunTable", "comparable", "load_runs", "pair_up"),
+            "._scenarios": ("compare_view", "scenario_decisions"),
             "._sequential": ("run_until_decided",),
         },
     )

@@ -128,10 +128,28 @@ def _steps_entered() -> Any:
 
 
 def load_runs(
-    store: EventStore, baseline: str, candidate: str, scenario: str | None = None
+    store: EventStore,
+    baseline: str,
+    candidate: str,
+    scenario: str | None = None,
+    *,
+    outcomes_only: bool = False,
+    with_run_ids: bool = False,
+    other_than: str | None = None,
 ) -> tuple[RunTable, RunTable]:
-    """Finished runs of both versions (in ``scenario``), oldest first, in one pass."""
-    rows = _fetch(store, _runs_query(baseline, candidate, scenario))
+    """Finished runs of both versions (in ``scenario``), oldest first, in one pass.
+
+    ``outcomes_only``: only what a decision reads -- outcome, scenario, cluster and pairing
+    key -- for a third of the read's cost at 100k runs; the other columns (task types, steps,
+    process counts, cost, run ids) are left empty: zeros, "(none)", no run ids, unless
+    ``with_run_ids``. ``other_than``: leave that scenario's runs out.
+    """
+    query = _runs_query(baseline, candidate, scenario, outcomes_only)
+    if outcomes_only and with_run_ids:
+        query = query.add_columns(runs_t.c.run_id)
+    if other_than is not None:
+        query = query.where(runs_t.c.scenario != other_than)
+    rows = _fetch(store, query)
     # column by column straight off the rows (itemgetter beats transposing with zip)
     n = len(rows)
 
@@ -140,11 +158,19 @@ def load_runs(
 
     flags = column(0, np.int64)
     clusters, items, pairable = _keys(map(itemgetter(1, 2, 3, 4), rows), n)
-    types, type_names = _ids(list(map(itemgetter(5), rows)), lambda t: t or NO_TASK_TYPE)
     scenarios, scenario_names = _ids(list(map(itemgetter(1), rows)), lambda s: s)
-    numbers = [column(index, np.int64) for index in range(6, 12)]
-    cost = column(12, np.float64)
-    run_ids = np.fromiter(map(itemgetter(13), rows), object, n)
+    type_names: tuple[str, ...]
+    if outcomes_only:
+        types, type_names = np.zeros(n, dtype=np.intp), (NO_TASK_TYPE,)
+        numbers = [np.zeros(n, dtype=np.int64) for _ in range(6)]
+        cost, run_ids = np.zeros(n, dtype=np.float64), None
+        if with_run_ids:
+            run_ids = np.fromiter(map(itemgetter(5), rows), object, n)
+    else:
+        types, type_names = _ids(list(map(itemgetter(5), rows)), lambda t: t or NO_TASK_TYPE)
+        numbers = [column(index, np.int64) for index in range(6, 12)]
+        cost = column(12, np.float64)
+        run_ids = np.fromiter(map(itemgetter(13), rows), object, n)
     of_candidate = (flags & 8) > 0
     tables = []
     for version, rows_of in ((baseline, ~of_candidate), (candidate, of_candidate)):
@@ -169,22 +195,24 @@ def load_runs(
                 cost_usd=cost[rows_of],
                 scenarios=scenarios[rows_of],
                 scenario_names=scenario_names,
-                run_ids=run_ids[rows_of],
+                run_ids=None if run_ids is None else run_ids[rows_of],
             )
         )
     return tables[0], tables[1]
 
 
-def _runs_query(baseline: str, candidate: str, scenario: str | None) -> Select[Any]:
+def _runs_query(
+    baseline: str, candidate: str, scenario: str | None, outcomes_only: bool = False
+) -> Select[Any]:
     """The finished runs of both versions (in ``scenario``), oldest first: replays, forks and
-    reruns left out."""
+    reruns left out (``outcomes_only``: the first five columns)."""
     instance = runs_t.c.task_instance_id
     first = runs_t.c.first_step_correct
     is_candidate = case((runs_t.c.model_version == candidate, 1), else_=0)
     completed = case((runs_t.c.status == "completed", 1), else_=0)
     aborted = case((runs_t.c.status == "aborted", 1), else_=0)
     first_known = case((first.is_(None), 0), (first, 2), else_=1)
-    query = select(
+    columns: list[Any] = [
         # the driver's cost is per value, so four small flags travel as one number:
         # 16 * aborted + 8 * candidate + 4 * completed + first step (0 unknown, 1 wrong,
         # 2 correct)
@@ -194,16 +222,20 @@ def _runs_query(baseline: str, candidate: str, scenario: str | None) -> Select[A
         # the run is its own cluster when its task instance is unknown
         case((or_(instance.is_(None), instance == ""), runs_t.c.run_id)),
         runs_t.c.seed,
-        runs_t.c.task_type,
-        _steps_entered(),
-        runs_t.c.steps_planned,
-        runs_t.c.mid_run_errors,
-        runs_t.c.mid_run_recovered,
-        runs_t.c.retries,
-        runs_t.c.tokens,
-        runs_t.c.cost_usd,
-        runs_t.c.run_id,
-    ).where(
+    ]
+    if not outcomes_only:
+        columns += [
+            runs_t.c.task_type,
+            _steps_entered(),
+            runs_t.c.steps_planned,
+            runs_t.c.mid_run_errors,
+            runs_t.c.mid_run_recovered,
+            runs_t.c.retries,
+            runs_t.c.tokens,
+            runs_t.c.cost_usd,
+            runs_t.c.run_id,
+        ]
+    query = select(*columns).where(
         runs_t.c.model_version.in_((baseline, candidate)),
         runs_t.c.status.in_(FINISHED),
         runs_t.c.replay_of.is_(None),  # replays and forks re-use recorded answers:

@@ -23,10 +23,13 @@ from ..store import EventStore
 from ._cluster import ModeSet
 
 
-def _in_mode(runs: RunTable, modes: ModeSet, mode_id: str) -> np.ndarray:
+def _mode_codes(runs: RunTable, modes: ModeSet) -> np.ndarray:
+    """Each run's mode as its index in ``modes.modes`` (-1: in none), one look-up per run; a
+    mode's runs are then one comparison (not a pass over every run id per mode)."""
     assert runs.run_ids is not None
-    get = modes.assignment.get
-    return np.fromiter((get(r) == mode_id for r in runs.run_ids), bool, len(runs))
+    index = {mode.id: i for i, mode in enumerate(modes.modes)}
+    get, at = modes.assignment.get, index.get
+    return np.fromiter((at(get(r, ""), -1) for r in runs.run_ids), np.intp, len(runs))
 
 
 def by_mode(
@@ -42,14 +45,18 @@ def by_mode(
 ) -> dict[str, Any]:
     """Per mode (with at least ``min_runs`` runs of either version): both versions' rates, the
     difference with its interval and test, the Holm-adjusted p-value and a sentence."""
-    base, cand = load_runs(store, baseline, candidate, scenario)
+    # a mode's decision reads outcomes, clusters and pairs, and runs by id: not the rest
+    base, cand = load_runs(
+        store, baseline, candidate, scenario, outcomes_only=True, with_run_ids=True
+    )
     if not len(base) or not len(cand):
         raise SteplogError("both versions need finished runs to compare mode by mode")
     pairs = pair_up(base, cand)
     used = pairs if uses_pairs(paired_mode, pairs) and len(pairs) else None
     rows = []
-    for mode in modes.modes:
-        in_base, in_cand = _in_mode(base, modes, mode.id), _in_mode(cand, modes, mode.id)
+    base_modes, cand_modes = _mode_codes(base, modes), _mode_codes(cand, modes)
+    for i, mode in enumerate(modes.modes):
+        in_base, in_cand = base_modes == i, cand_modes == i
         n_base, n_cand = int(in_base.sum()), int(in_cand.sum())
         if n_base + n_cand < min_runs or n_base + n_cand == 0:
             continue

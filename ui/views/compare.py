@@ -13,8 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from steplog.compare import comparable, compare
-from steplog.errors import SteplogError
+from steplog.compare import comparable, compare_view
 from steplog.projections.queries import list_runs
 from steplog.ui import charts
 from steplog.ui.common import (
@@ -100,19 +99,22 @@ def render() -> None:
     if baseline == candidate:
         st.warning("Pick two different versions.")
         return
-    _by_scenario(baseline, candidate, scenarios, paired, confidence)
+    # one read of the runs for the whole page: every scenario's decision and the report
+    # opened, each equal to steplog compare's (steplog.compare.compare_view)
+    view = cached(
+        compare_view,
+        baseline=baseline,
+        candidate=candidate,
+        scenarios=tuple(scenarios),
+        scenario=None if scenario == POOLED else scenario,
+        paired_mode=paired,
+        confidence=confidence,
+    )
+    _by_scenario(view["by_scenario"], confidence)
     st.divider()
-    try:
-        report = cached(
-            compare,
-            baseline=baseline,
-            candidate=candidate,
-            scenario=None if scenario == POOLED else scenario,
-            paired_mode=paired,
-            confidence=confidence,
-        )
-    except SteplogError as exc:
-        st.warning(md(exc))
+    report = view["report"]
+    if report is None:
+        st.warning(md(view["error"]))
         return
     title = "all scenarios pooled" if scenario == POOLED else scenario
     st.header(md(f"{candidate} vs {baseline}: {title}"))
@@ -130,26 +132,13 @@ def render() -> None:
     _power(report)
 
 
-def _by_scenario(
-    baseline: str, candidate: str, scenarios: list[str], paired: str, confidence: float
-) -> None:
+def _by_scenario(decisions: list[dict[str, Any]], confidence: float) -> None:
     rows = []
-    for name in scenarios:
-        try:
-            r = cached(
-                compare,
-                baseline=baseline,
-                candidate=candidate,
-                scenario=name,
-                paired_mode=paired,
-                confidence=confidence,
-            )
-        except SteplogError:
-            continue
+    for r in decisions:
         decision = r["decision"]
         rows.append(
             {
-                "scenario": name,
+                "scenario": r["scenario"],
                 "verdict": decision["head"],
                 "baseline": f"{r['baseline']['completed']}/{r['baseline']['runs']}",
                 "candidate": f"{r['candidate']['completed']}/{r['candidate']['runs']}",
