@@ -81,6 +81,26 @@ class RunSummary(SQLModel):
     last_position: int
 
 
+class RegressionMember(SQLModel):
+    """A run promoted to a regression set, with what its summary says of it (one row of
+    ``steplog regression show``). The summary's fields are None when the library has no
+    summary of the run (a member whose run is not in this store)."""
+
+    set_name: str
+    run_id: str
+    signature: str | None = None
+    note: str | None = None
+    added_at: datetime
+    position: int
+    """Order of promotion within the set."""
+    scenario: str | None = None
+    model_version: str | None = None
+    task_instance_id: str | None = None
+    seed: int | None = None
+    failed_step: str | None = None
+    error_type: str | None = None
+
+
 class ProcessMetrics(SQLModel):
     """Process metrics of one (scenario, model version, task type) group over finished runs
     (``steplog metrics``): completion, first-step accuracy, mid-run correction, cost."""

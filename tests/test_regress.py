@@ -34,7 +34,7 @@ def _failed_set(store: EventStore, version: str, runs: int, name: str = "gate") 
     sandbox = get_scenario("sandbox")
     execute_all(store.url, plan_runs(sandbox, model_version=version, runs=runs, seed=11))
     refresh(store)
-    failed = [r["run_id"] for r in list_runs(store, status="failed", limit=1000)]
+    failed = [r.run_id for r in list_runs(store, status="failed", limit=1000)]
     assert failed, "the seed gives failures to work with"
     add_to_regression_set(store, name, failed)
     return failed
@@ -110,7 +110,7 @@ def test_fix_rate_per_failure_signature_has_a_wilson_interval(
         store.url, plan_runs(get_scenario("drill"), model_version="sim-v1", runs=40, seed=2)
     )
     refresh(store)
-    failed = [r["run_id"] for r in list_runs(store, status="failed", limit=1000)]
+    failed = [r.run_id for r in list_runs(store, status="failed", limit=1000)]
     add_to_regression_set(store, "gate", failed)
     result = regress(store, "gate", model_version="sim-v2")  # sim-v2 never fails
     groups = result["by_signature"]

@@ -279,7 +279,7 @@ def test_a_diff_with_a_fork_says_the_relation_and_its_outcome(
         url, plan_runs(get_scenario("customer-service"), model_version="sim-v1", runs=12, seed=0)
     )
     refresh(store)
-    failed = next(r for r in list_runs(store, limit=50) if r["status"] == "failed")
+    failed = next(r for r in list_runs(store, limit=50) if r.status == "failed")
     fork = replay(store, failed["run_id"], fork_at_step=0, model_version="sim-v1")
     result = diff_runs(store, failed["run_id"], fork.run_id)
     link = result["relation"]

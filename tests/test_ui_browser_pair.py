@@ -33,7 +33,7 @@ def served_fork(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tupl
     store = EventStore.open(url)
     refresh(store)
     failed = next(
-        r for r in list_runs(store, status="failed", limit=100) if r["model_version"] == "sim-v1"
+        r for r in list_runs(store, status="failed", limit=100) if r.model_version == "sim-v1"
     )
     fork = replay(
         store,

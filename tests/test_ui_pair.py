@@ -38,7 +38,7 @@ def test_without_two_runs_it_says_what_to_enter(seeded: EventStore) -> None:
     [("ghost", "real", "no run 'ghost'"), ("real", "gh\u00f6st", "no run 'gh\u00f6st'")],
 )
 def test_a_bad_run_id_is_one_error_line(seeded: EventStore, a: str, b: str, said: str) -> None:
-    real = list_runs(seeded, limit=1)[0]["run_id"]
+    real = list_runs(seeded, limit=1)[0].run_id
     app = page("pair", a=a.replace("real", real), b=b.replace("real", real))
     assert not app.exception, app.exception
     assert len(app.error) == 1 and said in app.error[0].value
@@ -50,7 +50,7 @@ def test_a_bad_run_id_is_one_error_line(seeded: EventStore, a: str, b: str, said
 def test_two_runs_show_aligned_steps_and_the_first_content_difference_open(
     seeded: EventStore,
 ) -> None:
-    runs = [r["run_id"] for r in list_runs(seeded, scenario="invoice-extraction", limit=200)]
+    runs = [r.run_id for r in list_runs(seeded, scenario="invoice-extraction", limit=200)]
     v1, v2 = runs[0], runs[-1]  # any two runs of one scenario
     expected = diff_runs(seeded, v1, v2)
     app = page("pair", a=v1, b=v2)
@@ -75,7 +75,7 @@ def _failed(store: EventStore, version: str) -> dict[str, Any]:
     return next(
         r
         for r in list_runs(store, scenario="customer-service", limit=200)
-        if r["status"] == "failed" and r["model_version"] == version and not r["forked_from"]
+        if r.status == "failed" and r.model_version == version and not r.forked_from
     )
 
 
@@ -125,8 +125,8 @@ def test_run_pages_link_parent_and_children_both_ways(
     mother = page("run", run=parent)
     wanted = f"fork at step {fork.fork_step} on sim-v1: {fork.status} (side by side)"
     assert wanted in [label for label, _ in _links(mother)]
-    own = next(r for r in list_runs(seeded, limit=200) if not r["forked_from"])
-    other = page("run", run=own["run_id"])
+    own = next(r for r in list_runs(seeded, limit=200) if not r.forked_from)
+    other = page("run", run=own.run_id)
     assert "Compare with another run" in [label for label, _ in _links(other)]
 
 

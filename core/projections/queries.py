@@ -1,7 +1,8 @@
 """Reading the library's read models: runs, failures, distributions, metrics, regression sets.
 
-Every function takes an :class:`EventStore` and returns plain typed data; callers (CLI, UI)
-catch the projection up first with :func:`refresh`.
+Every function takes an :class:`EventStore` and returns SQLModel read models
+(:mod:`steplog.read_models`) or plain counts and names; callers (CLI, UI) catch the projection
+up first with :func:`refresh`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..models import checkpoints_table
 from ..models import failure_signatures_table as sig_t
 from ..models import regression_members_table as members_t
 from ..models import run_summaries_table as runs_t
-from ..read_models import FailureSample, ProcessMetrics
+from ..read_models import FailureSample, ProcessMetrics, RegressionMember, RunSummary
 from ..store import EventStore, classify, explain
 from .signature import normalize_step
 
@@ -106,7 +107,7 @@ def list_runs(
     session: str | None = None,
     limit: int = 50,
     offset: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[RunSummary]:
     """Run summaries, newest first, filtered; ``search`` matches run id or instance."""
     query = select(runs_t)
     if scenario:
@@ -127,16 +128,20 @@ def list_runs(
             )
         )
     query = query.order_by(runs_t.c.started_at.desc(), runs_t.c.run_id).limit(limit).offset(offset)
-    return _rows(store, query)
+    return _summaries(store, query)
 
 
-def run_summary(store: EventStore, run_id: str) -> dict[str, Any] | None:
-    """One run's summary."""
-    found = _rows(store, select(runs_t).where(runs_t.c.run_id == run_id))
+def _summaries(store: EventStore, query: Select[Any]) -> list[RunSummary]:
+    return [RunSummary.model_validate(row) for row in _rows(store, query)]
+
+
+def run_summary(store: EventStore, run_id: str) -> RunSummary | None:
+    """One run's summary (None when there is no such run)."""
+    found = _summaries(store, select(runs_t).where(runs_t.c.run_id == run_id))
     return found[0] if found else None
 
 
-def related_runs(store: EventStore, run_id: str) -> list[dict[str, Any]]:
+def related_runs(store: EventStore, run_id: str) -> list[RunSummary]:
     """Replays, forks and reruns of ``run_id``."""
     query = select(runs_t).where(
         or_(
@@ -145,7 +150,7 @@ def related_runs(store: EventStore, run_id: str) -> list[dict[str, Any]]:
             runs_t.c.rerun_of == run_id,
         )
     )
-    return _rows(store, query.order_by(runs_t.c.started_at))
+    return _summaries(store, query.order_by(runs_t.c.started_at))
 
 
 # --- failures --------------------------------------------------------------------------------
@@ -395,7 +400,7 @@ def regression_sets(store: EventStore) -> dict[str, int]:
         return {name: int(count) for name, count in conn.execute(query)}
 
 
-def regression_set(store: EventStore, name: str) -> list[dict[str, Any]]:
+def regression_set(store: EventStore, name: str) -> list[RegressionMember]:
     """The members of a regression set with their run summaries."""
     query = (
         select(
@@ -411,7 +416,7 @@ def regression_set(store: EventStore, name: str) -> list[dict[str, Any]]:
         .where(members_t.c.set_name == name)
         .order_by(members_t.c.position)
     )
-    return _rows(store, query)
+    return [RegressionMember.model_validate(row) for row in _rows(store, query)]
 
 
 def regression_sets_of_run(store: EventStore, run_id: str) -> list[str]:

@@ -115,7 +115,7 @@ def set_members(store: EventStore, set_name: str) -> list[tuple[str, str | None]
     if not members:
         known = ", ".join(sorted(regression_sets(store))) or "none"
         raise SteplogError(f"no regression set {set_name!r} (or it is empty); sets: {known}")
-    return [(str(member["run_id"]), member.get("scenario")) for member in members]
+    return [(member.run_id, member.scenario) for member in members]
 
 
 def check_run(
