@@ -1,0 +1,136 @@
+"""Every public read API returns SQLModel read models (issue 33): not dicts, dataclasses or
+tuples. Checked twice: the declared return types, and the objects that come back from a small
+seeded store."""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import SQLModel
+
+import steplog
+from steplog.annotations import add_to_regression_set
+from steplog.compare import compare_versions
+from steplog.projections import queries
+from steplog.projections.reads import failures, runs
+from steplog.replay import replay_run
+from steplog.store import EventStore
+
+READ_FACADE = {
+    "failures": failures,
+    "runs": runs,
+    "compare": compare_versions,
+    "replay": replay_run,
+}
+"""The read jobs among ``steplog.__all__`` and the functions behind them (``steplog.compare``
+and ``steplog.replay`` are packages whose call runs these)."""
+
+READERS: list[Callable[..., Any]] = [
+    queries.list_runs,
+    queries.run_summary,
+    queries.related_runs,
+    queries.regression_set,
+    queries.list_failures,
+    queries.get_failure,
+    queries.metrics,
+]
+"""The library's readers (steplog.projections.queries) that return records."""
+
+
+def _classes(annotation: Any) -> set[Any]:
+    """The classes a return annotation names, through ``list[...]`` and ``X | None``."""
+    args = typing.get_args(annotation)
+    if not args:
+        return {annotation} - {types.NoneType}
+    origin = typing.get_origin(annotation)
+    own = set() if origin in (types.UnionType, typing.Union) else {origin}
+    return own.union(*(_classes(arg) for arg in args))
+
+
+def test_every_read_facade_of_steplog_all_is_covered() -> None:
+    read_modules = {"projections.reads", "compare", "replay"}
+    facades = {name for name in steplog.__all__ if steplog._MODULE_OF[name] in read_modules}
+    assert facades == set(READ_FACADE)
+
+
+@pytest.mark.parametrize(
+    "function", [*READ_FACADE.values(), *READERS], ids=lambda f: f.__qualname__
+)
+def test_declared_return_types_are_sqlmodel_read_models(function: Callable[..., Any]) -> None:
+    returned = _classes(typing.get_type_hints(function)["return"]) - {list}
+    assert returned, function
+    for cls in returned:
+        assert isinstance(cls, type) and issubclass(cls, SQLModel), (function, cls)
+        assert not getattr(cls, "__table__", None), f"{cls} is a table, not a read model"
+
+
+def test_the_checker_sees_a_dict_in_a_union() -> None:
+    def reader() -> list[dict[str, Any]] | None: ...
+
+    assert _classes(typing.get_type_hints(reader)["return"]) == {list, dict, str, Any}
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """customer-service under two versions, 8 runs each; a failed run in a regression set and
+    replayed once, so every reader has something to return."""
+    from steplog.harness.batch import execute_all, plan_runs
+    from steplog.harness.scenario import get_scenario
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('typed')}/typed.db"
+    EventStore.open(url).close()
+    spec = get_scenario("customer-service")
+    for version in ("sim-v1", "sim-v2"):
+        execute_all(url, plan_runs(spec, model_version=version, runs=8, seed=0))
+    return url
+
+
+def _all_sqlmodel(value: Any) -> bool:
+    items = value if isinstance(value, list) else [value]
+    return bool(items) and all(isinstance(item, SQLModel) for item in items)
+
+
+def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> None:
+    store = EventStore.open(seeded)
+    try:
+        queries.refresh(store)
+        failed = queries.list_runs(store, status="failed", limit=1)
+        assert failed, "the seeded store has a failed run"
+        run_id = failed[0].run_id
+        add_to_regression_set(store, "typed", [run_id])
+        replayed = replay_run(run_id, store)
+        queries.refresh(store)
+        signature = failed[0].signature
+        assert signature is not None
+        found: dict[str, Any] = {
+            "list_runs": queries.list_runs(store, limit=5),
+            "run_summary": queries.run_summary(store, run_id),
+            "related_runs": queries.related_runs(store, run_id),
+            "regression_set": queries.regression_set(store, "typed"),
+            "list_failures": queries.list_failures(store),
+            "get_failure": queries.get_failure(store, signature),
+            "metrics": queries.metrics(store),
+            "failures": steplog.failures(store),
+            "runs": steplog.runs(store),
+            "compare": steplog.compare("sim-v1", "sim-v2", store),
+            "replay": replayed,
+        }
+    finally:
+        store.close()
+    assert set(found) == {f.__name__ for f in READERS} | set(READ_FACADE)
+    wrong = {
+        name: type(value).__name__ for name, value in found.items() if not _all_sqlmodel(value)
+    }
+    assert wrong == {}
+    # what came back is what the store holds, not placeholders
+    assert found["run_summary"].run_id == run_id and found["run_summary"].status == "failed"
+    assert [r.run_id for r in found["related_runs"]] == [replayed.run_id]
+    (member,) = found["regression_set"]
+    assert (member.set_name, member.run_id, member.signature) == ("typed", run_id, signature)
+    assert member.scenario == "customer-service" and member.position >= 0
+    assert found["get_failure"].signature == signature
