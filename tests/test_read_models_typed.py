@@ -4,6 +4,7 @@ seeded store."""
 
 from __future__ import annotations
 
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from steplog.annotations import add_to_regression_set
 from steplog.compare import compare_versions
 from steplog.projections import queries
 from steplog.projections.reads import failures, runs
-from steplog.replay import replay_run
+from steplog.replay import replay, replay_run
 from steplog.store import EventStore
 
 READ_FACADE = {
@@ -38,8 +39,19 @@ READERS: list[Callable[..., Any]] = [
     queries.list_failures,
     queries.get_failure,
     queries.metrics,
+    replay,
 ]
-"""The library's readers (steplog.projections.queries) that return records."""
+"""The library's readers (steplog.projections.queries) that return records, and the replay
+package's own call (its ``ReplayResult`` is what the outcome is made from)."""
+
+
+def _returns(function: Callable[..., Any]) -> Any:
+    """``function``'s return annotation, resolved in its module (only the return: parameters
+    may name classes imported for type checking alone)."""
+    annotation = function.__annotations__["return"]
+    if isinstance(annotation, str):
+        annotation = eval(annotation, vars(sys.modules[function.__module__]))
+    return annotation
 
 
 def _classes(annotation: Any) -> set[Any]:
@@ -62,7 +74,7 @@ def test_every_read_facade_of_steplog_all_is_covered() -> None:
     "function", [*READ_FACADE.values(), *READERS], ids=lambda f: f.__qualname__
 )
 def test_declared_return_types_are_sqlmodel_read_models(function: Callable[..., Any]) -> None:
-    returned = _classes(typing.get_type_hints(function)["return"]) - {list}
+    returned = _classes(_returns(function)) - {list}
     assert returned, function
     for cls in returned:
         assert isinstance(cls, type) and issubclass(cls, SQLModel), (function, cls)
@@ -72,7 +84,7 @@ def test_declared_return_types_are_sqlmodel_read_models(function: Callable[..., 
 def test_the_checker_sees_a_dict_in_a_union() -> None:
     def reader() -> list[dict[str, Any]] | None: ...
 
-    assert _classes(typing.get_type_hints(reader)["return"]) == {list, dict, str, Any}
+    assert _classes(_returns(reader)) == {list, dict, str, Any}
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +131,13 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
             "runs": steplog.runs(store),
             "compare": steplog.compare("sim-v1", "sim-v2", store),
             "replay": replayed,
+            "replay.replay": replay(store, run_id, check=True),
         }
     finally:
         store.close()
-    assert set(found) == {f.__name__ for f in READERS} | set(READ_FACADE)
+    assert set(found) == {f.__name__ for f in READERS} - {"replay"} | set(READ_FACADE) | {
+        "replay.replay"
+    }
     wrong = {
         name: type(value).__name__ for name, value in found.items() if not _all_sqlmodel(value)
     }
@@ -134,3 +149,5 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
     assert (member.set_name, member.run_id, member.signature) == ("typed", run_id, signature)
     assert member.scenario == "customer-service" and member.position >= 0
     assert found["get_failure"].signature == signature
+    check = found["replay.replay"]
+    assert (check.original, check.written, check.behaviour_changed) == (run_id, False, False)

@@ -162,10 +162,10 @@ def test_regress_runs_stay_out_of_metrics_comparisons_and_failures(
     summary = run_summary(store, row["candidate"]["run_id"])
     assert summary is not None
     if mode == "rerun":
-        assert summary["rerun_of"] == row["original"] and summary["forked_from"] is None
+        assert summary.rerun_of == row["original"] and summary.forked_from is None
         assert row["fork_step"] is None and row["fork_reason"] == "rerun from the start"
     else:
-        assert summary["forked_from"] == row["original"]
+        assert summary.forked_from == row["original"]
 
 
 # --- where to fork ---------------------------------------------------------------------------
@@ -245,7 +245,16 @@ def test_fork_summary_does_not_claim_a_fix_the_original_did_not_need(store: Even
 
     def summary(original: str, status: str) -> str:
         return ReplayResult(
-            "fork", "a", "b", status, original, None, None, None, 1, "v"
+            mode="fork",
+            original="a",
+            run_id="b",
+            status=status,
+            original_status=original,
+            identical=None,
+            divergence=None,
+            first_difference=None,
+            fork_step=1,
+            model_version="v",
         ).summary.split(" -- ")[1]
 
     assert summary("failed", "completed") == "now completes"

@@ -151,7 +151,7 @@ def test_regression_set_replay(store: EventStore) -> None:
     sandbox = get_scenario("sandbox")
     execute_all(store.url, plan_runs(sandbox, model_version="sim-v1", runs=20, seed=0))
     refresh(store)
-    failed = [r["run_id"] for r in list_runs(store, status="failed", limit=5)]
+    failed = [r.run_id for r in list_runs(store, status="failed", limit=5)]
     add_to_regression_set(store, "nightly", failed)
     result = regress(store, "nightly", model_version="uniform-0.0")
     assert (result["samples"], result["now_pass"]) == (len(failed), len(failed))

@@ -7,7 +7,6 @@ import shutil
 import sqlite3
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -17,6 +16,7 @@ from test_ui import page, seeded, seeded_url
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import get_scenario
 from steplog.projections.queries import list_runs
+from steplog.read_models import RunSummary
 from steplog.store import EventStore, create_engine_for, current_revision
 from steplog.ui.common import md, picked_row
 from steplog.ui.trajectory import step_seconds, trajectory
@@ -112,7 +112,7 @@ def test_compare_alpha_sets_the_confidence_of_every_interval(seeded: EventStore)
 # --- the fatal step first ---------------------------------------------------------------------
 
 
-def _criterion_failure(store: EventStore) -> dict[str, Any]:
+def _criterion_failure(store: EventStore) -> RunSummary:
     """A run that failed on a completion criterion after its last step had completed."""
     runs = list_runs(store, status="failed", limit=500)
     return next(r for r in runs if r.error_type == "completion_criterion")

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from test_ui import page, seeded, seeded_url
 
 from steplog.projections.queries import list_runs, refresh
+from steplog.read_models import RunSummary
 from steplog.replay import diff_runs, replay
 from steplog.store import EventStore
 from steplog.ui.common import md
@@ -70,7 +71,7 @@ def test_two_runs_show_aligned_steps_and_the_first_content_difference_open(
     assert ("Open run " + v1, "run") in [(label, p.split("/")[-1]) for label, p in _links(app)]
 
 
-def _failed(store: EventStore, version: str) -> dict[str, Any]:
+def _failed(store: EventStore, version: str) -> RunSummary:
     """A failed customer-service run of ``version`` (not itself a fork)."""
     return next(
         r
@@ -87,9 +88,9 @@ def forked(seeded: EventStore) -> list[tuple[str, Any]]:
     forks = []
     for version in ("sim-v1", "sim-v2"):
         failed = _failed(seeded, version)
-        step = int(failed["failed_step_index"])
-        fork = replay(seeded, failed["run_id"], fork_at_step=step, model_version="sim-v1")
-        forks.append((failed["run_id"], fork))
+        step = int(failed.failed_step_index)
+        fork = replay(seeded, failed.run_id, fork_at_step=step, model_version="sim-v1")
+        forks.append((failed.run_id, fork))
     refresh(seeded)
     return forks
 
@@ -135,13 +136,13 @@ def test_a_fork_that_still_fails_is_red_on_the_replay_page(
 ) -> None:
     monkeypatch.setenv("STEPLOG_UI_ALLOW_REPLAYS", "1")
     failed = _failed(seeded, "sim-v1")  # forked onto its own version, it still fails
-    app = page("replay", run=failed["run_id"])
+    app = page("replay", run=failed.run_id)
     app.radio(key="mode").set_value("fork at step").run()
-    app.selectbox(key=f"version-{failed['run_id']}").set_value("sim-v1").run()
+    app.selectbox(key=f"version-{failed.run_id}").set_value("sim-v1").run()
     app.button(key="go").click().run()
     assert not app.exception, app.exception
     kind, said = _boxes(app)[0]
-    assert said.startswith(md(f"fork at step {failed['failed_step_index']} on sim-v1"))
+    assert said.startswith(md(f"fork at step {failed.failed_step_index} on sim-v1"))
     assert said.endswith("still fails") and kind == "error"
     labels = [label for label, _ in _links(app)]
     assert "Side by side with the original" in labels
