@@ -11,10 +11,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
+from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
 
-class FailureSample(SQLModel):
+class _ReadModel(SQLModel):
+    """The base of the read models: their validators are built on first use (``defer_build``),
+    so a command that lists runs does not build the comparison's or the replay's."""
+
+    model_config: Any = ConfigDict(defer_build=True)
+
+
+class FailureSample(_ReadModel):
     """A failure mode of the library: failed runs grouped by scenario, step, error type and
     message pattern (one row of ``steplog failures``)."""
 
@@ -43,7 +51,7 @@ class FailureSample(SQLModel):
         return data
 
 
-class RunSummary(SQLModel):
+class RunSummary(_ReadModel):
     """One run as the library sees it (one row of ``steplog runs``)."""
 
     run_id: str
@@ -81,7 +89,7 @@ class RunSummary(SQLModel):
     last_position: int
 
 
-class RegressionMember(SQLModel):
+class RegressionMember(_ReadModel):
     """A run promoted to a regression set, with what its summary says of it (one row of
     ``steplog regression show``). The summary's fields are None when the library has no
     summary of the run (a member whose run is not in this store)."""
@@ -101,7 +109,7 @@ class RegressionMember(SQLModel):
     error_type: str | None = None
 
 
-class ProcessMetrics(SQLModel):
+class ProcessMetrics(_ReadModel):
     """Process metrics of one (scenario, model version, task type) group over finished runs
     (``steplog metrics``): completion, first-step accuracy, mid-run correction, cost."""
 
@@ -127,7 +135,7 @@ class ProcessMetrics(SQLModel):
         return self.model_dump()
 
 
-class VersionCompletion(SQLModel):
+class VersionCompletion(_ReadModel):
     """How often one model version's finished runs completed, with its interval."""
 
     model_version: str
@@ -140,7 +148,7 @@ class VersionCompletion(SQLModel):
     task_instances: int
 
 
-class ComparisonReport(SQLModel):
+class ComparisonReport(_ReadModel):
     """The headline of ``steplog compare``: both versions' completion, the decision on the
     difference (candidate minus baseline) and the one-sentence verdict. ``report`` holds the
     whole document (``steplog compare --json``): per task type, metrics, survival, power..."""
@@ -199,7 +207,7 @@ def _completion(section: dict[str, Any]) -> VersionCompletion:
     )
 
 
-class ReplayOutcome(SQLModel):
+class ReplayOutcome(_ReadModel):
     """What an exact replay, a check-only replay or a fork produced (``steplog replay``)."""
 
     mode: Literal["exact", "fork"]
@@ -227,7 +235,7 @@ class ReplayOutcome(SQLModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class SearchHit(SQLModel):
+class SearchHit(_ReadModel):
     """A run whose texts match a search (one row of ``steplog search``): where the first match
     is, a snippet of it with the matched words between ``«`` and ``»``, and the run's identity."""
 

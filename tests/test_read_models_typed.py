@@ -151,3 +151,27 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
     assert found["get_failure"].signature == signature
     check = found["replay.replay"]
     assert (check.original, check.written, check.behaviour_changed) == (run_id, False, False)
+
+
+def test_run_summaries_built_unvalidated_equal_validated_ones(seeded: str) -> None:
+    """``list_runs`` builds its RunSummary rows with ``model_construct`` (no validator: start-up
+    time); that is sound only while the table's columns are the model's fields and every value
+    read back already has the field's type, which validating would otherwise have fixed."""
+    from steplog.models import regression_members_table, run_summaries_table
+    from steplog.read_models import RegressionMember, RunSummary
+
+    assert [c.name for c in run_summaries_table.columns] == list(RunSummary.model_fields)
+    members = [c.name for c in regression_members_table.columns]
+    assert list(RegressionMember.model_fields)[: len(members)] == members
+    store = EventStore.open(seeded)
+    try:
+        queries.refresh(store)
+        listed = queries.list_runs(store, limit=1000)
+    finally:
+        store.close()
+    assert len(listed) >= 16
+    for summary in listed:
+        validated = RunSummary.model_validate(summary.model_dump())
+        assert validated == summary
+        assert {k: type(v) for k, v in validated} == {k: type(v) for k, v in summary}
+        assert summary.started_at.tzinfo is not None

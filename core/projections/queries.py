@@ -132,7 +132,11 @@ def list_runs(
 
 
 def _summaries(store: EventStore, query: Select[Any]) -> list[RunSummary]:
-    return [RunSummary.model_validate(row) for row in _rows(store, query)]
+    """The rows as read models, unvalidated: every column already has the field's type (the
+    table and the model have the same fields; tests/test_read_models_typed.py checks both, and
+    that validating changes nothing), and skipping pydantic here keeps ``steplog runs`` from
+    building a validator at all (~15 ms of its start-up)."""
+    return [RunSummary.model_construct(**row) for row in _rows(store, query)]
 
 
 def run_summary(store: EventStore, run_id: str) -> RunSummary | None:

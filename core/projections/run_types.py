@@ -22,8 +22,8 @@ class StepState(NamedTuple):
     a 16-field SQLModel costs 8.6 us to build even with ``model_construct`` (19.8 us validated)
     against 1.0 us for this tuple; on 40 seeded runs (2,745 events, 578 steps) whose whole fold
     takes 2.65 ms, that is +4.3 ms, +163 % (``timeit``, 2026-12-04 13:57 UTC, load 6.0; the
-    performance guide, "Read models"). ``as_dict`` gives the JSON form; the public read models
-    are in :mod:`steplog.read_models`.
+    performance guide, "Read models and the fold"). ``as_dict`` gives the JSON form; the public
+    read models are in :mod:`steplog.read_models`.
     """
 
     name: str
