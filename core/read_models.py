@@ -14,12 +14,14 @@ from typing import Any, Literal
 from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
+_READ_CONFIG: Any = ConfigDict(defer_build=True)
+
 
 class _ReadModel(SQLModel):
     """The base of the read models: their validators are built on first use (``defer_build``),
     so a command that lists runs does not build the comparison's or the replay's."""
 
-    model_config: Any = ConfigDict(defer_build=True)
+    model_config = _READ_CONFIG
 
 
 class FailureSample(_ReadModel):
