@@ -19,7 +19,7 @@ from steplog.annotations import add_to_regression_set
 from steplog.compare import compare_versions
 from steplog.projections import queries
 from steplog.projections.reads import failures, runs
-from steplog.replay import replay, replay_run
+from steplog.replay import check_run, check_set, replay, replay_run
 from steplog.store import EventStore
 
 READ_FACADE = {
@@ -40,6 +40,8 @@ READERS: list[Callable[..., Any]] = [
     queries.get_failure,
     queries.metrics,
     replay,
+    check_run,
+    check_set,
 ]
 """The library's readers (steplog.projections.queries) that return records, and the replay
 package's own call (its ``ReplayResult`` is what the outcome is made from)."""
@@ -132,6 +134,8 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
             "compare": steplog.compare("sim-v1", "sim-v2", store),
             "replay": replayed,
             "replay.replay": replay(store, run_id, check=True),
+            "check_run": check_run(store, run_id),
+            "check_set": check_set(store, "typed"),
         }
     finally:
         store.close()
@@ -151,6 +155,8 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
     assert found["get_failure"].signature == signature
     check = found["replay.replay"]
     assert (check.original, check.written, check.behaviour_changed) == (run_id, False, False)
+    assert found["check_run"].passed and found["check_run"].run_id == run_id
+    assert found["check_set"].passed and [s.run_id for s in found["check_set"].samples] == [run_id]
 
 
 def test_run_summaries_built_unvalidated_equal_validated_ones(seeded: str) -> None:
