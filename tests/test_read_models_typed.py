@@ -15,7 +15,7 @@ import pytest
 from sqlmodel import SQLModel
 
 import steplog
-from steplog.annotations import add_to_regression_set
+from steplog.annotations import add_to_regression_set, annotate, annotations_of
 from steplog.compare import compare_versions
 from steplog.projections import queries
 from steplog.projections.reads import failures, runs
@@ -42,6 +42,8 @@ READERS: list[Callable[..., Any]] = [
     replay,
     check_run,
     check_set,
+    annotate,
+    annotations_of,
 ]
 """The library's readers (steplog.projections.queries) that return records, and the replay
 package's own call (its ``ReplayResult`` is what the outcome is made from)."""
@@ -136,7 +138,9 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
             "replay.replay": replay(store, run_id, check=True),
             "check_run": check_run(store, run_id),
             "check_set": check_set(store, "typed"),
+            "annotate": annotate(store, run_id, label="typed", by="test"),
         }
+        found["annotations_of"] = annotations_of(store, found["annotate"].stream)
     finally:
         store.close()
     assert set(found) == {f.__name__ for f in READERS} - {"replay"} | set(READ_FACADE) | {
@@ -156,6 +160,11 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
     check = found["replay.replay"]
     assert (check.original, check.written, check.behaviour_changed) == (run_id, False, False)
     assert found["check_run"].passed and found["check_run"].run_id == run_id
+    (annotation,) = found["annotations_of"]
+    assert annotation == found["annotate"] and (annotation.label, annotation.by) == (
+        "typed",
+        "test",
+    )
     assert found["check_set"].passed and [s.run_id for s in found["check_set"].samples] == [run_id]
 
 
