@@ -37,8 +37,8 @@ def served_fork(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tupl
     )
     fork = replay(
         store,
-        failed["run_id"],
-        fork_at_step=int(failed["failed_step_index"]),
+        failed.run_id,
+        fork_at_step=int(failed.failed_step_index),
         model_version="sim-v1",
     )
     store.close()
