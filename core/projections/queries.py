@@ -27,7 +27,6 @@ from ..models import regression_members_table as members_t
 from ..models import run_summaries_table as runs_t
 from ..read_models import FailureSample, ProcessMetrics, RegressionMember, RunSummary
 from ..store import EventStore, classify, explain
-from .signature import normalize_step
 
 if TYPE_CHECKING:
     from .library import ProgressCallback
@@ -305,6 +304,8 @@ def distributions(
         base = base.where(runs_t.c.scenario == scenario)
     if model_version:
         base = base.where(runs_t.c.model_version == model_version)
+    from .signature import normalize_step  # its patterns compile on import: only this needs them
+
     failed = base.subquery()
     result: dict[str, dict[str, int]] = {}
     for name, column in (("step", failed.c.failed_step), ("error_type", failed.c.error_type)):
