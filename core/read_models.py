@@ -1,5 +1,7 @@
 """The typed results of the public API: SQLModel read models (``SQLModel`` classes without a
-table), validated on construction and serializable with ``model_dump()`` / ``model_dump_json()``.
+table), validated on construction (except run summaries read from the table, whose columns
+already have the fields' types: ``queries._summaries``) and serializable with ``model_dump()``
+/ ``model_dump_json()``.
 
 They are built from what the readers already compute (rows of the read-model tables, the
 comparison document, a replay's result); nothing here touches a database. The tables
