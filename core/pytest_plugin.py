@@ -188,7 +188,11 @@ class StepLogReplay:
         result = self(run_id, agent=agent)
         if result.behaviour_changed or result.agent_error is not None:
             check = SampleCheck(
-                run_id, False, result.summary, result.departure, notes=tuple(result.notes)
+                run_id=run_id,
+                passed=False,
+                summary=result.summary,
+                departure=result.departure,
+                notes=tuple(result.notes),
             )
             raise AssertionError(format_check(check))
         if result.mode != "exact" or result.identical is not True:

@@ -1,5 +1,7 @@
 """The typed results of the public API: SQLModel read models (``SQLModel`` classes without a
-table), validated on construction and serializable with ``model_dump()`` / ``model_dump_json()``.
+table), validated on construction (except run summaries read from the table, whose columns
+already have the fields' types: ``queries._summaries``) and serializable with ``model_dump()``
+/ ``model_dump_json()``.
 
 They are built from what the readers already compute (rows of the read-model tables, the
 comparison document, a replay's result); nothing here touches a database. The tables
@@ -11,10 +13,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
+from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
+_READ_CONFIG: Any = ConfigDict(defer_build=True)
 
-class FailureSample(SQLModel):
+
+class _ReadModel(SQLModel):
+    """The base of the read models: their validators are built on first use (``defer_build``),
+    so a command that lists runs does not build the comparison's or the replay's."""
+
+    model_config = _READ_CONFIG
+
+
+class FailureSample(_ReadModel):
     """A failure mode of the library: failed runs grouped by scenario, step, error type and
     message pattern (one row of ``steplog failures``)."""
 
@@ -43,7 +55,7 @@ class FailureSample(SQLModel):
         return data
 
 
-class RunSummary(SQLModel):
+class RunSummary(_ReadModel):
     """One run as the library sees it (one row of ``steplog runs``)."""
 
     run_id: str
@@ -81,7 +93,27 @@ class RunSummary(SQLModel):
     last_position: int
 
 
-class ProcessMetrics(SQLModel):
+class RegressionMember(_ReadModel):
+    """A run promoted to a regression set, with what its summary says of it (one row of
+    ``steplog regression show``). The summary's fields are None when the library has no
+    summary of the run (a member whose run is not in this store)."""
+
+    set_name: str
+    run_id: str
+    signature: str | None = None
+    note: str | None = None
+    added_at: datetime
+    position: int
+    """Order of promotion within the set."""
+    scenario: str | None = None
+    model_version: str | None = None
+    task_instance_id: str | None = None
+    seed: int | None = None
+    failed_step: str | None = None
+    error_type: str | None = None
+
+
+class ProcessMetrics(_ReadModel):
     """Process metrics of one (scenario, model version, task type) group over finished runs
     (``steplog metrics``): completion, first-step accuracy, mid-run correction, cost."""
 
@@ -107,7 +139,7 @@ class ProcessMetrics(SQLModel):
         return self.model_dump()
 
 
-class VersionCompletion(SQLModel):
+class VersionCompletion(_ReadModel):
     """How often one model version's finished runs completed, with its interval."""
 
     model_version: str
@@ -120,7 +152,7 @@ class VersionCompletion(SQLModel):
     task_instances: int
 
 
-class ComparisonReport(SQLModel):
+class ComparisonReport(_ReadModel):
     """The headline of ``steplog compare``: both versions' completion, the decision on the
     difference (candidate minus baseline) and the one-sentence verdict. ``report`` holds the
     whole document (``steplog compare --json``): per task type, metrics, survival, power..."""
@@ -179,7 +211,7 @@ def _completion(section: dict[str, Any]) -> VersionCompletion:
     )
 
 
-class ReplayOutcome(SQLModel):
+class ReplayOutcome(_ReadModel):
     """What an exact replay, a check-only replay or a fork produced (``steplog replay``)."""
 
     mode: Literal["exact", "fork"]
@@ -207,7 +239,7 @@ class ReplayOutcome(SQLModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class SearchHit(SQLModel):
+class SearchHit(_ReadModel):
     """A run whose texts match a search (one row of ``steplog search``): where the first match
     is, a snippet of it with the matched words between ``«`` and ``»``, and the run's identity."""
 

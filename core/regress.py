@@ -88,7 +88,7 @@ def regress(
     members = regression_set(store, set_name)
     if not members:
         raise SteplogError(f"no regression set {set_name!r} (or it is empty)")
-    samples = [_prepare(store, fold_run(store, m["run_id"]), model_version, mode) for m in members]
+    samples = [_prepare(store, fold_run(store, m.run_id), model_version, mode) for m in members]
     if mode == "fork" and fork_at == "decisive":
         samples = _at_decisive_steps(store, samples, model_version)
     results = []

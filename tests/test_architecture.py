@@ -101,33 +101,60 @@ def _lines(path: Path) -> int:
     return path.read_text().count("\n")
 
 
-def _functions(paths: Iterable[Path]) -> list[tuple[str, int]]:
+def _functions(paths: Iterable[Path], root: Path = CORE) -> list[tuple[str, int]]:
     found = []
     for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 found.append(
-                    (f"{path.relative_to(CORE)}:{node.name}", node.end_lineno - node.lineno + 1)
+                    (f"{path.relative_to(root)}:{node.name}", node.end_lineno - node.lineno + 1)
                 )  # type: ignore[operator]
     return found
 
 
 SIZED_PACKAGES = ("store", "replay", "compare")
+"""The packages whose every function fits on a screen (80 lines)."""
+
+UI = ROOT / "ui"
+
+OVER_500 = {
+    "core/events.py": 618,
+    "core/ingest/otlp/spans.py": 609,
+    "core/ingest/otlp/attributes.py": 572,
+    "core/ingest/messages.py": 526,
+}
+"""Modules already past 500 lines when the check came to cover all of core/ and ui/, with their
+length then: each may shrink, none may grow, and one that falls to 500 must leave the list. To
+split, not to extend."""
+
+
+def _modules() -> list[Path]:
+    """Every Python module of core/ and ui/ (a package's sub-packages too)."""
+    return sorted(
+        p for top in (CORE, UI) for p in top.rglob("*.py") if "__pycache__" not in p.parts
+    )
 
 
 def test_no_module_past_500_lines() -> None:
-    paths = [p for name in SIZED_PACKAGES for p in (CORE / name).glob("*.py")]
-    paths += [
-        CORE / "regress.py",
-        CORE / "cli" / "bench.py",
-        CORE / "cli" / "runs.py",
-        CORE / "projections" / "run_state.py",
-        CORE / "projections" / "library.py",
-    ]
-    long = {str(p.relative_to(CORE)): _lines(p) for p in paths if _lines(p) > 500}
-    assert long == {}
+    sizes = {str(p.relative_to(ROOT)): _lines(p) for p in _modules()}
+    assert len(sizes) > 200 and "ui/common.py" in sizes  # the walk reached both trees
+    long = {name: size for name, size in sizes.items() if size > 500}
+    grown = {name: size for name, size in long.items() if size > OVER_500.get(name, 500)}
+    assert grown == {}, "split these modules: at most 500 lines (or no longer than they were)"
+    shrunk = sorted(set(OVER_500) - set(long))
+    assert shrunk == [], "these are at most 500 lines now: take them out of OVER_500"
 
 
 def test_no_function_past_80_lines_in_store_replay_compare() -> None:
-    paths = [p for name in SIZED_PACKAGES for p in (CORE / name).glob("*.py")]
+    paths = [p for name in SIZED_PACKAGES for p in (CORE / name).rglob("*.py")]
+    assert len(paths) > 30
     assert [(name, size) for name, size in _functions(paths) if size > 80] == []
+
+
+def test_the_size_checks_see_a_long_function_and_a_long_module(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(80))
+    probe = tmp_path / "probe.py"
+    probe.write_text(f"def long():\n{body}\n\ndef short():\n    return 1\n")
+    sizes = dict(_functions([probe], root=tmp_path))
+    assert sizes == {"probe.py:long": 81, "probe.py:short": 2}
+    assert _lines(probe) == 85

@@ -203,8 +203,8 @@ def test_attribution_finds_the_planted_step(store: EventStore, planted: Path) ->
     refresh(store)
     session = f"attribute:{runs[0][0]}:sim-strong"
     listed = list_runs(store, session=session, limit=1000)
-    assert listed and all(r["forked_from"] == runs[0][0] for r in listed)
-    assert all(r["model_version"] == "sim-strong" for r in listed)
+    assert listed and all(r.forked_from == runs[0][0] for r in listed)
+    assert all(r.model_version == "sim-strong" for r in listed)
 
 
 def test_attribution_refuses_bad_input(store: EventStore, planted: Path, tmp_path: Path) -> None:

@@ -124,7 +124,7 @@ def _planted_failures(store: EventStore, count: int) -> dict[str, int]:
 def test_batch_over_a_signature_against_planted_steps(store: EventStore, planted: Path) -> None:
     truth = _planted_failures(store, 4)
     refresh(store)
-    signature = run_summary(store, next(iter(truth)))["signature"]  # type: ignore[index]
+    signature = run_summary(store, next(iter(truth))).signature  # type: ignore[union-attr]
     runs = runs_of_signature(store, signature[:8])
     assert {r.run_id for r in runs} >= set(truth)
     runs = [r for r in runs if r.run_id in truth]
@@ -201,7 +201,7 @@ def test_batch_cli_over_a_set_and_a_signature(store_url: str) -> None:
     store = EventStore.open(store_url)
     add_to_regression_set(store, "nightly", failed)
     refresh(store)
-    signature = run_summary(store, failed[0])["signature"]  # type: ignore[index]
+    signature = run_summary(store, failed[0]).signature  # type: ignore[union-attr]
     failures = {r: fold_run(store, r).failure_step_index for r in failed}
     store.close()
     common = ["--rescuer", "uniform-0.0", "--forks", "2", "--db", store_url]

@@ -315,7 +315,7 @@ def test_a_batch_of_sdk_runs_is_attributed_and_repeating_it_forks_nothing(
     runs = [record(store, "team-agent"), record(store, "team-agent")]
     add_to_regression_set(store, "sdk-nightly", runs)
     refresh(store)
-    signature = run_summary(store, runs[0])["signature"]  # type: ignore[index]
+    signature = run_summary(store, runs[0]).signature  # type: ignore[union-attr]
     store.close()
     runner = CliRunner()
     common = ["--rescuer", "strong", "--forks", "2", "--db", store_url, "--import", str(agent_file)]

@@ -172,8 +172,8 @@ def test_the_planted_agent_is_blamed(store: EventStore, team: Path) -> None:
     refresh(store)
     run_id, step, agent = runs[0]
     forks = list_runs(store, session=f"attribute:{run_id}:sim-strong", limit=1000)
-    per_agent = [f for f in forks if store.read_run(f["run_id"])[0].payload.get("role_versions")]
-    assert per_agent and all(f["model_version"] == "sim-planted" for f in per_agent)
+    per_agent = [f for f in forks if store.read_run(f.run_id)[0].payload.get("role_versions")]
+    assert per_agent and all(f.model_version == "sim-planted" for f in per_agent)
     # issue 35: asking again forks nothing -- the step search and every agent's forks are
     # read back (same step, seed and version), and the answer is the same
     first = blame(store, run_id, rescuer="sim-strong", forks=8)

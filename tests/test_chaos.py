@@ -210,10 +210,10 @@ def test_faults_are_recorded_facts_and_faulted_forks_replay_exactly(
     refresh(store)
     forks = list_runs(store, session=session_of(run_id), limit=1000)
     assert len(forks) == profile.forks_spent
-    assert {f["forked_from"] for f in forks} == {run_id}
+    assert {f.forked_from for f in forks} == {run_id}
     seen: set[str] = set()
     for fork in forks:
-        events = store.read_run(fork["run_id"])
+        events = store.read_run(fork.run_id)
         injected = [
             e.payload
             for e in events
@@ -223,11 +223,11 @@ def test_faults_are_recorded_facts_and_faulted_forks_replay_exactly(
             continue  # an unfaulted twin
         first = injected[0]
         fault = first["result"]["injected"]
-        assert first["step_index"] == fork["fork_step"]
+        assert first["step_index"] == fork.fork_step
         if fault in ("timeout", "rate_limit"):
             assert first["status"] == "error" and first["error_type"].startswith("tool_")
         seen.add(fault)
-        again = replay(store, fork["run_id"])
+        again = replay(store, fork.run_id)
         assert again.identical, (fault, again.summary)
         assert fold_run(store, again.run_id).session_id == session_of(run_id)
     assert seen == set(FAULTS)

@@ -224,7 +224,7 @@ def _shadow_rows(store: EventStore) -> int:
 def run_summary_signature(store: EventStore, run_id: str) -> str:
     summary = run_summary(store, run_id)
     assert summary is not None
-    return str(summary["signature"])
+    return str(summary.signature)
 
 
 def _annotate(store: EventStore) -> None:
@@ -232,7 +232,7 @@ def _annotate(store: EventStore) -> None:
     refresh(store)
     by_signature: dict[str, list[str]] = defaultdict(list)
     for run in list_runs(store, status="failed", limit=1000):
-        by_signature[run["signature"]].append(run["run_id"])
+        by_signature[run.signature].append(run.run_id)
     assert len(by_signature) >= 2, "the template has too few kinds of failure"
     (triaged, *_), (fixed, *more) = list(by_signature.values())[:2]
     label(store, triaged, label="triage", note="drill")

@@ -177,7 +177,7 @@ def test_sigkill_while_exporting_loses_nothing_acknowledged_and_runs_end_right(d
             wait_for(all_ended, what="every acknowledged trace to end as a run")
             stored = _events_by_trace(store)
             refresh(store)
-            status = {r["run_id"].removeprefix("otel-"): r["status"] for r in list_runs(
+            status = {r.run_id.removeprefix("otel-"): r.status for r in list_runs(
                 store, limit=1000
             )}  # fmt: skip
             assert {t: status[t] for t in acknowledged} == acknowledged  # and they end right
@@ -208,8 +208,8 @@ def test_sigkill_while_exporting_loses_nothing_acknowledged_and_runs_end_right(d
             wait_for(lambda: "RunRevised" in [e.type for e in store.read_run(run_id)])
             wait_for(lambda: store.read_run(run_id)[-1].type in TERMINAL)
             refresh(store)
-            (run,) = [r for r in list_runs(store, limit=1000) if r["run_id"] == run_id]
-            assert (run["status"], run["failed_step"], run["failure_message"]) == (
+            (run,) = [r for r in list_runs(store, limit=1000) if r.run_id == run_id]
+            assert (run.status, run.failed_step, run.failure_message) == (
                 "failed",
                 "execute_tool book",
                 "the seat is taken",

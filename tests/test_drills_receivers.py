@@ -98,9 +98,7 @@ def test_two_receivers_on_one_postgresql_lose_nothing_and_assemble_each_trace_on
             assert sum(kinds.count(k) for k in TERMINAL) == 1, (trace, kinds)
             assert kinds.count("ToolCalled") == 1 and kinds.count("ModelCalled") == 1, kinds
         refresh(store)
-        status = {
-            r["run_id"].removeprefix("otel-"): r["status"] for r in list_runs(store, limit=10_000)
-        }
+        status = {r.run_id.removeprefix("otel-"): r.status for r in list_runs(store, limit=10_000)}
         assert {t: status[t] for t in acknowledged} == acknowledged
         assert OtlpIngest(store, default_redactor()).pending()[0] == 0
         assert list(store.quarantined()) == []

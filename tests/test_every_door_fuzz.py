@@ -199,7 +199,7 @@ def _readers_work(url: str) -> None:
     try:
         refresh(store)
         for summary in list_runs(store, limit=50):
-            list(store.read_run(summary["run_id"]))
+            list(store.read_run(summary.run_id))
         list_failures(store, limit=50)
         with store.engine.connect() as conn:
             staged = conn.exec_driver_sql("SELECT count(*) FROM otlp_spans").scalar()

@@ -131,7 +131,7 @@ def test_the_otlp_grpc_exporter_lands_runs(
     assert http.stats.spans_accepted == 4  # acknowledged = committed (staged)
     wait_for(lambda: len({e.run_id for e in store.read_all()}) == 2)
     refresh(store)
-    assert {r["model_version"] for r in list_runs(store)} == {"model-a", "model-b"}
+    assert {r.model_version for r in list_runs(store)} == {"model-a", "model-b"}
 
 
 def test_grpc_keeps_the_good_spans_of_a_request_with_a_bad_one(

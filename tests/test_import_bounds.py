@@ -207,7 +207,7 @@ def test_a_whole_file_request_imports_like_the_same_spans_line_by_line(
             refresh(store)
             summaries.append(
                 sorted(
-                    json.dumps(run, sort_keys=True, default=str)
+                    json.dumps(run.model_dump(), sort_keys=True, default=str)
                     for run in list_runs(store, limit=500)
                 )
             )

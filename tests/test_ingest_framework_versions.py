@@ -124,8 +124,8 @@ def test_util_genai_tool_error_recovered_is_a_failed_attempt(store: EventStore) 
     )
     refresh(store)
     (summary,) = list_runs(store)
-    assert summary["status"] == "completed" and summary["tokens"] == 15 + 15 + 24
-    assert summary["mid_run_errors"] == 1 and summary["mid_run_recovered"] == 1
+    assert summary.status == "completed" and summary.tokens == 15 + 15 + 24
+    assert summary.mid_run_errors == 1 and summary.mid_run_recovered == 1
 
 
 def test_util_genai_model_crash_fails_the_run(store: EventStore) -> None:
@@ -238,7 +238,7 @@ def _check_versions(
 ) -> None:
     refresh(store)
     runs = list_runs(store, limit=100)
-    assert sorted((r["task_instance_id"], r["model_version"], r["status"]) for r in runs) == sorted(
+    assert sorted((r.task_instance_id, r.model_version, r.status) for r in runs) == sorted(
         (i, v, "completed" if mode == "recover" else "failed") for (i, v), mode in PLAN.items()
     )
     (failure,) = list_failures(store)  # one signature for both versions

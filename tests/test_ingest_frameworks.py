@@ -47,7 +47,7 @@ class Run:
     def __init__(self, store: EventStore, run_id: str) -> None:
         self.events = [e.to_event() for e in store.read_run(run_id)]
         refresh(store)
-        (self.summary,) = [r for r in list_runs(store, limit=1000) if r["run_id"] == run_id]
+        (self.summary,) = [r for r in list_runs(store, limit=1000) if r.run_id == run_id]
 
     def of(self, kind: type[Any]) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
@@ -97,7 +97,7 @@ def test_langgraph_completes_below_ones_own_root_span(
     assert [t.args for t in run.tools] == [{"city": "Lisbon"}]
     assert run.tools[0].status == "ok"
     assert [(m.input_tokens, m.output_tokens) for m in run.of(ModelCalled)] == [(10, 5), (20, 4)]
-    assert run.summary["status"] == "completed" and run.summary["tokens"] == 39
+    assert run.summary.status == "completed" and run.summary.tokens == 39
 
 
 def test_langgraph_tool_error_recovered_is_a_failed_attempt(
@@ -115,8 +115,8 @@ def test_langgraph_tool_error_recovered_is_a_failed_attempt(
     assert attempt.message == "no such city: Atlantis"
     assert attempt.detail and "Traceback" in attempt.detail
     assert ok_call.args == {"city": "Lisbon"} and ok_call.status == "ok"
-    assert run.summary["status"] == "completed"
-    assert run.summary["mid_run_errors"] == 1 and run.summary["mid_run_recovered"] == 1
+    assert run.summary.status == "completed"
+    assert run.summary.mid_run_errors == 1 and run.summary.mid_run_recovered == 1
 
 
 def test_langgraph_crash_fails_the_run_with_the_exception_not_a_traceback(
@@ -158,7 +158,7 @@ def test_pydantic_ai_completes(sqlite_store: EventStore) -> None:
         ("fn-v1", 20, 4),
     ]
     assert models[1].cached_input_tokens == 8
-    assert run.summary["status"] == "completed"
+    assert run.summary.status == "completed"
 
 
 def test_pydantic_ai_tool_retry_is_a_failed_attempt(sqlite_store: EventStore) -> None:
@@ -172,7 +172,7 @@ def test_pydantic_ai_tool_retry_is_a_failed_attempt(sqlite_store: EventStore) ->
     (attempt,) = run.of(StepAttemptFailed)
     assert (attempt.step_index, attempt.message) == (1, "no such city: Atlantis")
     assert attempt.error_type.endswith("ToolRetryError")
-    assert run.summary["status"] == "completed" and run.summary["mid_run_recovered"] == 1
+    assert run.summary.status == "completed" and run.summary.mid_run_recovered == 1
 
 
 def test_pydantic_ai_model_crash_fails_the_run(sqlite_store: EventStore) -> None:
@@ -230,7 +230,7 @@ def test_openai_agents_completes_with_a_step_per_turn(
     assert run.steps == ["turn", "turn"]
     assert [t.args for t in run.tools] == [{"city": "Lisbon"}]
     assert [(m.input_tokens, m.output_tokens) for m in run.of(ModelCalled)] == [(10, 5)] * 2
-    assert run.summary["status"] == "completed"
+    assert run.summary.status == "completed"
 
 
 def test_openai_agents_tool_error_is_a_failed_attempt(
@@ -249,8 +249,8 @@ def test_openai_agents_tool_error_is_a_failed_attempt(
     assert attempt.step_index == 0
     assert attempt.error_type == "Error running tool (non-fatal)"
     assert attempt.message == "Tool execution failed. Error details are redacted."
-    assert run.summary["status"] == "completed"
-    assert run.summary["first_step_correct"] is False  # the failed attempt was in step 0
+    assert run.summary.status == "completed"
+    assert run.summary.first_step_correct is False  # the failed attempt was in step 0
 
 
 def test_openai_agents_crash_is_a_failed_run(
@@ -262,7 +262,7 @@ def test_openai_agents_crash_is_a_failed_run(
     assert (failed.step, failed.step_index) == ("turn", 1)
     assert failed.error_type == "Error in agent run"
     assert failed.message == "model backend exploded"
-    assert run.summary["status"] == "failed"
+    assert run.summary.status == "failed"
     refresh(sqlite_store)
     (failure,) = list_failures(sqlite_store)
     assert failure.message == "model backend exploded"
@@ -287,10 +287,10 @@ def test_raw_otel_sdk_keeps_cost_cache_reasoning_and_ids(sqlite_store: EventStor
         "fetch failed after 3 tries",
     )
     assert attempt.detail and "Traceback" in attempt.detail
-    assert run.summary["status"] == "completed"
-    assert run.summary["cost_usd"] == pytest.approx(0.025)
-    assert [r["run_id"] for r in list_runs(sqlite_store, session="conv-r-1")] == [
-        run.summary["run_id"]
+    assert run.summary.status == "completed"
+    assert run.summary.cost_usd == pytest.approx(0.025)
+    assert [r.run_id for r in list_runs(sqlite_store, session="conv-r-1")] == [
+        run.summary.run_id
     ]  # sessions group runs
 
 

@@ -113,7 +113,7 @@ def test_samples_become_runs_with_the_right_outcomes(store: EventStore, inspect_
 
     refresh(store)
     runs = list_runs(store, scenario=TASK, limit=100)
-    outcome = Counter((r["task_instance_id"], r["status"]) for r in runs)
+    outcome = Counter((r.task_instance_id, r.status) for r in runs)
     assert outcome == {
         ("sum", "completed"): EPOCHS,
         ("lookup", "completed"): EPOCHS,
@@ -122,14 +122,14 @@ def test_samples_become_runs_with_the_right_outcomes(store: EventStore, inspect_
         ("crash", "failed"): EPOCHS,
         ("budget", "aborted"): EPOCHS,
     }
-    assert {r["model_version"] for r in runs} == {BASELINE}
-    assert {r["source"] for r in runs} == {"inspect"}
-    assert {r["seed"] for r in runs} == set(range(1, EPOCHS + 1))
-    by_instance = {r["task_instance_id"]: r for r in runs}
-    assert by_instance["sum"]["task_type"] == "arithmetic"
-    assert by_instance["delete"]["task_type"] is None
-    assert by_instance["sum"]["tokens"] == 50  # two turns of 20 in + 5 out
-    assert by_instance["budget"]["error_type"] == "run_token_budget"
+    assert {r.model_version for r in runs} == {BASELINE}
+    assert {r.source for r in runs} == {"inspect"}
+    assert {r.seed for r in runs} == set(range(1, EPOCHS + 1))
+    by_instance = {r.task_instance_id: r for r in runs}
+    assert by_instance["sum"].task_type == "arithmetic"
+    assert by_instance["delete"].task_type is None
+    assert by_instance["sum"].tokens == 50  # two turns of 20 in + 5 out
+    assert by_instance["budget"].error_type == "run_token_budget"
 
     # a tool error is a failed attempt of its turn; the model recovers in the next turn
     lookup = fold(store.read_run(_run(inspect_logs[BASELINE]["eval"], "lookup")))

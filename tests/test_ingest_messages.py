@@ -161,10 +161,10 @@ def test_jsonl_lines_are_runs_with_outcomes_and_failures(tmp_path: Path) -> None
     unfinished = only(events_of(store, "msg-cut-1"), RunFailed)[0]
     assert unfinished.error_type == "Unfinished"
     refresh(store)
-    runs = {r["run_id"]: r for r in list_runs(store)}
-    assert runs["msg-ok-1"]["status"] == "completed" and runs["msg-ok-1"]["seed"] == 1
-    assert runs["msg-rec-1"]["status"] == "completed"
-    assert runs["msg-bad-1"]["status"] == "failed"
+    runs = {r.run_id: r for r in list_runs(store)}
+    assert runs["msg-ok-1"].status == "completed" and runs["msg-ok-1"].seed == 1
+    assert runs["msg-rec-1"].status == "completed"
+    assert runs["msg-bad-1"].status == "failed"
     failures = {f.error_type: f for f in list_failures(store)}
     assert failures["BookingError"].message == "seat <id> was taken"  # 14C masked as an id
     store.close()
@@ -199,14 +199,14 @@ def test_mini_swe_agent_trajectories_become_runs(trajectories: Path, tmp_path: P
     assert json.loads(result.stdout)["runs"] == 3
     store = EventStore.open(f"sqlite:///{db}")
     refresh(store)
-    runs = {r["task_instance_id"]: r for r in list_runs(store)}
-    assert {k: r["status"] for k, r in runs.items()} == {
+    runs = {r.task_instance_id: r for r in list_runs(store)}
+    assert {k: r.status for k, r in runs.items()} == {
         "task-ok": "completed",
         "task-recover": "completed",
         "task-crash": "failed",
     }
-    assert {r["model_version"] for r in runs.values()} == {"det-v1"}
-    recover = events_of(store, runs["task-recover"]["run_id"])
+    assert {r.model_version for r in runs.values()} == {"det-v1"}
+    recover = events_of(store, runs["task-recover"].run_id)
     tools = only(recover, ToolCalled)
     assert [(t.tool, t.args, t.status) for t in tools] == [
         ("bash", {"command": "ls ./no-such-dir"}, "error"),
@@ -217,7 +217,7 @@ def test_mini_swe_agent_trajectories_become_runs(trajectories: Path, tmp_path: P
     (attempt,) = only(recover, StepAttemptFailed)
     assert attempt.step_index == 0 and "no-such-dir" in attempt.message
     assert sum(m.cost_usd for m in only(recover, ModelCalled)) == pytest.approx(1.25)
-    crash = events_of(store, runs["task-crash"]["run_id"])
+    crash = events_of(store, runs["task-crash"].run_id)
     (failed,) = only(crash, RunFailed)
     assert (failed.error_type, failed.message) == ("RuntimeError", "model backend exploded")
     assert failed.detail and "Traceback" in failed.detail

@@ -99,10 +99,10 @@ def test_json_request_becomes_runs_and_a_failure(receiver: OtlpReceiver, store: 
     assert (status, body) == (200, {})
     wait_for(lambda: store.count_runs() == 2)
     refresh(store)
-    runs = {r["task_instance_id"]: r for r in list_runs(store)}
-    assert runs["trip-1"]["status"] == "completed" and runs["trip-1"]["tokens"] == 120
-    assert runs["trip-2"]["status"] == "failed"
-    assert runs["trip-2"]["error_type"] == "TimeoutError"
+    runs = {r.task_instance_id: r for r in list_runs(store)}
+    assert runs["trip-1"].status == "completed" and runs["trip-1"].tokens == 120
+    assert runs["trip-2"].status == "failed"
+    assert runs["trip-2"].error_type == "TimeoutError"
     (failure,) = list_failures(store)
     assert failure.step == "execute_tool search_flights"
     assert failure.message == "flight api timed out after <n> s"
@@ -256,7 +256,7 @@ def test_resent_spans_add_nothing_and_late_spans_revise_the_run(
     assert revised.count("StepStarted") == 3 and revised[-1] == "RunCompleted"
     refresh(store)
     (summary,) = list_runs(store)
-    assert (summary["steps_planned"], summary["steps_done"]) == (3, 3)
+    assert (summary.steps_planned, summary.steps_done) == (3, 3)
     post_json(receiver, request(late))  # the late span re-sent: nothing more
     wait_for(lambda: receiver.ingest.pending() == (0, 0))
     assert [e.type for e in store.read_run(run_id)].count("RunRevised") == 1
@@ -388,8 +388,8 @@ def test_opentelemetry_sdk_exporter_against_steplog_serve(tmp_path: Path, store_
             wait_for(lambda: reader.count_runs() == 4)
             refresh(reader)
             runs = list_runs(reader)
-            assert sorted(r["model_version"] for r in runs) == ["model-a"] * 2 + ["model-b"] * 2
-            assert {r["tokens"] for r in runs} == {55}
+            assert sorted(r.model_version for r in runs) == ["model-a"] * 2 + ["model-b"] * 2
+            assert {r.tokens for r in runs} == {55}
             (failure,) = list_failures(reader)
             assert failure.error_type == "ToolError"
             assert failure.message == "no flights on <n><n><n>"  # a date: numbers masked

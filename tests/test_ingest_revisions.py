@@ -88,7 +88,7 @@ def test_reassemble_revises_runs_mapped_the_old_way(
     assert json.loads(result.stdout)["revised"] == 2
     assert signatures(store) == {"chat": 2}  # one signature now, the old ones gone
     refresh(store)
-    assert {r["failed_step"] for r in list_runs(store)} == {"chat"}
+    assert {r.failed_step for r in list_runs(store)} == {"chat"}
     run_id = next(iter({e.run_id for e in store.read_all()}))
     revisions = [e.to_event() for e in store.read_run(run_id) if e.type == "RunRevised"]
     assert [(r.revision, r.started.planned_steps) for r in revisions] == [(1, ["chat"])]
@@ -160,10 +160,10 @@ def test_a_trace_with_a_lost_span_is_incomplete_until_it_arrives(tmp_path: Path)
     ingest.assemble(everything=True)
     refresh(store)
     (run,) = list_runs(store, session="s-9")
-    assert run["incomplete"] is True
+    assert run.incomplete is True
     shown = runner.invoke(app, ["runs", "--session", "s-9", "--db", str(db)])
     assert "completed (incomplete)" in shown.stdout
-    (started,) = [e.to_event() for e in store.read_run(run["run_id"])][:1]
+    (started,) = [e.to_event() for e in store.read_run(run.run_id)][:1]
     assert started.gaps == [  # type: ignore[attr-defined]
         f"span {tool} ('execute_tool book'): its parent {turn} never arrived"
     ]
@@ -172,7 +172,7 @@ def test_a_trace_with_a_lost_span_is_incomplete_until_it_arrives(tmp_path: Path)
     ingest.assemble()
     refresh(store)
     (run,) = list_runs(store, session="s-9")
-    assert run["incomplete"] is False and run["steps_planned"] == 2
+    assert run.incomplete is False and run.steps_planned == 2
     store.close()
 
 
@@ -274,7 +274,7 @@ def test_a_second_process_exporting_late_revises_the_run(tmp_path: Path) -> None
         wait_for(lambda: store.count_runs() == 1)
         run_id = f"otel-{trace_id}"
         refresh(store)
-        assert list_runs(store)[0]["status"] == "completed"  # as far as it knows
+        assert list_runs(store)[0].status == "completed"  # as far as it knows
         subprocess.run(
             [sys.executable, "-c", _PROCESS, endpoint, "child", trace_id, root_id],
             capture_output=True, text=True, check=True, timeout=60,
@@ -283,7 +283,7 @@ def test_a_second_process_exporting_late_revises_the_run(tmp_path: Path) -> None
         wait_for(lambda: store.read_run(run_id)[-1].type in ("RunCompleted", "RunFailed"))
         refresh(store)
         (run,) = list_runs(store)
-        assert (run["status"], run["failed_step"], run["failure_message"]) == (
+        assert (run.status, run.failed_step, run.failure_message) == (
             "failed",
             "execute_tool book",
             "seat taken",

@@ -107,10 +107,10 @@ def raw_runs(store: EventStore) -> dict[str, dict[str, Any]]:
 
 def test_summaries_and_metrics_match_counts_from_raw_events(seeded: EventStore) -> None:
     raw = raw_runs(seeded)
-    listed = {r["run_id"]: r for r in list_runs(seeded, limit=10_000)}
+    listed = {r.run_id: r for r in list_runs(seeded, limit=10_000)}
     assert set(listed) == set(raw)
     for run_id, expected in raw.items():
-        assert listed[run_id]["status"] == expected["status"], run_id
+        assert listed[run_id].status == expected["status"], run_id
 
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for run in raw.values():
@@ -159,13 +159,13 @@ def test_failure_library_counts_match_raw_failures(seeded: EventStore) -> None:
     for v in views:
         samples = list_runs(seeded, signature=v.signature, limit=10_000)
         assert len(samples) == v.count
-        assert set(v.exemplars) <= {s["run_id"] for s in samples}
+        assert set(v.exemplars) <= {s.run_id for s in samples}
         assert len(v.exemplars) == min(v.count, 5)
 
 
 def test_time_travel_shows_the_state_after_any_step(seeded: EventStore) -> None:
     run = list_runs(seeded, scenario="invoice-extraction", status="completed", limit=1)[0]
-    events = seeded.read_run(run["run_id"])
+    events = seeded.read_run(run.run_id)
     after_two = as_of(events, step=2)
     assert [s.name for s in after_two.steps] == ["list_files", "extract_01", "extract_02"]
     assert all(s.status == "done" for s in after_two.steps)
@@ -234,8 +234,8 @@ def test_rebuild_equals_incremental_catch_up(store: EventStore) -> None:
     projection = LibraryProjection(store, page_size=37)  # pages cut through runs
     assert projection.catch_up() == store.last_position()
     failed = list_runs(store, status="failed", limit=2)
-    label(store, failed[0]["run_id"], label="triage-me")
-    add_to_regression_set(store, "set-a", [r["run_id"] for r in failed])
+    label(store, failed[0].run_id, label="triage-me")
+    add_to_regression_set(store, "set-a", [r.run_id for r in failed])
     incremental = snapshot(store)
     assert LibraryProjection(store).rebuild() == store.last_position()
     assert snapshot(store) == incremental
@@ -263,7 +263,7 @@ def test_incremental_in_random_chunks_equals_rebuild(
             if labelled:
                 refresh(store)
                 for run in list_runs(store, status="failed", limit=1):
-                    label(store, run["run_id"], label=f"l{seed % 3}")
+                    label(store, run.run_id, label=f"l{seed % 3}")
             # catch up part of the way, in this example's chunk sizes
             size = chunks[seed % len(chunks)]
             LibraryProjection(store, page_size=size).catch_up()
@@ -330,7 +330,7 @@ def test_catch_up_under_concurrent_writers_on_postgres(pg_schemas: Any) -> None:
 def test_adding_a_run_twice_keeps_one_member_and_rebuild_still_works(store: EventStore) -> None:
     seed_runs(store, runs=3, seed=3)
     refresh(store)
-    run_id = list_runs(store, status="failed", limit=1)[0]["run_id"]
+    run_id = list_runs(store, status="failed", limit=1)[0].run_id
     assert add_to_regression_set(store, "dup", [run_id, run_id]) == 1
     from steplog.events import SampleAddedToRegressionSet
 

@@ -34,7 +34,7 @@ def _failed_set(store: EventStore, version: str, runs: int, name: str = "gate") 
     sandbox = get_scenario("sandbox")
     execute_all(store.url, plan_runs(sandbox, model_version=version, runs=runs, seed=11))
     refresh(store)
-    failed = [r["run_id"] for r in list_runs(store, status="failed", limit=1000)]
+    failed = [r.run_id for r in list_runs(store, status="failed", limit=1000)]
     assert failed, "the seed gives failures to work with"
     add_to_regression_set(store, name, failed)
     return failed
@@ -110,7 +110,7 @@ def test_fix_rate_per_failure_signature_has_a_wilson_interval(
         store.url, plan_runs(get_scenario("drill"), model_version="sim-v1", runs=40, seed=2)
     )
     refresh(store)
-    failed = [r["run_id"] for r in list_runs(store, status="failed", limit=1000)]
+    failed = [r.run_id for r in list_runs(store, status="failed", limit=1000)]
     add_to_regression_set(store, "gate", failed)
     result = regress(store, "gate", model_version="sim-v2")  # sim-v2 never fails
     groups = result["by_signature"]
@@ -162,10 +162,10 @@ def test_regress_runs_stay_out_of_metrics_comparisons_and_failures(
     summary = run_summary(store, row["candidate"]["run_id"])
     assert summary is not None
     if mode == "rerun":
-        assert summary["rerun_of"] == row["original"] and summary["forked_from"] is None
+        assert summary.rerun_of == row["original"] and summary.forked_from is None
         assert row["fork_step"] is None and row["fork_reason"] == "rerun from the start"
     else:
-        assert summary["forked_from"] == row["original"]
+        assert summary.forked_from == row["original"]
 
 
 # --- where to fork ---------------------------------------------------------------------------
@@ -245,7 +245,16 @@ def test_fork_summary_does_not_claim_a_fix_the_original_did_not_need(store: Even
 
     def summary(original: str, status: str) -> str:
         return ReplayResult(
-            "fork", "a", "b", status, original, None, None, None, 1, "v"
+            mode="fork",
+            original="a",
+            run_id="b",
+            status=status,
+            original_status=original,
+            identical=None,
+            divergence=None,
+            first_difference=None,
+            fork_step=1,
+            model_version="v",
         ).summary.split(" -- ")[1]
 
     assert summary("failed", "completed") == "now completes"

@@ -51,7 +51,7 @@ def test_replay_serves_manual_gate_decisions_and_replays_of_replays(store: Event
     second = replay(store, first.run_id)
     assert second.identical and second.original == first.run_id
     refresh(store)
-    assert run_summary(store, first.run_id)["replay_of"] == waiting.run_id
+    assert run_summary(store, first.run_id).replay_of == waiting.run_id
 
 
 def test_changed_agent_code_diverges_at_the_right_step(
@@ -151,7 +151,7 @@ def test_regression_set_replay(store: EventStore) -> None:
     sandbox = get_scenario("sandbox")
     execute_all(store.url, plan_runs(sandbox, model_version="sim-v1", runs=20, seed=0))
     refresh(store)
-    failed = [r["run_id"] for r in list_runs(store, status="failed", limit=5)]
+    failed = [r.run_id for r in list_runs(store, status="failed", limit=5)]
     add_to_regression_set(store, "nightly", failed)
     result = regress(store, "nightly", model_version="uniform-0.0")
     assert (result["samples"], result["now_pass"]) == (len(failed), len(failed))
@@ -249,7 +249,7 @@ def test_labels_and_set_membership_do_not_make_a_replay_differ(store: EventStore
     sandbox = get_scenario("sandbox")
     execute_all(store.url, plan_runs(sandbox, model_version="sim-v1", runs=10, seed=0))
     refresh(store)
-    failed = list_runs(store, status="failed", limit=1)[0]["run_id"]
+    failed = list_runs(store, status="failed", limit=1)[0].run_id
     from steplog.annotations import label
 
     label(store, failed, label="looked at")

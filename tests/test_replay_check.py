@@ -641,14 +641,15 @@ def test_samples_that_could_not_be_checked_are_not_said_to_behave_differently() 
 
     why = "run 'r0' is a run of scenario 'gone', which is not registered"
     unchecked = [
-        SampleCheck(f"r{i}", False, f"cannot be checked: {why}", error=why) for i in range(13)
+        SampleCheck(run_id=f"r{i}", passed=False, summary=f"cannot be checked: {why}", error=why)
+        for i in range(13)
     ]
-    gate = SetCheck("gate", unchecked)
+    gate = SetCheck(regression_set="gate", samples=unchecked)
     assert not gate.passed and len(gate.unchecked) == 13
     assert gate.verdict == f"regression set 'gate': 13/13 could not be checked ({why})"
     assert "behave differently" not in gate.verdict
-    changed = SampleCheck("c", False, "diverged at step 0 (fetch), call 1")
-    mixed = SetCheck("gate", [changed, *unchecked[:2]])
+    changed = SampleCheck(run_id="c", passed=False, summary="diverged at step 0 (fetch), call 1")
+    mixed = SetCheck(regression_set="gate", samples=[changed, *unchecked[:2]])
     assert mixed.verdict == (
         "regression set 'gate': 1/3 samples behave differently with the current code; "
         f"2/3 could not be checked ({why})"

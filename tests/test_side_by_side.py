@@ -382,19 +382,19 @@ def test_a_diff_with_a_fork_says_the_relation_and_its_outcome(
         url, plan_runs(get_scenario("customer-service"), model_version="sim-v1", runs=12, seed=0)
     )
     refresh(store)
-    failed = next(r for r in list_runs(store, limit=50) if r["status"] == "failed")
-    fork = replay(store, failed["run_id"], fork_at_step=0, model_version="sim-v1")
-    result = diff_runs(store, failed["run_id"], fork.run_id)
+    failed = next(r for r in list_runs(store, limit=50) if r.status == "failed")
+    fork = replay(store, failed.run_id, fork_at_step=0, model_version="sim-v1")
+    result = diff_runs(store, failed.run_id, fork.run_id)
     link = result["relation"]
     assert (link["parent"], link["child"], link["mode"], link["step"]) == (
-        failed["run_id"],
+        failed.run_id,
         fork.run_id,
         "fork",
         0,
     )
     assert link["good"] is (fork.status == "completed") is fork.good
-    assert result["b"]["parent"]["parent"] == failed["run_id"]
-    shown = cli(url, failed["run_id"], fork.run_id)
-    assert f"B is a fork of {failed['run_id']} at step 0 on sim-v1: {link['outcome']}" in (
+    assert result["b"]["parent"]["parent"] == failed.run_id
+    shown = cli(url, failed.run_id, fork.run_id)
+    assert f"B is a fork of {failed.run_id} at step 0 on sim-v1: {link['outcome']}" in (
         shown.stdout
     )

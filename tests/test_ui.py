@@ -101,9 +101,9 @@ def test_failure_filters_change_the_rows(seeded: EventStore) -> None:
 
 def _failed_with_retries(store: EventStore) -> str:
     for run in list_runs(store, status="failed", limit=100):
-        if run["retries"]:
-            return str(run["run_id"])
-    return str(list_runs(store, status="failed", limit=1)[0]["run_id"])
+        if run.retries:
+            return str(run.run_id)
+    return str(list_runs(store, status="failed", limit=1)[0].run_id)
 
 
 def test_run_page_time_travel_drives_the_trajectory(seeded: EventStore) -> None:
@@ -154,7 +154,7 @@ def test_run_page_filters_calls_and_shows_raw_json_on_demand(seeded: EventStore)
 
 
 def test_labels_are_shown_saved_once_and_sets_list_members(seeded: EventStore) -> None:
-    failed = list_runs(seeded, status="failed", limit=3)[-1]["run_id"]
+    failed = list_runs(seeded, status="failed", limit=3)[-1].run_id
     app = page("run", run=failed)
     before = seeded.version(failed)
     app.text_input(key="label_text").input("ui-label")
@@ -268,7 +268,7 @@ def test_replay_page_replays_and_shows_the_verdict(
     seeded: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STEPLOG_UI_ALLOW_REPLAYS", "1")
-    run_id = list_runs(seeded, limit=1)[0]["run_id"]
+    run_id = list_runs(seeded, limit=1)[0].run_id
     app = page("replay", run=run_id)
     app.button(key="go").click().run()
     assert not app.exception, app.exception
@@ -290,7 +290,7 @@ def test_replay_page_is_read_only_unless_replays_are_allowed(
     seeded: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("STEPLOG_UI_ALLOW_REPLAYS", raising=False)
-    run_id = list_runs(seeded, limit=1)[0]["run_id"]
+    run_id = list_runs(seeded, limit=1)[0].run_id
     app = page("replay", run=run_id)
     assert app.button(key="go").disabled
     assert any("read-only" in element.value for element in app.info)

@@ -41,7 +41,7 @@ def attributed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[EventSt
     execute_all(url, plan_runs(spec, model_version="sim-v1", runs=12, seed=3))
     store = EventStore.open(url)
     refresh(store)
-    failed = [r["run_id"] for r in list_runs(store, status="failed", limit=100)]
+    failed = [r.run_id for r in list_runs(store, status="failed", limit=100)]
     for run_id in failed[:2]:
         attribute(store, run_id, rescuer="uniform-0.0", forks=2)
     return store, failed
@@ -80,7 +80,7 @@ def test_library_shows_the_decisive_step_histogram(
     attributed: tuple[EventStore, list[str]],
 ) -> None:
     store, failed = attributed
-    signature = run_summary(store, failed[0])["signature"]  # type: ignore[index]
+    signature = run_summary(store, failed[0]).signature  # type: ignore[union-attr]
     app = page("failures", sig=signature)
     assert not app.exception, app.exception
     [chart] = [c for c in _charts(app) if c.get("mark", {}).get("type") == "bar"]
@@ -96,7 +96,7 @@ def test_library_signature_without_attributions_says_so(
     execute_all(url, plan_runs(get_scenario("sandbox"), model_version="sim-v1", runs=6, seed=3))
     store = EventStore.open(url)
     refresh(store)
-    signature = list_runs(store, status="failed", limit=1)[0]["signature"]
+    signature = list_runs(store, status="failed", limit=1)[0].signature
     app = page("failures", sig=signature)
     assert not app.exception, app.exception
     assert any("No run of this signature is attributed" in c.value for c in app.caption)

@@ -118,19 +118,17 @@ def test_the_run_view_leads_with_the_fatal_step(
     store = EventStore.open(url)
     refresh(store)
     late = [
-        r
-        for r in list_runs(store, status="failed", limit=100)
-        if (r["failed_step_index"] or 0) >= 10
+        r for r in list_runs(store, status="failed", limit=100) if (r.failed_step_index or 0) >= 10
     ]
     store.close()
     assert late, "the seeded invoice runs failed late"
     run = late[0]
     page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.goto(f"{base}/run?run={run['run_id']}")
+    page.goto(f"{base}/run?run={run.run_id}")
     settle(page)
     expect(page.get_by_role("heading", name="Fatal: step", exact=False)).to_be_visible()
     fatal = page.get_by_test_id("stExpander").filter(has_text="(fatal)")
-    assert f"#{run['failed_step_index']}" in fatal.locator("summary").first.inner_text()
+    assert f"#{run.failed_step_index}" in fatal.locator("summary").first.inner_text()
     red = fatal.locator("summary").first.locator(".stMarkdownColoredText", has_text="(fatal)")
     expect(red).to_have_css("color", "rgb(158, 48, 59)")  # red, not a green check
     scroller = page.locator(".st-key-steps-table .dvn-scroller")
@@ -140,7 +138,7 @@ def test_the_run_view_leads_with_the_fatal_step(
     )
     top = scroller.evaluate("e => e.scrollTop")
     shown = scroller.evaluate("e => e.clientHeight")
-    row = run["failed_step_index"] * 35  # the fatal row's top, below the header
+    row = run.failed_step_index * 35  # the fatal row's top, below the header
     assert top <= row and row + 35 <= top + shown  # the fatal row is in view
     page.screenshot(path=str(shots(tmp_path) / "glance-3-fatal.png"), full_page=True)
 
@@ -199,7 +197,7 @@ def test_the_waterfall_shows_a_clicked_calls_inputs_and_outputs(
     run = list_runs(store, status="failed", limit=1)[0]
     store.close()
     page = browser.new_page(viewport={"width": 1440, "height": 900})
-    page.goto(f"{base}/run?run={run['run_id']}")
+    page.goto(f"{base}/run?run={run.run_id}")
     settle(page)
     chart = page.get_by_test_id("stVegaLiteChart").first
     chart.scroll_into_view_if_needed()

@@ -33,12 +33,12 @@ def served_fork(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tupl
     store = EventStore.open(url)
     refresh(store)
     failed = next(
-        r for r in list_runs(store, status="failed", limit=100) if r["model_version"] == "sim-v1"
+        r for r in list_runs(store, status="failed", limit=100) if r.model_version == "sim-v1"
     )
     fork = replay(
         store,
-        failed["run_id"],
-        fork_at_step=int(failed["failed_step_index"]),
+        failed.run_id,
+        fork_at_step=int(failed.failed_step_index),
         model_version="sim-v1",
     )
     store.close()

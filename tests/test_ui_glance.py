@@ -7,7 +7,6 @@ import shutil
 import sqlite3
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -17,6 +16,7 @@ from test_ui import page, seeded, seeded_url
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import get_scenario
 from steplog.projections.queries import list_runs
+from steplog.read_models import RunSummary
 from steplog.store import EventStore, create_engine_for, current_revision
 from steplog.ui.common import md, picked_row
 from steplog.ui.trajectory import step_seconds, trajectory
@@ -112,40 +112,40 @@ def test_compare_alpha_sets_the_confidence_of_every_interval(seeded: EventStore)
 # --- the fatal step first ---------------------------------------------------------------------
 
 
-def _criterion_failure(store: EventStore) -> dict[str, Any]:
+def _criterion_failure(store: EventStore) -> RunSummary:
     """A run that failed on a completion criterion after its last step had completed."""
     runs = list_runs(store, status="failed", limit=500)
-    return next(r for r in runs if r["error_type"] == "completion_criterion")
+    return next(r for r in runs if r.error_type == "completion_criterion")
 
 
 def test_a_completion_failure_marks_its_step_fatal_not_completed(seeded: EventStore) -> None:
     run = _criterion_failure(seeded)
-    found = trajectory(seeded.read_run(run["run_id"]))
+    found = trajectory(seeded.read_run(run.run_id))
     fatal = found.fatal_step
-    assert fatal is not None and fatal.index == run["failed_step_index"]
+    assert fatal is not None and fatal.index == run.failed_step_index
     assert fatal.status == "failed" and [s for s in found.steps if s.fatal] == [fatal]
     assert all("completion_criterion" in (e.error or "") for e in found.fatal_errors)
-    app = page("run", run=run["run_id"])
+    app = page("run", run=run.run_id)
     assert not app.exception, app.exception
     table = app.dataframe[0].value
-    row = table[table["#"] == run["failed_step_index"]].iloc[0]
+    row = table[table["#"] == run.failed_step_index].iloc[0]
     assert row["status"] == "failed (fatal)"
     titles = [e.label for e in app.expander if "(fatal)" in e.label]
-    assert len(titles) == 1 and f"#{run['failed_step_index']}" in titles[0]
+    assert len(titles) == 1 and f"#{run.failed_step_index}" in titles[0]
     assert ":red[" in titles[0] and ":material/check_circle:" not in titles[0]
     assert any(m.value.startswith("#### :red[Fatal: step") for m in app.markdown)
 
 
 def test_recovered_errors_are_listed_apart_from_the_fatal_one(seeded: EventStore) -> None:
     for run in list_runs(seeded, status="failed", limit=500):
-        found = trajectory(seeded.read_run(run["run_id"]))
+        found = trajectory(seeded.read_run(run.run_id))
         if found.recovered_errors and found.fatal_errors:
             break
     else:
         pytest.skip("no failed run recovered from an error first")
     assert set(map(id, found.recovered_errors)).isdisjoint(map(id, found.fatal_errors))
     assert len(found.recovered_errors) + len(found.fatal_errors) == len(found.errors)
-    app = page("run", run=run["run_id"])
+    app = page("run", run=run.run_id)
     recovered = [w.value for w in app.warning]
     assert len(recovered) >= len(found.recovered_errors)
     assert any("recovered error" in m.value for m in app.markdown)
@@ -158,7 +158,7 @@ def test_recovered_errors_are_listed_apart_from_the_fatal_one(seeded: EventStore
 
 def test_step_durations_come_from_the_calls(seeded: EventStore) -> None:
     run = _criterion_failure(seeded)
-    events = seeded.read_run(run["run_id"])
+    events = seeded.read_run(run.run_id)
     found = trajectory(events)
     for step in found.steps:
         latencies = [
@@ -168,7 +168,7 @@ def test_step_durations_come_from_the_calls(seeded: EventStore) -> None:
         ]
         if latencies:
             assert step_seconds(step) == pytest.approx(sum(latencies) / 1000)
-    app = page("run", run=run["run_id"])
+    app = page("run", run=run.run_id)
     durations = app.dataframe[0].value["duration (s)"]
     assert (durations > 0).all()
 
@@ -281,7 +281,7 @@ def test_the_waterfall_lays_every_call_on_a_time_axis_with_the_failing_path_red(
     from steplog.ui import waterfall
 
     run = _criterion_failure(seeded)
-    events = seeded.read_run(run["run_id"])
+    events = seeded.read_run(run.run_id)
     rows = waterfall.spans(trajectory(events))
     calls = [e for e in events if e.type in ("ModelCalled", "ToolCalled")]
     assert sorted(r["id"] for r in rows if r["kind"] in ("model", "tool")) == sorted(
@@ -296,7 +296,7 @@ def test_the_waterfall_lays_every_call_on_a_time_axis_with_the_failing_path_red(
     ordered = [r for r in rows if r["kind"] in ("model", "tool")]
     assert all(a["end"] <= b["start"] + 1e-9 for a, b in pairwise(ordered))
     fatal = [r for r in rows if r["state"] == "fatal"]
-    assert fatal and fatal[0]["label"].startswith(f"#{run['failed_step_index']} ")
+    assert fatal and fatal[0]["label"].startswith(f"#{run.failed_step_index} ")
     assert "completion_criterion" in fatal[0]["error"]
     steps = [r for r in rows if r["kind"] == "step"]
     assert sum(s["tokens"] for s in steps) == sum(
@@ -308,7 +308,7 @@ def test_the_run_page_shows_the_waterfall_and_a_picked_calls_messages(seeded: Ev
     import json
 
     run = _criterion_failure(seeded)
-    app = page("run", run=run["run_id"])
+    app = page("run", run=run.run_id)
     assert any(s.value == "Waterfall" for s in app.subheader)
     specs = [json.loads(c.proto.spec) for c in app.get("vega_lite_chart")]
     assert any(spec.get("params", [{}])[0].get("name") == "pick" for spec in specs)

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from test_ui import page, seeded, seeded_url
 
 from steplog.projections.queries import list_runs, refresh
+from steplog.read_models import RunSummary
 from steplog.replay import diff_runs, replay
 from steplog.store import EventStore
 from steplog.ui import side_by_side
@@ -39,7 +40,7 @@ def test_without_two_runs_it_says_what_to_enter(seeded: EventStore) -> None:
     [("ghost", "real", "no run 'ghost'"), ("real", "gh\u00f6st", "no run 'gh\u00f6st'")],
 )
 def test_a_bad_run_id_is_one_error_line(seeded: EventStore, a: str, b: str, said: str) -> None:
-    real = list_runs(seeded, limit=1)[0]["run_id"]
+    real = list_runs(seeded, limit=1)[0].run_id
     app = page("pair", a=a.replace("real", real), b=b.replace("real", real))
     assert not app.exception, app.exception
     assert len(app.error) == 1 and said in app.error[0].value
@@ -51,7 +52,7 @@ def test_a_bad_run_id_is_one_error_line(seeded: EventStore, a: str, b: str, said
 def test_two_runs_show_aligned_steps_and_the_first_content_difference_open(
     seeded: EventStore,
 ) -> None:
-    runs = [r["run_id"] for r in list_runs(seeded, scenario="invoice-extraction", limit=200)]
+    runs = [r.run_id for r in list_runs(seeded, scenario="invoice-extraction", limit=200)]
     v1, v2 = runs[0], runs[-1]  # any two runs of one scenario
     expected = diff_runs(seeded, v1, v2)
     app = page("pair", a=v1, b=v2)
@@ -81,15 +82,13 @@ def test_the_runs_input_and_final_output_are_in_the_content_diff_first_open(
     seeded: EventStore,
 ) -> None:
     runs = list_runs(seeded, scenario="invoice-extraction", limit=200)
-    done = next(r for r in runs if r["status"] == "completed")
+    done = next(r for r in runs if r.status == "completed")
     other = next(
-        r
-        for r in runs
-        if r["status"] == "failed" and r["task_instance_id"] != done["task_instance_id"]
+        r for r in runs if r.status == "failed" and r.task_instance_id != done.task_instance_id
     )
-    expected = diff_runs(seeded, done["run_id"], other["run_id"])["run"]
+    expected = diff_runs(seeded, done.run_id, other.run_id)["run"]
     assert expected["input"] and expected["output"]  # another task, and no answer
-    app = page("pair", a=done["run_id"], b=other["run_id"])
+    app = page("pair", a=done.run_id, b=other.run_id)
     assert not app.exception, app.exception
     labels = [e.label for e in app.expander]
     assert labels[0].startswith(md("Run input: ")) and app.expander[0].proto.expanded
@@ -103,12 +102,12 @@ def test_the_runs_input_and_final_output_are_in_the_content_diff_first_open(
     assert answer["kind"] == "only in A" and answer["a"] in shown
 
 
-def _failed(store: EventStore, version: str) -> dict[str, Any]:
+def _failed(store: EventStore, version: str) -> RunSummary:
     """A failed customer-service run of ``version`` (not itself a fork)."""
     return next(
         r
         for r in list_runs(store, scenario="customer-service", limit=200)
-        if r["status"] == "failed" and r["model_version"] == version and not r["forked_from"]
+        if r.status == "failed" and r.model_version == version and not r.forked_from
     )
 
 
@@ -120,9 +119,9 @@ def forked(seeded: EventStore) -> list[tuple[str, Any]]:
     forks = []
     for version in ("sim-v1", "sim-v2"):
         failed = _failed(seeded, version)
-        step = int(failed["failed_step_index"])
-        fork = replay(seeded, failed["run_id"], fork_at_step=step, model_version="sim-v1")
-        forks.append((failed["run_id"], fork))
+        step = int(failed.failed_step_index)
+        fork = replay(seeded, failed.run_id, fork_at_step=step, model_version="sim-v1")
+        forks.append((failed.run_id, fork))
     refresh(seeded)
     return forks
 
@@ -158,8 +157,8 @@ def test_run_pages_link_parent_and_children_both_ways(
     mother = page("run", run=parent)
     wanted = f"fork at step {fork.fork_step} on sim-v1: {fork.status} (side by side)"
     assert wanted in [label for label, _ in _links(mother)]
-    own = next(r for r in list_runs(seeded, limit=200) if not r["forked_from"])
-    other = page("run", run=own["run_id"])
+    own = next(r for r in list_runs(seeded, limit=200) if not r.forked_from)
+    other = page("run", run=own.run_id)
     assert "Compare with another run" in [label for label, _ in _links(other)]
 
 
@@ -168,13 +167,13 @@ def test_a_fork_that_still_fails_is_red_on_the_replay_page(
 ) -> None:
     monkeypatch.setenv("STEPLOG_UI_ALLOW_REPLAYS", "1")
     failed = _failed(seeded, "sim-v1")  # forked onto its own version, it still fails
-    app = page("replay", run=failed["run_id"])
+    app = page("replay", run=failed.run_id)
     app.radio(key="mode").set_value("fork at step").run()
-    app.selectbox(key=f"version-{failed['run_id']}").set_value("sim-v1").run()
+    app.selectbox(key=f"version-{failed.run_id}").set_value("sim-v1").run()
     app.button(key="go").click().run()
     assert not app.exception, app.exception
     kind, said = _boxes(app)[0]
-    assert said.startswith(md(f"fork at step {failed['failed_step_index']} on sim-v1"))
+    assert said.startswith(md(f"fork at step {failed.failed_step_index} on sim-v1"))
     assert said.endswith("still fails") and kind == "error"
     labels = [label for label, _ in _links(app)]
     assert "Side by side with the original" in labels

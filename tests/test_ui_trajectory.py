@@ -127,7 +127,7 @@ def harness_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_every_call_lands_in_its_step_and_attempt(harness_url: str) -> None:
     store = EventStore.open(harness_url)
     refresh(store)
-    run_id = next(r["run_id"] for r in list_runs(store, limit=100) if r["retries"])
+    run_id = next(r.run_id for r in list_runs(store, limit=100) if r.retries)
     events = store.read_run(run_id)
     found = trajectory(events)
     calls = [e for e in events if e.type in ("ModelCalled", "ToolCalled", "ClockRead")]
@@ -207,7 +207,7 @@ def test_an_otlp_run_renders_as_a_conversation(
     monkeypatch.setenv("STEPLOG_DATABASE_URL", url)
     app = AppTest.from_file(str(APP), default_timeout=60)
     app.switch_page("views/run.py")
-    app.query_params["run"] = run["run_id"]
+    app.query_params["run"] = run.run_id
     app.run()
     assert not app.exception, app.exception
     roles = [m.name for m in app.chat_message]

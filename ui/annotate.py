@@ -217,7 +217,7 @@ def set_members(name: str) -> None:
     if not members:
         st.caption("empty")
         return
-    frame = pd.DataFrame(members)
+    frame = pd.DataFrame([m.model_dump() for m in members])
     columns = [
         c
         for c in ("run_id", "model_version", "scenario", "failed_step", "error_type", "added_at")

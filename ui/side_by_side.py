@@ -10,13 +10,16 @@ final output; the first difference expanded. The logic is core's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
 
 from steplog.replay import diff_verdict, where
 from steplog.ui.common import RUN, link, md
+
+if TYPE_CHECKING:
+    from steplog.read_models import RunSummary
 
 MARK_COLOURS = {
     "!": "background-color: rgba(255, 43, 43, 0.22)",
@@ -177,15 +180,15 @@ def parent_links(run_id: str, parent: dict[str, Any] | None) -> None:
         link(PAIR, "Compare with another run", a=run_id)
 
 
-def child_links(run_id: str, related: list[dict[str, Any]], most: int = 10) -> None:
+def child_links(run_id: str, related: list[RunSummary], most: int = 10) -> None:
     """On a parent's page: each replay, fork and rerun with its mode, step, version and
     outcome, as a link to both side by side (the first ``most``)."""
     from steplog.ui.common import PAIR
 
     for child in related[:most]:
-        mode = "replay" if child["replay_of"] else "fork" if child["forked_from"] else "rerun"
-        step = f" at step {child['fork_step']}" if child["fork_step"] is not None else ""
-        label = f"{mode}{step} on {child['model_version']}: {child['status']} (side by side)"
-        link(PAIR, label, a=run_id, b=child["run_id"])
+        mode = "replay" if child.replay_of else "fork" if child.forked_from else "rerun"
+        step = f" at step {child.fork_step}" if child.fork_step is not None else ""
+        label = f"{mode}{step} on {child.model_version}: {child.status} (side by side)"
+        link(PAIR, label, a=run_id, b=child.run_id)
     if len(related) > most:
         st.caption(f"{len(related) - most} more in the table above")

@@ -111,11 +111,11 @@ def resolve(store: EventStore, target: str, *, mode_of: ModeLookup | None = None
     if not text.startswith(SIGNATURE_STREAM):
         run = run_summary(store, text)
         if run is not None:
-            if run["signature"] is None:
+            if run.signature is None:
                 raise SteplogError(
-                    f"run {text!r} is {run['status']}, not failed: only failures are annotated"
+                    f"run {text!r} is {run.status}, not failed: only failures are annotated"
                 )
-            return Target("run", text, str(run["signature"]))
+            return Target("run", text, str(run.signature))
     wanted = text.removeprefix(SIGNATURE_STREAM)
     if not wanted:
         raise SteplogError("name a failed run, a signature or mode:<id> to annotate")
@@ -227,13 +227,13 @@ def label(
     refresh(store)
     run = run_summary(store, target)
     if run is not None:
-        if run["signature"] is None:
+        if run.signature is None:
             raise SteplogError(
-                f"run {target!r} is {run['status']}, not failed: only failures are labelled"
+                f"run {target!r} is {run.status}, not failed: only failures are labelled"
             )
-        event = FailureLabeled(label=cleaned, note=note, labeled_by=by, signature=run["signature"])
+        event = FailureLabeled(label=cleaned, note=note, labeled_by=by, signature=run.signature)
         store.append(target, [event])
-        signature = str(run["signature"])
+        signature = str(run.signature)
     else:
         signature = get_failure(store, target).signature
         event = FailureLabeled(label=cleaned, note=note, labeled_by=by, signature=signature)
@@ -262,8 +262,8 @@ def add_to_regression_set(
         run = run_summary(store, run_id)
         if run is None:
             raise SteplogError(f"no run {run_id!r}")
-        if run["signature"] is None:
-            raise SteplogError(f"run {run_id!r} is {run['status']}, not failed")
+        if run.signature is None:
+            raise SteplogError(f"run {run_id!r} is {run.status}, not failed")
     for run_id in run_ids:
         store.append(
             run_id, [SampleAddedToRegressionSet(regression_set=cleaned, note=note, added_by=by)]

@@ -9,9 +9,12 @@ are what the events fold to. No I/O here; :mod:`._read` reads the events.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
+
+from pydantic import ConfigDict
+from sqlmodel import SQLModel
 
 from ..projections.signature_fold import SIGNATURE_STREAM
 from ..store import StoredEvent
@@ -38,10 +41,14 @@ def stream_of(kind: TargetKind, target_id: str) -> str:
     return PREFIXES[kind] + target_id
 
 
-@dataclass(frozen=True, slots=True)
-class Annotation:
-    """A label or note as it reads now, with who wrote it and when (and who last changed it)."""
+_FROZEN: Any = ConfigDict(frozen=True)
 
+
+class Annotation(SQLModel):
+    """A label or note as it reads now, with who wrote it and when (and who last changed it):
+    a frozen SQLModel read model (``annotations_of``, ``labels_for``)."""
+
+    model_config = _FROZEN
     id: str
     stream: str
     kind: Literal["label", "note"]
@@ -112,12 +119,13 @@ def edited_from(current: Annotation, event: StoredEvent) -> Annotation:
     note = current.note
     if p.get("note") is not None and (p["note"] or current.kind == "label"):
         note = p["note"] or None  # a note's text is never emptied; a label's note may be
-    return replace(
-        current,
-        label=label,
-        note=note,
-        edited_by=p.get("edited_by"),
-        edited_at=event.recorded_at,
+    return current.model_copy(
+        update={
+            "label": label,
+            "note": note,
+            "edited_by": p.get("edited_by"),
+            "edited_at": event.recorded_at,
+        }
     )
 
 

@@ -73,14 +73,16 @@ def runs_of_set(store: EventStore, name: str) -> list[FailedRun]:
     members = regression_set(store, name)
     if not members:
         raise SteplogError(f"no regression set {name!r} (or it is empty)")
-    return [FailedRun(m["run_id"], *_signature_of(store, m["run_id"])) for m in members]
+    return [FailedRun(m.run_id, *_signature_of(store, m.run_id)) for m in members]
 
 
 def _signature_of(store: EventStore, run_id: str) -> tuple[str | None, str]:
     from ..projections.queries import run_summary
 
-    row = run_summary(store, run_id) or {}
-    return row.get("signature"), f"{row.get('failed_step')}: {row.get('error_type')}"
+    row = run_summary(store, run_id)
+    if row is None:
+        return None, "None: None"
+    return row.signature, f"{row.failed_step}: {row.error_type}"
 
 
 def attribute_many(

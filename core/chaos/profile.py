@@ -112,7 +112,7 @@ def chaos_set(
         raise SteplogError(f"no regression set {set_name!r} (or it is empty)")
     targets: list[_Target] = []
     skipped: list[str] = []
-    for member in dict.fromkeys(str(m["run_id"]) for m in members):
+    for member in dict.fromkeys(m.run_id for m in members):
         try:
             targets.append(_prepare(store, member, what=f"{set_name} member"))
         except NoToolCalls:

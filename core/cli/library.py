@@ -130,7 +130,7 @@ def failure_cmd(
         view = get_failure(store, signature)
         runs = list_runs(store, signature=view.signature, limit=samples)
     if as_json:
-        _print_json({**view.as_dict(), "samples": runs})
+        _print_json({**view.as_dict(), "samples": [r.model_dump() for r in runs]})
         return
     console.print(
         styled(
@@ -151,13 +151,13 @@ def failure_cmd(
         console.print("regression sets: " + ", ".join(view.regression_sets), highlight=False)
     table = Table("run", "version", "instance", "seed", "step", "ended", box=None)
     for r in runs:
-        ended = r["ended_at"].strftime("%Y-%m-%d %H:%M:%S") if r["ended_at"] else ""
+        ended = r.ended_at.strftime("%Y-%m-%d %H:%M:%S") if r.ended_at else ""
         table.add_row(
-            r["run_id"],
-            r["model_version"],
-            r["task_instance_id"] or "",
-            str(r["seed"]),
-            r["failed_step"] or "",
+            r.run_id,
+            r.model_version,
+            r.task_instance_id or "",
+            str(r.seed),
+            r.failed_step or "",
             ended,
         )
     console.print(table)
@@ -239,20 +239,20 @@ def regression_show(
     if not members:
         raise SteplogError(f"no regression set {name!r} (or it is empty)")
     if as_json:
-        _print_json({"set": name, "runs": members})
+        _print_json({"set": name, "runs": [m.model_dump() for m in members]})
         return
     table = Table(
         "run", "scenario", "version", "instance", "seed", "failed step", "error", box=None
     )
     for m in members:
         table.add_row(
-            m["run_id"],
-            m["scenario"] or "",
-            m["model_version"] or "",
-            m["task_instance_id"] or "",
-            str(m["seed"]),
-            m["failed_step"] or "",
-            m["error_type"] or "",
+            m.run_id,
+            m.scenario or "",
+            m.model_version or "",
+            m.task_instance_id or "",
+            str(m.seed),
+            m.failed_step or "",
+            m.error_type or "",
         )
     console.print(table)
 

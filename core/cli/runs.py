@@ -331,7 +331,14 @@ def runs_cmd(
     rows, more = rows[:limit], len(rows) > limit
     next_offset = offset + limit if more else None
     if as_json:
-        _print_json({"runs": rows, "limit": limit, "offset": offset, "next_offset": next_offset})
+        _print_json(
+            {
+                "runs": [r.model_dump() for r in rows],
+                "limit": limit,
+                "offset": offset,
+                "next_offset": next_offset,
+            }
+        )
         return
     table = Table(
         "run",
@@ -346,17 +353,17 @@ def runs_cmd(
         box=None,
     )
     for r in rows:
-        failure = f"{r['error_type']} @ {r['failed_step']}" if r["error_type"] else ""
+        failure = f"{r.error_type} @ {r.failed_step}" if r.error_type else ""
         table.add_row(
-            r["run_id"],
-            r["scenario"],
-            r["task_instance_id"] or "",
-            r["model_version"],
-            f"{r['status']} (incomplete)" if r.get("incomplete") else r["status"],
+            r.run_id,
+            r.scenario,
+            r.task_instance_id or "",
+            r.model_version,
+            f"{r.status} (incomplete)" if r.incomplete else r.status,
             failure,
-            f"{r['steps_done']}/{r['steps_planned']}",
-            str(r["retries"]),
-            f"{r['tokens']:,}",
+            f"{r.steps_done}/{r.steps_planned}",
+            str(r.retries),
+            f"{r.tokens:,}",
         )
     console.print(table)
     if next_offset is not None:

@@ -61,7 +61,7 @@ def runs(
     """Run summaries, newest first (``steplog runs``); ``search`` matches run id or instance."""
     with opened(db) as store:
         refresh(store)
-        rows = list_runs(
+        return list_runs(
             store,
             scenario=scenario,
             model_version=model_version,
@@ -72,4 +72,3 @@ def runs(
             limit=limit,
             offset=offset,
         )
-    return [RunSummary.model_validate(row) for row in rows]

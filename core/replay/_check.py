@@ -13,8 +13,10 @@ a gate that cannot look must not say yes. ``steplog regress SET --check`` and th
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import ConfigDict
+from sqlmodel import Field, SQLModel
 
 from ..errors import SteplogError
 from ..store import EventStore
@@ -24,9 +26,14 @@ from ._replay import replay
 __all__ = ["SampleCheck", "SetCheck", "check_run", "check_runs", "check_set", "set_members"]
 
 
-@dataclass(frozen=True, slots=True)
-class SampleCheck:
-    """The check-only replay of one sample: passed, or where its behaviour changed."""
+_FROZEN: Any = ConfigDict(frozen=True)
+
+
+class SampleCheck(SQLModel):
+    """The check-only replay of one sample: passed, or where its behaviour changed (a frozen
+    SQLModel read model)."""
+
+    model_config = _FROZEN
 
     run_id: str
     passed: bool
@@ -50,12 +57,12 @@ class SampleCheck:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class SetCheck:
-    """Every sample of a regression set, replayed check-only."""
+class SetCheck(SQLModel):
+    """Every sample of a regression set, replayed check-only (a frozen SQLModel read model)."""
 
+    model_config = _FROZEN
     regression_set: str
-    samples: list[SampleCheck] = field(default_factory=list)
+    samples: list[SampleCheck] = Field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -115,7 +122,7 @@ def set_members(store: EventStore, set_name: str) -> list[tuple[str, str | None]
     if not members:
         known = ", ".join(sorted(regression_sets(store))) or "none"
         raise SteplogError(f"no regression set {set_name!r} (or it is empty); sets: {known}")
-    return [(str(member["run_id"]), member.get("scenario")) for member in members]
+    return [(member.run_id, member.scenario) for member in members]
 
 
 def check_run(
@@ -136,7 +143,11 @@ def check_run(
         result = replay(store, run_id, check=True, agent=agent, scenarios=scenarios, buffer=buffer)
     except SteplogError as exc:
         return SampleCheck(
-            run_id, False, f"cannot be checked: {exc}", error=str(exc), scenario=scenario
+            run_id=run_id,
+            passed=False,
+            summary=f"cannot be checked: {exc}",
+            error=str(exc),
+            scenario=scenario,
         )
     passed = (
         not result.behaviour_changed and result.agent_error is None and result.identical is not None
@@ -145,9 +156,9 @@ def check_run(
     if result.agent_error is not None and result.departure is None:
         summary = f"the agent raised {result.agent_error}"
     return SampleCheck(
-        run_id,
-        passed,
-        summary,
+        run_id=run_id,
+        passed=passed,
+        summary=summary,
         departure=result.departure,
         notes=tuple(result.notes),
         scenario=scenario,
@@ -174,7 +185,7 @@ def check_set(
                 progress(done, len(members))
     finally:
         buffer.close()  # the connection it read the recordings on
-    return SetCheck(set_name, samples)
+    return SetCheck(regression_set=set_name, samples=samples)
 
 
 def check_runs(store: EventStore, run_ids: list[str]) -> list[SampleCheck]:

@@ -1,17 +1,21 @@
-"""What a replay or fork produced: :class:`ReplayResult`."""
+"""What a replay or fork produced: :class:`ReplayResult`, a frozen SQLModel (non-table) model
+built once per replay (the public read model is :class:`steplog.read_models.ReplayOutcome`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic import ConfigDict
+from sqlmodel import Field, SQLModel
 
 from ._departure import describe_departure
 from ._lineage import fork_change
 
 
-@dataclass(frozen=True, slots=True)
-class ReplayResult:
+class ReplayResult(SQLModel):
     """What a replay or fork produced."""
+
+    model_config = ConfigDict(frozen=True)  # type: ignore[assignment]
 
     mode: Literal["exact", "fork"]
     original: str
@@ -25,9 +29,9 @@ class ReplayResult:
     model_version: str | None = None
     agent_error: str | None = None
     """The agent's own exception during the replay (SDK runs), if it raised one."""
-    nondeterminism: tuple[str, ...] | list[str] = ()
+    nondeterminism: list[str] = Field(default_factory=list)
     """Direct clock/randomness reads from agent code during the replay (not recorded)."""
-    edges: tuple[str, ...] | list[str] = ()
+    edges: list[str] = Field(default_factory=list)
     """What the replay did outside itself without being refused: files written outside the
     scratch folders (see :mod:`steplog.recorder.seal`)."""
     written: bool = True
@@ -35,10 +39,10 @@ class ReplayResult:
     departure: dict[str, Any] | None = None
     """Exact replays: where the replay first departed from the recording (step, call,
     expected, got; see :func:`steplog.replay._departure.departure`), None when it behaved alike."""
-    declared: tuple[str, ...] | list[str] = ()
+    declared: list[str] = Field(default_factory=list)
     """Run-header fields (config, planned steps, versions) the current code declares
     differently from the recording."""
-    notes: tuple[str, ...] | list[str] = ()
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def behaviour_changed(self) -> bool:

@@ -14,7 +14,6 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from ..models import quarantine_table
-from ..redaction import builtin_redactor
 from ._engine import write_transaction
 from ._faults import classify, explain
 from ._prepare import utc
@@ -70,6 +69,8 @@ def quarantine_in(conn: Connection, *, source: str, location: str, reason: str, 
     The same record (source, location and raw content) still waiting in quarantine is kept
     once: re-running an import does not pile up copies; the reason is brought up to date.
     """
+    from ..redaction import builtin_redactor  # here: opening a store to read needs none of it
+
     scrub = builtin_redactor()  # the last line: every door redacted already, with its patterns
     row = {
         "received_at": datetime.now(UTC),

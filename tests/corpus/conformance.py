@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from steplog.cli import app
 from steplog.events import ModelCalled, RunRevised, RunStarted, ToolCalled
 from steplog.projections.queries import list_failures, list_runs, refresh
+from steplog.read_models import RunSummary
 from steplog.store import EventStore
 
 CORPUS = Path(__file__).resolve().parent
@@ -87,7 +88,7 @@ class StoredRun:
     """The run as it now reads (after its last revision), and its summary."""
 
     run_id: str
-    summary: dict[str, Any]
+    summary: RunSummary
     events: list[Any]
     failure_signatures: set[str]
 
@@ -117,9 +118,9 @@ def import_files(url: str, files: list[list[str]], folder: Path) -> list[StoredR
         signatures = {failure.signature for failure in list_failures(store, limit=1000)}
         runs = []
         for summary in list_runs(store, limit=1000):
-            events = [e.to_event() for e in store.read_run(summary["run_id"])]
+            events = [e.to_event() for e in store.read_run(summary.run_id)]
             reading = _current_reading(events)
-            runs.append(StoredRun(summary["run_id"], summary, reading, signatures))
+            runs.append(StoredRun(summary.run_id, summary, reading, signatures))
         return runs
     finally:
         store.close()
@@ -180,10 +181,10 @@ def expectation(framework: str, mode: str, variant: str) -> dict[str, Any]:
 def differences(run: StoredRun, expected: dict[str, Any]) -> list[str]:
     """Every way the stored run differs from what the agent did (empty: it conforms)."""
     problems = []
-    status = run.summary["status"]
+    status = run.summary.status
     if status != expected["status"]:
         problems.append(f"status {status}, expected {expected['status']}")
-    if expected["status"] == "failed" and run.summary["signature"] not in run.failure_signatures:
+    if expected["status"] == "failed" and run.summary.signature not in run.failure_signatures:
         problems.append("not in the failure library")
     calls = run.of(ModelCalled)
     if len(calls) != expected["model_calls"]:
@@ -201,9 +202,9 @@ def differences(run: StoredRun, expected: dict[str, Any]) -> list[str]:
     error = expected.get("error")
     if error and status == "failed":
         names = {error["raised"], error["cause"]} - {None}
-        stored = _short(run.summary["error_type"])
+        stored = _short(run.summary.error_type)
         if stored not in names:
-            problems.append(f"error type {run.summary['error_type']!r}, expected one of {names}")
+            problems.append(f"error type {run.summary.error_type!r}, expected one of {names}")
     return problems
 
 
@@ -212,7 +213,7 @@ def conformance(url: str, framework: str, mode: str, variant: str, folder: Path)
     files = variant_files(lines_of(framework, mode), variant, f"{framework}/{mode}")
     runs = import_files(url, files, folder)
     if len(runs) != 1:
-        kinds = [f"{r.summary['status']} ({len(r.of(ModelCalled))} calls)" for r in runs]
+        kinds = [f"{r.summary.status} ({len(r.of(ModelCalled))} calls)" for r in runs]
         return [f"{len(runs)} runs, expected 1: {kinds}"]
     (run,) = runs
     assert run.of(RunStarted), "a run without RunStarted"

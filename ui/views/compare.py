@@ -65,7 +65,7 @@ def _defaults(groups: list[tuple[str, str]]) -> tuple[list[str], list[str], str,
     versions = sorted({version for _, version in groups})
     scenarios = sorted({scenario for scenario, _ in groups})
     newest = cached(list_runs, limit=1)
-    candidate = newest[0]["model_version"] if newest else versions[-1]
+    candidate = newest[0].model_version if newest else versions[-1]
     if candidate not in versions:
         candidate = versions[-1]
     baseline = next(v for v in reversed(versions) if v != candidate)

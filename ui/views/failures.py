@@ -154,7 +154,7 @@ def _signature(signature: str | None, version: str | None) -> None:
         if not samples:
             st.caption("No sample of this signature on this version.")
         else:
-            frame = pd.DataFrame(samples)[
+            frame = pd.DataFrame([s.model_dump() for s in samples])[
                 ["run_id", "model_version", "task_instance_id", "seed", "failed_step", "ended_at"]
             ]
             pickable(frame, "samples", lambda row: go(RUN, run=str(row["run_id"])))

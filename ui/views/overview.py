@@ -77,7 +77,7 @@ def render() -> None:
     if failed:
         st.caption("Click a row to open the run.")
         pickable(
-            pd.DataFrame(failed)[
+            pd.DataFrame([r.model_dump() for r in failed])[
                 ["run_id", "scenario", "model_version", "failed_step", "error_type", "ended_at"]
             ],
             "newest",

@@ -52,17 +52,17 @@ def _defaults(run_id: str) -> tuple[int, list[str], int]:
     step = 0
     other = 0
     if summary is not None:
-        if summary.get("failed_step_index") is not None:
-            step = int(summary["failed_step_index"])
+        if summary.failed_step_index is not None:
+            step = int(summary.failed_step_index)
         same_scenario = sorted(
             {
                 m.model_version
                 for m in cached(metrics, by_task_type=False)
-                if m.scenario == summary["scenario"]
+                if m.scenario == summary.scenario
             }
         )
-        others = [v for v in same_scenario if v != summary["model_version"]] or [
-            v for v in versions if v != summary["model_version"]
+        others = [v for v in same_scenario if v != summary.model_version] or [
+            v for v in versions if v != summary.model_version
         ]
         if others and others[0] in versions:
             other = versions.index(others[0])

@@ -63,8 +63,8 @@ def _header(final, summary) -> None:  # type: ignore[no-untyped-def]
     if final.gaps:
         lines = "\n".join(f"- {md(gap)}" for gap in final.gaps)
         st.warning(f"Incomplete: the trace lost spans on the way.\n\n{lines}")
-    if summary is not None and summary.get("signature"):
-        link(LIBRARY, "Failure signature in the library", sig=summary["signature"])
+    if summary is not None and summary.signature:
+        link(LIBRARY, "Failure signature in the library", sig=summary.signature)
 
 
 def render() -> None:
@@ -205,13 +205,13 @@ def _related(run_id: str) -> None:
     frame = pd.DataFrame(
         [
             {
-                "mode": "replay" if r["replay_of"] else "fork" if r["forked_from"] else "rerun",
-                "fork step": r["fork_step"],
-                "model version": r["model_version"],
-                "status": r["status"],
-                "failed step": r["failed_step"],
-                "run_id": r["run_id"],
-                "started": r["started_at"],
+                "mode": "replay" if r.replay_of else "fork" if r.forked_from else "rerun",
+                "fork step": r.fork_step,
+                "model version": r.model_version,
+                "status": r.status,
+                "failed step": r.failed_step,
+                "run_id": r.run_id,
+                "started": r.started_at,
             }
             for r in related
         ]
@@ -263,13 +263,13 @@ def _attribution(run_id: str, final) -> None:  # type: ignore[no-untyped-def]
 
 def _annotations(run_id: str, final, summary) -> None:  # type: ignore[no-untyped-def]
     """Labels and notes on this run and its signature: edit, remove, add, with their history."""
-    if final.status not in ("failed", "aborted") or not summary or not summary.get("signature"):
+    if final.status not in ("failed", "aborted") or not summary or not summary.signature:
         return
     st.subheader("Annotations")
     flash()
     with st.columns([1, 2])[0]:
         who = reviewer("run_reviewer")
-    signature = str(summary["signature"])
+    signature = str(summary.signature)
     current = editable([("this run", run_id), ("its signature", f"signature:{signature}")], who)
     sets = cached(regression_sets_of_run, run_id)
     if sets:
