@@ -180,6 +180,22 @@ def test_two_different_400s_are_two_signatures() -> None:
         (("ValueError", "no such city: Atlantis"), ("ValueError", "no such city: Atlantis")),
         (("RuntimeError", "CustomError: details"), ("RuntimeError", "CustomError: details")),
         (("ValueError", "500 items left"), ("ValueError", "500 items left")),
+        (  # anthropic 2.x: the code in the parentheses after the message, details after it
+            (
+                "anthropic.BadRequestError",
+                "400 prompt is too long (about 3 pages) (error_code: prompt_too_long, "
+                "request_id: req_1, path: /v1/messages, type: invalid_request_error)"
+                '\n\n{\n  "limit": 200000\n}',
+            ),
+            (
+                "anthropic.BadRequestError",
+                "400 prompt_too_long: prompt is too long (about 3 pages)",
+            ),
+        ),
+        (  # parentheses that are not the SDK's labels are the message's own
+            ("ValueError", "400 rows (of 9) failed (see: the log)"),
+            ("ValueError", "400 rows (of 9) failed (see: the log)"),
+        ),
     ],
 )
 def test_wrappers_and_plain_errors(

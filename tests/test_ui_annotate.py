@@ -5,38 +5,20 @@ error line."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_ui import page
+from test_ui_queue import seeded  # the same 10 runs on each engine
 
 from steplog.annotations import annotations_of, history_of, unlabelled
-from steplog.harness.batch import execute_all, plan_runs
-from steplog.harness.scenario import get_scenario
-from steplog.projections.queries import get_failure, list_runs, refresh
+from steplog.projections.queries import get_failure, list_runs
 from steplog.store import EventStore
 from steplog.ui.common import md
 
+__all__ = ["seeded"]  # a fixture, shared with test_ui_queue
+
 SAVE = "FormSubmitter:label-Save label"
 PAGES = {"run": "run_reviewer", "failures": "library_reviewer"}
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def seeded(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> EventStore:
-    """A store of each engine under a URL of its own (the UI caches per URL and position)."""
-    if request.param == "sqlite":
-        store_url = f"sqlite:///{tmp_path}/labels.db"
-    else:
-        store_url = request.getfixturevalue("pg_schemas").new(migrate=True)
-    spec = get_scenario("invoice-extraction")
-    execute_all(store_url, plan_runs(spec, model_version="sim-v1", runs=10, seed=3))
-    monkeypatch.setenv("STEPLOG_DATABASE_URL", store_url)
-    store = EventStore.open(store_url)
-    refresh(store)
-    return store
 
 
 def _open(store: EventStore, where: str) -> tuple[AppTest, str]:
@@ -123,8 +105,8 @@ def test_the_library_labels_a_run_of_the_signature_or_says_the_run_is_unknown(
     assert [e.value for e in app.error] == [
         md("no failed run or failure signature 'ghost'; list them with steplog failures")
     ]
-    completed = next(r for r in list_runs(seeded, limit=50) if r["status"] == "completed")
-    app.text_input(key="label_on").input(completed["run_id"])
+    completed = next(r for r in list_runs(seeded, limit=50) if r.status == "completed")
+    app.text_input(key="label_on").input(completed.run_id)
     app.button(key=SAVE).click().run()
     (said,) = [e.value for e in app.error]
     assert said.endswith(md("is completed, not failed: only failures are annotated"))

@@ -9,6 +9,9 @@ model's maximum context length is ...`` and two different 400s never look alike:
   Together, Mistral...): ``Error code: 400 - {'error': {'message': ..., 'type': ...,
   'code': ...}}`` -- the code is ``error.code``, else ``error.type`` (Anthropic's
   ``invalid_request_error``, ``overloaded_error``);
+* **Anthropic 2.x** (and SDKs generated like it since): ``400 message (error_code: ...,
+  request_id: ..., path: ..., type: invalid_request_error)``, perhaps followed by a blank line
+  and the error's details -- the code is ``error_code``, else ``type``;
 * **Google Gen AI** (``google-genai``): ``400 INVALID_ARGUMENT. {'error': {'code': 400,
   'message': ..., 'status': 'INVALID_ARGUMENT'}}``; ``google-api-core``: ``429 Resource has been
   exhausted``;
@@ -62,6 +65,9 @@ _STAINLESS_CLASSES = {
 an HTTP status; any other status >= 500 is ``InternalServerError``, anything else
 ``APIStatusError``."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*\Z")
+_STATUS_HEAD = re.compile(r"([1-5]\d\d) ")
+_ANNOTATIONS = frozenset({"error_code", "request_id", "path", "type", "workspace_id"})
+"""The labels Anthropic 2.x puts in parentheses after an error's message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,18 +135,48 @@ def readable_error(error_type: str | None, message: str) -> tuple[str | None, st
     return error_type, message
 
 
+def _stainless_class(status: int) -> str:
+    """The class a Stainless-generated SDK raises for an HTTP ``status``."""
+    return _STAINLESS_CLASSES.get(status) or (
+        "InternalServerError" if status >= 500 else "APIStatusError"
+    )
+
+
+def _annotated(text: str) -> ProviderError | None:
+    """``400 message (error_code: ..., request_id: ..., path: ..., type: ...)`` and, after a
+    blank line, details (Anthropic 2.x): read by splitting, not by a backtracking pattern."""
+    head = _STATUS_HEAD.match(text)
+    line = text.partition("\n\n")[0].rstrip()
+    opened = line.rfind(" (")
+    if head is None or not line.endswith(")") or opened < head.end():
+        return None
+    items: dict[str, str] = {}
+    for item in line[opened + 2 : -1].split(", "):
+        label, colon, value = item.partition(": ")
+        if not colon or label not in _ANNOTATIONS:
+            return None
+        items[label] = value.strip()
+    status = int(head.group(1))
+    code = items.get("error_code") or items.get("type")
+    if code is not None and not _CODE.fullmatch(code):
+        code = None
+    message = line[head.end() : opened].strip()
+    return ProviderError(status, code, message, sdk_class=_stainless_class(status))
+
+
 def _read(text: str, error_type: str) -> ProviderError | None:
     match = _STAINLESS.match(text)
     if match:
         body = _body(match.group(2))
         status = int(match.group(1))
-        sdk_class = _STAINLESS_CLASSES.get(status) or (
-            "InternalServerError" if status >= 500 else "APIStatusError"
-        )
+        sdk_class = _stainless_class(status)
         if body is None:
             return ProviderError(status, None, match.group(2).strip(), sdk_class=sdk_class)
         code, message = _code_and_message(body)
         return ProviderError(status, code, message or match.group(2).strip(), sdk_class=sdk_class)
+    annotated = _annotated(text)
+    if annotated is not None:
+        return annotated
     match = _GOOGLE_GENAI.match(text)
     if match:
         body = _body(match.group(3))
