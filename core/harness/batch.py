@@ -133,10 +133,15 @@ def execute_all(
     plans = list(plans)
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
-        with _workers_ignore_ctrl_c():  # the first submissions start the worker processes
-            futures = [pool.submit(execute, db, plan) for plan in plans[:workers]]
-        futures += [pool.submit(execute, db, plan) for plan in plans[workers:]]
+        # Ctrl-C is caught from before the first submission: a KeyboardInterrupt raised inside
+        # the pool's own code (while submitting a long batch) could leave its lock held, and the
+        # shutdown below would wait on it for ever
         with _ctrl_c_between_runs() as stop:
+            with _workers_ignore_ctrl_c():  # the first submissions start the worker processes
+                futures = [pool.submit(execute, db, plan) for plan in plans[:workers]]
+            for plan in plans[workers:]:
+                stop()
+                futures.append(pool.submit(execute, db, plan))
             for future in as_completed(futures):
                 done(future.result())
                 stop()
