@@ -110,8 +110,9 @@ class RecordedRun:
     fork); see :meth:`version_for`."""
     _random: RecordedRandom | None = field(default=None, repr=False)
     redactor: Redactor = field(default_factory=recording_redactor, repr=False)
-    """What redacts this run's recorded calls: ``$STEPLOG_REDACT_PATTERNS`` is read once, when
-    the run starts, not on every call (a read of the environment inside a run is recorded)."""
+    """What redacts this run's recorded calls, input, outputs and errors:
+    ``$STEPLOG_REDACT_PATTERNS`` is read once, when the run starts, not on every call (a read
+    of the environment inside a run is recorded)."""
     open_calls: dict[int, tuple[int | None, Callable[[], None]]] = field(
         default_factory=dict, repr=False
     )
