@@ -108,3 +108,33 @@ def _live_members(group: int) -> list[int]:
         if pgrp == group and state != "Z":
             members.append(int(stat.parent.name))
     return members
+
+
+def test_an_error_caused_by_ctrl_c_is_the_interrupt(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C landing where code wraps what it catches (Python turns it into ``RuntimeError:
+    Error calling __set_name__`` inside a class body being imported) is still one line, exit
+    130; an error with no interrupt behind it is not swallowed."""
+    import steplog.__main__ as entry
+    import steplog.cli
+
+    def wrapped() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from exc
+
+    monkeypatch.setattr(sys, "argv", ["steplog", "runs"])
+    monkeypatch.setattr(steplog.cli, "main", wrapped)
+    with pytest.raises(SystemExit) as exited:
+        entry.main()
+    assert exited.value.code == 130
+    assert capsys.readouterr().err == "steplog: interrupted\n"
+
+    def broken() -> None:
+        raise RuntimeError("a real bug")
+
+    monkeypatch.setattr(steplog.cli, "main", broken)
+    with pytest.raises(RuntimeError, match="a real bug"):
+        entry.main()
