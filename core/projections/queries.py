@@ -293,7 +293,7 @@ def get_failure(store: EventStore, signature: str) -> FailureSample:
 def distributions(
     store: EventStore, *, scenario: str | None = None, model_version: str | None = None
 ) -> dict[str, dict[str, int]]:
-    """Failed runs by (normalised) failed step and by error type (article 000 §6.2)."""
+    """Failed runs by (normalised) failed step and by error type."""
     base = select(runs_t).where(
         runs_t.c.status.in_(("failed", "aborted")),
         runs_t.c.replay_of.is_(None),
