@@ -29,7 +29,6 @@ Lines). The mapping, pure and documented in the README:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
@@ -51,6 +50,7 @@ from ..events import (
     ToolCalled,
 )
 from ..store import EventStore, NewEvent
+from ._message_fields import content_text, cost_of, count_of, digest_of, text_of, time_of, usage_of
 from .ids import stable_event_id
 from .otlp.attributes import cut, json_or_text
 from .provider_errors import readable_error
@@ -111,30 +111,30 @@ def conversation_of(record: Any, *, default_id: str, scenario: str, model: str) 
         if not isinstance(message.get("role"), str):
             raise SteplogError(f"message {index} has no role")
     error = record.get("error")
-    error_type = _text(record.get("error_type"))
+    error_type = text_of(record.get("error_type"))
     message, detail = "", None
     if isinstance(error, dict):
-        error_type = error_type or _text(error.get("type"))
-        message = _text(error.get("message")) or ""
-        detail = _text(error.get("traceback") or error.get("detail"))
+        error_type = error_type or text_of(error.get("type"))
+        message = text_of(error.get("message")) or ""
+        detail = text_of(error.get("traceback") or error.get("detail"))
     elif error not in (None, ""):
         message = str(error)
     if message:
         error_type, message = readable_error(error_type, message)
     seed = record.get("seed")
-    rid = _text(record.get("run_id") or record.get("id"))
+    rid = text_of(record.get("run_id") or record.get("id"))
     return Conversation(
         messages=messages,
         run_id=f"msg-{rid}" if rid else default_id,
-        scenario=_text(record.get("scenario")) or scenario,
-        model=_text(record.get("model") or record.get("model_version")) or model,
-        agent=_text(record.get("agent")) or "messages",
-        task_instance_id=_text(
+        scenario=text_of(record.get("scenario")) or scenario,
+        model=text_of(record.get("model") or record.get("model_version")) or model,
+        agent=text_of(record.get("agent")) or "messages",
+        task_instance_id=text_of(
             record.get("task_instance_id") or record.get("instance_id") or record.get("task")
         ),
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
-        session_id=_text(record.get("session_id") or record.get("conversation_id")),
-        user_id=_text(record.get("user_id")),
+        session_id=text_of(record.get("session_id") or record.get("conversation_id")),
+        user_id=text_of(record.get("user_id")),
         outcome=outcome_of(record.get("outcome", record.get("status"))),
         error_type=error_type,
         error_message=message,
@@ -191,7 +191,7 @@ def _tool_failed(message: dict[str, Any] | None) -> str | None:
     if message is None:
         return None
     if message.get("is_error") is True or str(message.get("status", "")).lower() == "error":
-        return _content_text(message.get("content")) or "tool error"
+        return content_text(message.get("content")) or "tool error"
     error = message.get("error")
     if error not in (None, "", False):
         return str(error) if not isinstance(error, bool) else "tool error"
@@ -234,7 +234,7 @@ def conversation_events(conversation: Conversation, clock: datetime) -> list[New
             conversation.error_message = conversation.error_message or (
                 "the conversation ends before a final answer"
             )
-    first_time = _time_of(preamble[0]) if preamble else None
+    first_time = time_of(preamble[0]) if preamble else None
     out.add(
         RunStarted(
             scenario=conversation.scenario,
@@ -256,9 +256,9 @@ def conversation_events(conversation: Conversation, clock: datetime) -> list[New
     run_error: tuple[str, str] | None = None
     for index, step in enumerate(steps):
         name = step_name(step)
-        when = _time_of(step.assistant) or last_time
+        when = time_of(step.assistant) or last_time
         out.add(StepStarted(step=name, step_index=index), when, index, "step-started")
-        usage = _usage(step.assistant)
+        usage = usage_of(step.assistant)
         out.add(
             ModelCalled(
                 step_index=index,
@@ -266,13 +266,15 @@ def conversation_events(conversation: Conversation, clock: datetime) -> list[New
                 model=conversation.model,
                 request={"messages": cut(step.request)} if step.request else None,
                 response=cut({k: v for k, v in step.assistant.items() if k != "extra"}),
-                input_tokens=_int(usage, "prompt_tokens", "input_tokens"),
-                output_tokens=_int(usage, "completion_tokens", "output_tokens"),
-                cached_input_tokens=_int(usage.get("prompt_tokens_details") or {}, "cached_tokens"),
-                reasoning_tokens=_int(
+                input_tokens=count_of(usage, "prompt_tokens", "input_tokens"),
+                output_tokens=count_of(usage, "completion_tokens", "output_tokens"),
+                cached_input_tokens=count_of(
+                    usage.get("prompt_tokens_details") or {}, "cached_tokens"
+                ),
+                reasoning_tokens=count_of(
                     usage.get("completion_tokens_details") or {}, "reasoning_tokens"
                 ),
-                cost_usd=_cost(step.assistant),
+                cost_usd=cost_of(step.assistant),
             ),
             when,
             index,
@@ -299,13 +301,13 @@ def conversation_events(conversation: Conversation, clock: datetime) -> list[New
                     error_type="ToolError" if error is not None else None,
                     error=error,
                 ),
-                _time_of(answer) if answer else when,
+                time_of(answer) if answer else when,
                 index,
                 "tool",
                 number,
             )
             call_index += 1
-        last_time = max((t for t in map(_time_of, step.tools) if t is not None), default=when)
+        last_time = max((t for t in map(time_of, step.tools) if t is not None), default=when)
         fatal = outcome == "failed" and index == len(steps) - 1
         recovered = (
             failures[:-1] if fatal and failures and not conversation.error_type else failures
@@ -345,7 +347,7 @@ def conversation_events(conversation: Conversation, clock: datetime) -> list[New
             )
     end_time = last_time
     if outcome == "completed":
-        final = _content_text(steps[-1].assistant.get("content")) if steps else None
+        final = content_text(steps[-1].assistant.get("content")) if steps else None
         output = conversation.output or ({"answer": final} if final else {})
         out.add(RunCompleted(output=cut(output)), end_time, "run-completed")
     else:
@@ -403,7 +405,7 @@ def import_messages(
             continue
         location, record = item
         where = location or "file"
-        default_id = f"msg-{_digest(record)}"
+        default_id = f"msg-{digest_of(record)}"
         try:
             if convert is not None:
                 conversation = convert(record, default_id)
@@ -457,70 +459,3 @@ def _store(
         report.reject(store, origin, Rejected(where, reason, raw))
         return
     report.stored(run_id, len(events), duplicate=result.duplicate)
-
-
-# --- small readers ---------------------------------------------------------------------------
-
-
-def _digest(record: Any) -> str:
-    canonical = json.dumps(record, sort_keys=True, default=str).encode()
-    return hashlib.sha256(canonical).hexdigest()[:20]
-
-
-def _text(value: Any) -> str | None:
-    return str(value)[:200] if value not in (None, "") else None
-
-
-def _content_text(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts
-        texts = [p.get("text") for p in content if isinstance(p, dict) and p.get("text")]
-        return "\n".join(map(str, texts)) or None
-    return None
-
-
-def _extra(message: dict[str, Any]) -> dict[str, Any]:
-    extra = message.get("extra")
-    return extra if isinstance(extra, dict) else {}
-
-
-def _usage(message: dict[str, Any]) -> dict[str, Any]:
-    """A message's token usage: ``usage`` on the message, in its ``extra``, or in the raw
-    provider response kept in ``extra.response`` (mini-swe-agent 2.x keeps it only there)."""
-    extra = _extra(message)
-    response = extra.get("response")
-    for found in (
-        message.get("usage"),
-        extra.get("usage"),
-        response.get("usage") if isinstance(response, dict) else None,
-    ):
-        if isinstance(found, dict) and found:
-            return found
-    return {}
-
-
-def _time_of(message: dict[str, Any] | None) -> float | None:
-    if message is None:
-        return None
-    value = message.get("timestamp", _extra(message).get("timestamp"))
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1e11:
-        return float(value)
-    return None
-
-
-def _int(mapping: Any, *keys: str) -> int:
-    if not isinstance(mapping, dict):
-        return 0
-    for key in keys:
-        value = mapping.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return 0
-
-
-def _cost(message: dict[str, Any]) -> float:
-    value = message.get("cost", _extra(message).get("cost"))
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e9:
-        return float(value)
-    return 0.0
