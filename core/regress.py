@@ -27,12 +27,12 @@ from typing import Any, Literal
 
 from .errors import SteplogError
 from .harness.fork_point import ForkPoint, fork_point
-from .harness.playback import Playback
 from .harness.runner import Ending, RunStateError, fold_run, launch, registered_scenario
 from .harness.scenario import ScenarioSpec
 from .projections.queries import refresh, regression_set
 from .projections.run_state import RunState
 from .projections.signature_fold import failure_of
+from .recorder.playback import Playback
 from .store import EventStore
 
 Mode = Literal["fork", "rerun"]

@@ -18,10 +18,10 @@ from steplog.cli import app
 from steplog.compare import load_runs
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.fork_point import fork_point
-from steplog.harness.playback import ForkPointError
 from steplog.harness.runner import RunStateError, fold_run, start_run
 from steplog.harness.scenario import ScenarioError, get_scenario, registered_scenarios
 from steplog.projections.queries import list_failures, list_runs, metrics, refresh, run_summary
+from steplog.recorder.divergence import ForkPointError
 from steplog.regress import arm_seed, regress
 from steplog.replay import ReplayResult, replay
 from steplog.resources import seed_scenarios_dir

@@ -478,7 +478,8 @@ def test_take_recorded_serves_the_recorded_payload_or_lets_take_decide(
 ) -> None:
     """The check's served calls are the recording's own payloads when the call and its request
     are the recorded ones; a changed request is still refused with take's divergence."""
-    from steplog.harness.playback import Divergence, Playback
+    from steplog.recorder.divergence import Divergence
+    from steplog.recorder.playback import Playback
 
     events = home["store"].read_run(home["completed"][0])
     model = next(e for e in events if e.type == "ModelCalled")
@@ -488,7 +489,7 @@ def test_take_recorded_serves_the_recorded_payload_or_lets_take_decide(
     served = playback.take_recorded(
         "ModelCalled", payload["step_index"], name=payload["model"], request=request
     )
-    assert served is payload and playback.cursor == 1
+    assert served is payload and playback.leftover() is None
     changed = {**request, "attempt": request["attempt"] + 1}
     with pytest.raises(Divergence) as raised:
         Playback([model]).take_recorded(

@@ -11,8 +11,8 @@ import pytest
 
 from steplog import EventStore, model_call, record_run, register_agent, step, tool_call
 from steplog.bench.redact import EXAMPLES
-from steplog.harness.playback import Divergence
-from steplog.recorder.playback import SdkPlayback
+from steplog.recorder.divergence import Divergence
+from steplog.recorder.playback import Playback
 from steplog.redaction import MASK, builtin_redactor
 from steplog.replay import replay
 from steplog.store import StoredEvent
@@ -84,7 +84,7 @@ def test_a_clean_request_is_matched_raw_and_a_secret_one_only_redacted(tmp_path:
     clean = {"args": ["t2: plain words"], "kwargs": {}}
     keyed = {"args": ["t2: with a key"], "kwargs": {"api_key": TOKEN}}
     prose = {"args": [f"t2: the key is {SECRET}"], "kwargs": {}}
-    playback = SdkPlayback(events)
+    playback = Playback(events)
     served = playback.take_exact("ModelCalled", 0, "exact-model", clean)
     assert served is not None and served["response"] == {"text": "T2: PLAIN WORDS"}
     for raw in (keyed, prose):  # its fingerprint is of the redacted request: not matched raw
@@ -92,11 +92,11 @@ def test_a_clean_request_is_matched_raw_and_a_secret_one_only_redacted(tmp_path:
         taken = playback.take("ModelCalled", 0, name="exact-model", request=redact(raw))
         assert taken["request"] == redact(raw)
     changed = {"args": ["t2: other words"], "kwargs": {}}
-    assert SdkPlayback(events).take_exact("ModelCalled", 0, "exact-model", changed) is None
+    assert Playback(events).take_exact("ModelCalled", 0, "exact-model", changed) is None
     with pytest.raises(Divergence, match="request"):
-        SdkPlayback(events).take("ModelCalled", 0, name="exact-model", request=redact(changed))
+        Playback(events).take("ModelCalled", 0, name="exact-model", request=redact(changed))
     # identical calls are served in recorded order, the n-th call the n-th answer
-    again = SdkPlayback(events)
+    again = Playback(events)
     first = again.take_exact("ToolCalled", 1, "exact-tool", {"args": ["t2"], "kwargs": {}})
     second = again.take_exact(
         "ToolCalled", 1, "exact-tool", {"args": ["t2"], "kwargs": {"limit": 1}}
@@ -155,7 +155,7 @@ def test_every_kind_of_secret_in_a_request_replays_and_is_never_matched_raw(
     """A raw request matches only a recorded request it equals (no reliance on redaction
     being idempotent), and every request that held a secret goes the full way."""
     kinds = sorted(EXAMPLES)
-    playback = SdkPlayback(_kinds_replayed(tmp_path, kinds))
+    playback = Playback(_kinds_replayed(tmp_path, kinds))
     for kind in kinds:
         raw = {"args": [f"use {EXAMPLES[kind]} now"], "kwargs": {}}
         assert playback.take_exact("ModelCalled", 0, "echo-model", raw) is None, kind
@@ -171,5 +171,5 @@ def test_a_request_equal_to_the_recorded_redacted_one_is_matched_raw(tmp_path: P
     assert example not in kept["args"][0] and MASK in kept["args"][0]
     redact = builtin_redactor().value
     assert redact(kept) == kept  # redacting the recorded form again changes nothing
-    served = SdkPlayback(events).take_exact("ModelCalled", 0, "echo-model", kept)
+    served = Playback(events).take_exact("ModelCalled", 0, "echo-model", kept)
     assert served is not None and served["request"] == kept

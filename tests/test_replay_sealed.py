@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 
 import steplog
 from steplog import EventStore, model_call, record_run, register_agent, step, tool_call
-from steplog.harness.playback import Divergence
+from steplog.recorder.divergence import Divergence
 from steplog.replay import replay
 
 HITS: list[str] = []

@@ -20,9 +20,9 @@ from typing import Any
 
 from ..canonical import fingerprint
 from ..events import ModelCalled
-from ..harness.playback import Divergence
 from ..recorder.calls import inside_call, serve, stored
 from ..recorder.context import RecordedRun, current_run, current_step_index, replaying_anywhere
+from ..recorder.divergence import Divergence
 
 KEPT_HEADERS = ("content-type", "x-request-id", "request-id")
 _HOOKS: dict[str, _Hook] = {}

@@ -15,8 +15,8 @@ from typing import Any
 from ..canonical import fingerprint, fingerprint_str_keyed
 from ..events import ClockRead, Event, ModelCalled, ToolCalled, unvalidated
 from ..recorder import RecordedRandom, RunRecorder, step_seed
+from ..recorder.playback import Playback
 from .faults import FaultPlan
-from .playback import Playback
 from .scenario import ConcreteStep, InstanceSpec, ScenarioSpec
 from .simulated import SimulatedModel, SimulatedTools
 

@@ -28,9 +28,9 @@ from ..events import (
 )
 from ..projections.run_state import RunState, fold
 from ..recorder import RunRecorder
+from ..recorder.divergence import Divergence, describe
 from ..store import EventStore
 from .context import NO_RESPONSE, AttemptError, RunContext
-from .playback import Divergence, describe
 from .scenario import ConcreteStep, GatePolicy, InstanceSpec, ScenarioSpec
 from .simulated import check_business_rule, check_custom, check_schema, truth
 from .tool_response import read_tool_result
@@ -99,10 +99,11 @@ def drive(
         return end_diverged(recorder, stopped, context.step_index)
     leftover = context.playback.leftover() if context.playback is not None else None
     if leftover is not None:  # the code made fewer calls than were recorded
+        kind, payload = leftover
         divergence = Divergence(
-            leftover.payload.get("step_index"),
-            leftover.payload.get("call_index"),
-            describe(leftover.type, leftover.payload),
+            payload.get("step_index"),
+            payload.get("call_index"),
+            describe(kind, payload),
             "the end of the run",
         )
         recorder.record(ReplayDiverged(**divergence.as_dict()))
@@ -235,6 +236,9 @@ def _execute(
             _check_timeout(recorder, ctx, budget, step, config.timeout_seconds)
             recorder.flush()
             values[step.name] = output
+            served = ctx._served(step.index)
+            if served is not None:  # fewer calls than recorded: diverged at this step
+                served.step_ended(step.index)
             break
 
     problem = _completion_problem(scenario, ctx.instance, steps, values)

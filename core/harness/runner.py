@@ -21,12 +21,13 @@ from ..errors import ConcurrencyError
 from ..events import ApprovalDecided, RunStarted
 from ..projections.run_state import RunState, fold
 from ..recorder import RunRecorder
+from ..recorder.divergence import Divergence
+from ..recorder.playback import Playback
 from ..store import EventStore, StoredEvent
 from .check_recorder import CheckRecorder
 from .context import RunContext
 from .execution import Ending, RunStateError, drive, end_diverged, fold_run
 from .faults import FaultPlan
-from .playback import Divergence, Playback
 from .scenario import AGENT_PREFIX, GatePolicy, ScenarioError, ScenarioSpec, get_scenario
 
 __all__ = [

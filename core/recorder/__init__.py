@@ -25,18 +25,18 @@ from .context import (
     rng,
     step,
 )
-from .playback import SdkPlayback
+from .playback import Playback
 from .record import record_run
 from .registry import register_agent, registered_agent, registered_agents
 from .rehydrate import register_error
 from .writer import RecordedRandom, RunRecorder, step_seed
 
 __all__ = [
+    "Playback",
     "RecordedRandom",
     "RecordedRun",
     "RecordedStep",
     "RunRecorder",
-    "SdkPlayback",
     "current_run",
     "model_call",
     "now",

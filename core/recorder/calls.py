@@ -147,7 +147,7 @@ def serve(run: RecordedRun, kind: str, name: str, raw: Any, scope: dict[str, Any
     """A replayed call: the recorded answer (or error), recorded again in its place.
 
     ``raw`` is the request as the code made it, not yet redacted: matched by its fingerprint
-    first (:meth:`~steplog.recorder.playback.SdkPlayback.take_exact`), redacted only when that
+    first (:meth:`~steplog.recorder.playback.Playback.take_exact`), redacted only when that
     finds no recorded call (a request that held a secret, or one that diverges)."""
     step_index = current_step_index()
     playback = run.serving(step_index)

@@ -28,7 +28,7 @@ from ..events import (
     StepStarted,
 )
 from ..redaction import Redactor, recording_redactor
-from .playback import SdkPlayback
+from .playback import Playback
 from .writer import RecordedRandom, RunRecorder, step_seed
 
 _current_run: contextvars.ContextVar[RecordedRun | None] = contextvars.ContextVar(
@@ -103,7 +103,7 @@ class RecordedRun:
     output: Any = None
     steps_started: int = 0
     failed_step: RecordedStep | None = None
-    playback: SdkPlayback | None = None
+    playback: Playback | None = None
     """Set when replaying: calls are served from the recording instead of made."""
     role_versions: dict[str, str] = field(default_factory=dict)
     """Agents (roles) answered by another model version than ``model_version`` (a per-agent
@@ -133,7 +133,7 @@ class RecordedRun:
         """The run's id."""
         return self.recorder.run_id
 
-    def serving(self, step_index: int | None) -> SdkPlayback | None:
+    def serving(self, step_index: int | None) -> Playback | None:
         """The playback answering calls of ``step_index`` (``None``: make them live)."""
         if self.playback is not None and self.playback.serving(step_index):
             return self.playback
@@ -156,7 +156,7 @@ class RecordedRun:
 
 
 @contextmanager
-def running(run: RecordedRun, playback: SdkPlayback | None) -> Iterator[RecordedRun]:
+def running(run: RecordedRun, playback: Playback | None) -> Iterator[RecordedRun]:
     """``run`` as the current run of this context (and counted as in progress, a replay when it
     has a ``playback``) while the block runs."""
     token = _current_run.set(run)
@@ -170,7 +170,7 @@ def running(run: RecordedRun, playback: SdkPlayback | None) -> Iterator[Recorded
         _current_run.reset(token)
 
 
-def _count_replay(playback: SdkPlayback | None, change: int) -> None:
+def _count_replay(playback: Playback | None, change: int) -> None:
     global _active_replays, _active_runs
     with _active_lock:
         _active_runs += change

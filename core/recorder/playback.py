@@ -1,12 +1,17 @@
-"""Serving an SDK run's recording back, matched by identity rather than by global order.
+"""Serving a recording back: the one playback of every replay and fork, the harness's and the
+SDK recorder's.
 
-Real agents make calls concurrently (thread pools, ``asyncio.gather``), so the order in which
-calls complete -- the recorded order -- is not the order in which a replay asks for them. A call
-is therefore matched within its step by its identity: kind, name, request fingerprint and
-occurrence (the n-th identical call gets the n-th recorded answer). The first call the
-recording cannot answer raises :class:`Divergence`, remembered so that an agent swallowing the
-exception (``except Exception``, an HTTP client turning it into its own error) cannot hide it;
-recorded calls a step never asked for are reported when that step ends.
+A :class:`Playback` holds a run's recorded nondeterministic acts -- model calls, tool calls,
+clock reads, random draws -- per step, plus its recorded gate decisions; the code asks it instead
+of the model, the tools and the clock. Real agents make calls concurrently (thread pools,
+``asyncio.gather``), so the order in which calls complete -- the recorded order -- is not the
+order in which a replay asks for them. A call is therefore matched within its step by its
+identity: kind, name, request fingerprint and occurrence (the n-th identical call gets the n-th
+recorded answer); for sequential code (the harness) that is the recorded order. The first call
+the recording cannot answer raises :class:`Divergence`, remembered so that an agent swallowing
+the exception (``except Exception``, an HTTP client turning it into its own error) cannot hide
+it; recorded calls a step never asked for are reported when that step ends. With
+``live_from_step`` (a fork) the recording is served only for the steps before it.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ import threading
 from typing import Any
 
 from ..canonical import fingerprint, jsonable
-from ..harness.playback import CALL_TYPES, Divergence, describe
 from ..store import EventStore, StoredEvent
+from .divergence import CALL_TYPES, Divergence, ForkPointError, asked, describe, stopped_at
 
 ENVIRON = "os.environ"
 """The tool name under which a run records its agent code's reads of the environment (see
@@ -75,53 +80,125 @@ def _closest(candidates: list[dict[str, Any]], request: Any) -> dict[str, Any]:
     return max(candidates, key=likeness)  # the first of equals: recording order
 
 
-class SdkPlayback:
-    """The recorded calls of an SDK run, served per step by identity."""
+Call = tuple[str, dict[str, Any]]
+"""A recorded call: its event type and its payload (the stored payload itself, never changed)."""
+
+
+class Playback:
+    """The recorded calls of a run, served per step by identity."""
 
     def __init__(
         self,
         events: list[StoredEvent],
         *,
         live_from_step: int | None = None,
+        names_from_step: int = 0,
         match_requests: bool = True,
         requests_from_step: int = 0,
     ):
         self.live_from_step = live_from_step
+        self.names_from_step = names_from_step
+        """Model names are checked from this step on; a fork's earlier steps ran on another
+        model (:meth:`checks_name`)."""
         self.match_requests = match_requests
         """Off for imported runs: their requests were recorded in another shape."""
         self.requests_from_step = requests_from_step
         """Before this step (a fork's prefix, and the prefix of a replayed fork) a call whose
         request matches no recorded one takes the first pending call of its kind and name: the
         agent asks with the fork's model version or seed what the original asked with its own."""
-        self._calls: dict[int | None, list[dict[str, Any]]] = {}
+        self._calls: dict[int | None, list[Call]] = {}
+        self.decisions: dict[int, dict[str, Any]] = {}
+        """The recorded gate decisions of the served steps, by step index."""
         served_indexes = [-1]
+        stepped = False
         for event in events:
-            if event.type not in CALL_TYPES:
+            kind = event.type
+            stepped = stepped or kind == "StepStarted"
+            if kind not in CALL_TYPES and kind != "ApprovalDecided":
                 continue
-            step = event.payload.get("step_index")
-            if not self.serving(step):
+            payload = event.payload
+            step = payload.get("step_index")
+            # the run's start clock (read before its first step) is always served, so a fork
+            # at step 0 keeps the original's clock
+            if not self.serving(step) and (stepped or kind != "ClockRead"):
                 continue
-            payload = {**event.payload, "_type": event.type}
-            self._calls.setdefault(step, []).append(payload)
-            served_indexes.append(int(event.payload.get("call_index") or 0))
+            if kind == "ApprovalDecided":
+                if step is not None:
+                    self.decisions[int(step)] = payload
+                continue
+            self._calls.setdefault(step, []).append((kind, payload))
+            served_indexes.append(int(payload.get("call_index") or 0))
         self.next_call_index = max(served_indexes) + 1
+        """Where live calls (a fork's) continue numbering."""
         self.reads_environment = any(
-            p.get("tool") == ENVIRON for pending in self._calls.values() for p in pending
+            p.get("tool") == ENVIRON for pending in self._calls.values() for _, p in pending
         )
         """Whether the recording has environment reads (older recordings have none: their
         replays do not record them either)."""
-        """Where live calls (a fork's) continue numbering."""
         self._consumed: dict[int | None, int] = {}
         self._lock = threading.Lock()
         self.diverged: Divergence | None = None
         self.origin: EventStore | None = None
         """The store the recording was read from: nested runs' recordings are read there."""
 
+    @classmethod
+    def of(
+        cls,
+        events: list[StoredEvent],
+        *,
+        live_from_step: int | None = None,
+        names_from_step: int = 0,
+    ) -> Playback:
+        """The playback of a run's events for a replay (``live_from_step`` None) or a fork at
+        ``live_from_step``; a fork after the step where the run stopped is refused
+        (:class:`ForkPointError`): it would only replay the failure."""
+        if live_from_step is not None:
+            stop = stopped_at(events)
+            if stop is not None and live_from_step > stop[0]:
+                raise ForkPointError(
+                    f"the run stopped at step {stop[0]} ({stop[1]}): a fork at step "
+                    f"{live_from_step} would only replay that; fork at a step from 0 to {stop[0]}"
+                )
+        return cls(events, live_from_step=live_from_step, names_from_step=names_from_step)
+
     def serving(self, step_index: int | None) -> bool:
         """Whether calls of ``step_index`` come from the recording (else: live, in a fork)."""
         if self.live_from_step is None or step_index is None:
             return True
         return step_index < self.live_from_step
+
+    def checks_name(self, step_index: int) -> bool:
+        """Whether the model asked for must be the one recorded at this step."""
+        return self.live_from_step is None and step_index >= self.names_from_step
+
+    def take_recorded(
+        self,
+        kind: str,
+        step_index: int,
+        *,
+        name: str,
+        request: Any,
+        check_name: bool = True,
+    ) -> dict[str, Any]:
+        """:meth:`take` giving the recorded payload itself (not a copy: the caller must not
+        change it) when the first pending call of this kind (and name) in the step was made
+        with the very request asked (the usual case for sequential code, decided without
+        hashing); anything else is decided by :meth:`take`, which also words the divergence."""
+        with self._lock:
+            pending = self._calls.get(step_index)
+            if pending:
+                recorded_kind, payload = pending[0]  # sequential code: the first pending one
+                if (
+                    recorded_kind == kind
+                    and (not check_name or (payload.get("model") or payload.get("tool")) == name)
+                    and payload.get("request", payload.get("args")) == request
+                ):
+                    del pending[0]
+                    consumed = payload.get("call_index") or 0
+                    if consumed > self._consumed.get(step_index, -1):
+                        self._consumed[step_index] = consumed
+                    return payload
+        return self.take(kind, step_index, name=name, request=request, check_name=check_name)
 
     def take_exact(
         self, kind: str, step_index: int | None, name: str, raw: Any
@@ -145,69 +222,106 @@ class SdkPlayback:
         request there) leaves the choice to :meth:`take`."""
         if not self.match_requests:
             return None
-        asked = fingerprint(name, raw)
+        asked_for = fingerprint(name, raw)
         with self._lock:
             pending = self._calls.get(step_index, [])
-            for position, payload in enumerate(pending):
-                if payload["_type"] != kind or _name(payload) != name:
+            for position, (recorded_kind, payload) in enumerate(pending):
+                if recorded_kind != kind or _name(payload) != name:
                     continue
                 recorded = payload.get("fingerprint")
                 if not recorded:
                     return None
-                if recorded != asked:
+                if recorded != asked_for:
                     continue
-                del pending[position]
-                self._consumed[step_index] = max(
-                    self._consumed.get(step_index, -1), int(payload.get("call_index") or 0)
-                )
-                return {k: v for k, v in payload.items() if k != "_type"}
+                return dict(self._served(pending, position, step_index))
         return None
 
     def take(
-        self, kind: str, step_index: int | None, *, name: str | None = None, request: Any = None
+        self,
+        kind: str,
+        step_index: int | None,
+        *,
+        name: str | None = None,
+        request: Any = None,
+        check_name: bool = True,
     ) -> dict[str, Any]:
-        """The recorded call of this identity not served yet, or :class:`Divergence`."""
-        asked = None
-        if request is not None and self.match_requests:
-            asked = fingerprint(name or "", request)
+        """A copy of the recorded call of this identity not served yet, or
+        :class:`Divergence`. ``check_name=False``: any name (a fork's steps before it ran on
+        another model); the request is then fingerprinted under the recorded call's name."""
+        wanted = name if check_name else None
+        fingerprints: dict[str, str] = {}
+
+        def same_request(payload: dict[str, Any]) -> bool:
+            recorded = payload.get("fingerprint")
+            if request is None or not self.match_requests or not recorded:
+                return True
+            if payload.get("request", payload.get("args")) == request:
+                return True  # the same request (the usual case) has the same fingerprint
+            under = str(_name(payload) if wanted is None else wanted)
+            if under not in fingerprints:
+                fingerprints[under] = fingerprint(under, request)
+            return bool(fingerprints[under] == recorded)
+
         with self._lock:
             pending = self._calls.get(step_index, [])
             lenient = step_index is not None and step_index < self.requests_from_step
             for strict in (True, False) if lenient else (True,):
-                for position, payload in enumerate(pending):
-                    if payload["_type"] != kind or (name is not None and _name(payload) != name):
+                for position, (recorded_kind, payload) in enumerate(pending):
+                    if recorded_kind != kind or (wanted is not None and _name(payload) != wanted):
                         continue
-                    recorded = payload.get("fingerprint")
-                    if strict and asked is not None and recorded and recorded != asked:
+                    if strict and not same_request(payload):
                         continue
                     if not self.match_requests and not _same_arguments(payload, request):
                         continue
-                    del pending[position]
-                    self._consumed[step_index] = max(
-                        self._consumed.get(step_index, -1), int(payload.get("call_index") or 0)
-                    )
-                    return {k: v for k, v in payload.items() if k != "_type"}
-            got = f"{kind}({name or ''}{', ' if name else ''}step {step_index}" + (
-                f", request {asked[:10]})" if asked else _arguments(request)
-            )
-            same_kind = [p for p in pending if p["_type"] == kind and _name(p) == name]
-            if same_kind or pending:
-                expected = _closest(same_kind, request) if same_kind else pending[0]
-                shown = describe(expected["_type"], expected)
-                if not self.match_requests and "args" in expected:  # imported: show both
-                    shown = shown[:-1] + _arguments({"kwargs": expected["args"]})
-                raise self._diverged(Divergence(step_index, expected.get("call_index"), shown, got))
-            where = "the run" if step_index is None else f"step {step_index}"
-            raise self._diverged(
-                Divergence(
-                    step_index,
-                    self._consumed.get(step_index, -1) + 1
-                    if step_index in self._consumed
-                    else None,
-                    f"no further call in {where}",
-                    got,
-                )
-            )
+                    return dict(self._served(pending, position, step_index))
+            raise self._diverged(self._unanswered(kind, step_index, name, request, pending))
+
+    def _served(self, pending: list[Call], position: int, step_index: int | None) -> dict[str, Any]:
+        """Take the pending call at ``position`` (the lock held); its payload."""
+        _, payload = pending.pop(position)
+        self._consumed[step_index] = max(
+            self._consumed.get(step_index, -1), int(payload.get("call_index") or 0)
+        )
+        return payload
+
+    def _unanswered(
+        self,
+        kind: str,
+        step_index: int | None,
+        name: str | None,
+        request: Any,
+        pending: list[Call],
+    ) -> Divergence:
+        """The divergence of a call nothing pending answers: the recorded call it most
+        resembles, or that the step has no further call."""
+        got = asked(kind, name, step_index)
+        if request is not None and self.match_requests:
+            got = got[:-1] + f", request {fingerprint(name or '', request)[:10]})"
+        elif request is not None:
+            got = got[:-1] + _arguments(request)
+        same_kind = [p for k, p in pending if k == kind and _name(p) == name]
+        if same_kind or pending:
+            if same_kind:
+                expected_kind, expected = kind, _closest(same_kind, request)
+            else:
+                expected_kind, expected = pending[0]
+            shown = describe(expected_kind, expected)
+            if not self.match_requests and "args" in expected:  # imported: show both
+                shown = shown[:-1] + _arguments({"kwargs": expected["args"]})
+            return Divergence(step_index, expected.get("call_index"), shown, got)
+        where = "the run" if step_index is None else f"step {step_index}"
+        consumed = self._consumed.get(step_index)
+        return Divergence(
+            step_index,
+            None if consumed is None else consumed + 1,
+            f"no further call in {where}",
+            got,
+        )
+
+    def _next_pending(self) -> Call | None:
+        """The earliest recorded call not served yet (by call index)."""
+        firsts = [min(p, key=_call_index) for p in self._calls.values() if p]
+        return min(firsts, key=_call_index) if firsts else None
 
     def step_ended(self, step_index: int | None) -> None:
         """Raise :class:`Divergence` when the recording has calls this step never asked for."""
@@ -217,13 +331,13 @@ class SdkPlayback:
             pending = self._calls.get(step_index)
             if not pending:
                 return
-            first = min(pending, key=lambda p: int(p.get("call_index") or 0))
+            first_kind, first = min(pending, key=_call_index)
             where = "the run" if step_index is None else f"step {step_index}"
             raise self._diverged(
                 Divergence(
                     step_index,
                     first.get("call_index"),
-                    describe(first["_type"], first),
+                    describe(first_kind, first),
                     f"the end of {where}",
                 )
             )
@@ -237,13 +351,10 @@ class SdkPlayback:
         if steps:
             self.step_ended(steps[0])
 
-    def leftover(self) -> dict[str, Any] | None:
-        """The first recorded call nobody asked for, if any."""
+    def leftover(self) -> Call | None:
+        """The first recorded call nobody asked for (by call index), if any."""
         with self._lock:
-            for pending in self._calls.values():
-                if pending:
-                    return pending[0]
-        return None
+            return self._next_pending()
 
     def refuse_here(self, divergence: Divergence) -> Divergence:
         """``divergence`` remembered as the replay's (unless it diverged before), to raise."""
@@ -260,3 +371,7 @@ class SdkPlayback:
         if self.diverged is None:
             self.diverged = divergence
         return divergence
+
+
+def _call_index(call: Call) -> int:
+    return int(call[1].get("call_index") or 0)

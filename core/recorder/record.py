@@ -25,7 +25,6 @@ from ..events import (
     RunStarted,
     ToolCalled,
 )
-from ..harness.playback import Divergence
 from ..store import EventStore
 from .context import (
     RecordedRun,
@@ -35,7 +34,8 @@ from .context import (
     propagate_into_thread_pools,
     running,
 )
-from .playback import SdkPlayback
+from .divergence import Divergence
+from .playback import Playback
 from .seal import install as seal_edges
 from .writer import RunRecorder
 
@@ -58,7 +58,7 @@ def record_run(
     replay_of: str | None = None,
     forked_from: str | None = None,
     fork_step: int | None = None,
-    playback: SdkPlayback | None = None,
+    playback: Playback | None = None,
     instrument: bool = True,
     session_id: str | None = None,
     role_versions: dict[str, str] | None = None,
@@ -143,7 +143,7 @@ def record_run(
 
 
 def _record_failure(
-    run: RecordedRun, recorder: RunRecorder, playback: SdkPlayback | None, exc: BaseException
+    run: RecordedRun, recorder: RunRecorder, playback: Playback | None, exc: BaseException
 ) -> Divergence | None:
     """The block raised: record the replay's divergence (returned, to raise instead) or the
     run's failure."""
@@ -166,9 +166,7 @@ def _record_failure(
     return None
 
 
-def _record_completion(
-    run: RecordedRun, recorder: RunRecorder, playback: SdkPlayback | None
-) -> None:
+def _record_completion(run: RecordedRun, recorder: RunRecorder, playback: Playback | None) -> None:
     """The block returned: the run completed, unless the agent swallowed its replay's
     divergence (then that is recorded and raised)."""
     if playback is not None and playback.diverged is not None:
@@ -199,7 +197,7 @@ class Nested:
     def __init__(self, parent: RecordedRun, request: dict[str, Any]) -> None:
         self.parent, self.request = parent, request
         self.step_index = current_step_index()
-        self.playback: SdkPlayback | None = None
+        self.playback: Playback | None = None
         self.store: EventStore | None = None
         self.run_id: str | None = None
         self.served: dict[str, Any] | None = None
@@ -216,7 +214,7 @@ class Nested:
             nested.serve(served)
         return nested
 
-    def serve(self, served: SdkPlayback) -> None:
+    def serve(self, served: Playback) -> None:
         """Find the child's recording through the parent's and replay it into the parent's
         store."""
         payload = served.take("ToolCalled", self.step_index, name=NESTED, request=self.request)
@@ -233,7 +231,7 @@ class Nested:
                     "a nested run whose recording cannot be read",
                 )
             )
-        self.playback = SdkPlayback(events)
+        self.playback = Playback(events)
         self.playback.origin = origin
         self.store = self.parent.recorder.store
         self.run_id = str(uuid7())
@@ -257,7 +255,7 @@ class Nested:
             )
         )
 
-    def ended(self, playback: SdkPlayback | None) -> None:
+    def ended(self, playback: Playback | None) -> None:
         """A replayed child's divergence is the parent's; a writing replay keeps the child."""
         parent = self.parent.playback
         if self.playback is not None and playback is not None:

@@ -50,9 +50,9 @@ from typing import Any
 
 from ..canonical import fingerprint
 from ..events import ToolCalled
-from ..harness.playback import Divergence
 from ._libraries import library_roots
 from .context import current_run, current_step_index, replaying_anywhere
+from .divergence import Divergence
 from .playback import ENVIRON
 
 _STEPLOG = str(Path(__file__).resolve().parent.parent)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..harness.playback import CALL_TYPES
+from ..recorder.divergence import CALL_TYPES
 from ..store import StoredEvent
 from ._diff import REPLAY_LINKS, canonical
 

@@ -1,6 +1,6 @@
 """Replaying and forking runs of registered scenarios (the harness): the scenario's code runs
 again with every recorded model response, tool result, clock reading and gate decision served
-back (:mod:`steplog.harness.playback`); a fork serves the steps before K and runs live after."""
+back (:mod:`steplog.recorder.playback`); a fork serves the steps before K and runs live after."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 from uuid6 import uuid7
 
 from ..errors import SteplogError
-from ..harness.playback import Playback
 from ..harness.runner import Ending, RunStateError, launch, registered_scenario
 from ..harness.scenario import ScenarioError, get_scenario
+from ..recorder.playback import Playback
 from ._buffer import BufferedStore, declared_changes, departure, same_stream
 from ._diff import first_difference
 from ._diff_rules import ANNOTATIONS

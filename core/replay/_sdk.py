@@ -1,7 +1,7 @@
 """Replaying and forking runs of users' own agents (recorded by the SDK, or imported).
 
 The agent's registered entry point is called again inside ``record_run`` with the recorded
-run's parameters (scenario, task, seed, input, config) and an :class:`SdkPlayback` that serves
+run's parameters (scenario, task, seed, input, config) and an :class:`Playback` that serves
 every model call, tool call, draw, clock read and LLM client request back, matched per step by
 identity. A fork serves the steps before K and runs the agent live from K on another model
 version (passed to an entry point that takes ``model_version``), on its own seed (passed as
@@ -22,10 +22,10 @@ from uuid6 import uuid7
 
 from ..errors import SteplogError
 from ..events import RunConfig
-from ..harness.playback import Divergence
 from ..harness.runner import RunStateError
 from ..projections.run_state import RunState, fold
-from ..recorder import SdkPlayback, record_run, registered_agent, registered_agents
+from ..recorder import Playback, record_run, registered_agent, registered_agents
+from ..recorder.divergence import Divergence
 from ..recorder.guard import NondeterminismGuard
 from ..recorder.seal import Watch
 from ._answers import answer_difference
@@ -235,7 +235,7 @@ class _Run:
         original, fork = self.original, self.fork_at_step is not None
         # A fork's prefix (and a replayed fork's) may ask with the fork's version or seed.
         prefix = self.fork_at_step if fork else (original.fork_step if original.forked_from else 0)
-        playback = SdkPlayback(
+        playback = Playback(
             self.events,
             live_from_step=self.fork_at_step,
             match_requests=original.source == "sdk",
