@@ -36,6 +36,7 @@ from steplog.modes import (
     modes_of,
 )
 from steplog.modes._build import _updated
+from steplog.modes._features import LATE_ONSET
 from steplog.modes._trend import auto_bucket
 from steplog.projections.queries import refresh
 from steplog.store import EventStore
@@ -63,10 +64,10 @@ def _failed_truth(store: EventStore, truth: dict[str, str]) -> tuple[list[RunFea
 
 
 def test_modes_recover_the_injected_causes(caused: tuple[str, dict[str, str]]) -> None:
-    """Seven injected causes across the seeded scenarios, matched at ARI >= 0.9 (0.939 measured).
+    """Seven injected causes across the seeded scenarios, matched at ARI >= 0.9 (0.919 measured).
     Uniform errors and context drift raise the same error at the same kind of step; they differ
-    in where the trouble began: a rate growing with the context leaves a long clean start
-    (``onset:late``), a steady one rarely does."""
+    in where the trouble began: a rate growing with the context leaves a long clean run before
+    the error strikes (``clean_until:``, ``onset:late``), a steady one rarely does."""
     url, truth = caused
     store = EventStore.open(url)
     try:
@@ -96,10 +97,13 @@ SEEDS = (100, 200, 300, 400, 500)
 
 
 def test_modes_recover_the_injected_causes_across_seeds(tmp_path: Path) -> None:
-    """The same features and clustering over five seeds: ARI >= 0.85 on every seed and >= 0.89
-    on average (measured 0.939, 0.898, 0.896, 0.885, 0.882; before every attempt's error was a
-    token, 0.939, 0.828, 0.889, 0.885, 0.806). A step that gave up after a mix of tool timeouts
-    and rate limits is one cause, whichever came last: transient errors land in one mode."""
+    """The same features and clustering over five seeds: ARI >= 0.9 on every seed and >= 0.93
+    on average (measured 0.919, 0.926, 0.952, 0.918, 0.958; before a long clean run before the
+    error was a token, 0.939, 0.898, 0.896, 0.885, 0.882; before every attempt's error was, 0.939,
+    0.828, 0.889, 0.885, 0.806). A step that gave up after a mix of tool timeouts and rate limits
+    is one cause, whichever came last: transient errors land in one mode. Uniform errors and
+    context drift, one error at two rates, land apart: drift's runs mostly in a mode of their
+    own (the oracle bound, tests/test_modes_bound.py, is 0.979-1.0 on these seeds)."""
     scores = []
     for seed in SEEDS:
         store = EventStore.open(f"sqlite:///{tmp_path / f'seed{seed}.db'}")
@@ -113,11 +117,14 @@ def test_modes_recover_the_injected_causes_across_seeds(tmp_path: Path) -> None:
         found = [modes.assignment[r.run_id] for r in runs]
         confusion = sorted(Counter(zip(causes, found, strict=True)).items())
         score = adjusted_rand_score(causes, found)
-        assert score >= 0.85, (seed, score, confusion)
+        assert score >= 0.9, (seed, score, confusion)
         transient = Counter(f for c, f in zip(causes, found, strict=True) if c == "transient")
         assert len(transient) == 1, (seed, transient)
         scores.append(score)
-    assert sum(scores) / len(scores) >= 0.89, scores
+        drift = Counter(f for c, f in zip(causes, found, strict=True) if c == "drift")
+        uniform = Counter(f for c, f in zip(causes, found, strict=True) if c == "uniform")
+        assert drift.most_common(1)[0][0] != uniform.most_common(1)[0][0], (seed, confusion)
+    assert sum(scores) / len(scores) >= 0.93, scores
 
 
 def test_mode_ids_are_stable_across_rebuilds(caused: tuple[str, dict[str, str]]) -> None:
@@ -230,6 +237,72 @@ def test_features_are_read_from_the_log() -> None:
     } <= tokens
     assert not any("extract" in t for t in tokens)  # step names are not features
     assert features_of(summary, events).step == "extract_#"
+
+
+def _trajectory(outcomes: list[str], error: str = "model_error") -> list[tuple[str, Any]]:
+    """A run's events from one letter per step: ``c`` clean, ``r`` recovered after one failed
+    attempt, ``f`` failed for good; ``t`` calls a tool and is clean, ``n`` calls none."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    failed = {"step_index": 0, "error_type": error, "message": f"{error} at <name>"}
+    for index, outcome in enumerate(outcomes):
+        at = {"step_index": index}
+        events.append(("StepStarted", at))
+        if outcome != "n":
+            events.append(("ToolCalled", {**at, "status": "ok"}))
+        attempt = [("StepAttemptFailed", {**failed, **at})]
+        if error.startswith("tool_"):  # the tool's call failed, then the attempt
+            attempt.insert(0, ("ToolCalled", {**at, "status": "error", "error_type": error}))
+        if outcome in "rf":
+            events += [*attempt, ("StepStarted", at)]
+        if outcome == "f":
+            events += attempt * 2
+    return events
+
+
+def _ended(outcomes: list[str], error: str = "model_error") -> RunFeatures:
+    failing = len(outcomes) - 1
+    summary = RunSummary(
+        run_id="r",
+        scenario="s",
+        model_version="v",
+        status="failed",
+        error_type=error,
+        failure_message=f"gave up after 3 attempt(s): {error}",
+        failed_step=f"step_{failing}",
+        failed_step_index=failing,
+        steps_planned=len(outcomes),
+    )
+    return features_of(summary, _trajectory(outcomes, error))
+
+
+def test_a_long_clean_run_before_the_same_error_struck_is_a_feature() -> None:
+    """``clean_until:`` marks a run that went well for ``LATE_ONSET`` or more steps and then
+    failed of an error it had recovered from before (an error rate growing along the run); a run
+    that struggled all along, or failed of an error it never met before, has none."""
+    assert "clean_until:model_error" in _ended([*"cccrcc", "r", "f"]).tokens
+    assert "clean_until:model_error" not in _ended([*"rcrcrr", "f"]).tokens  # trouble all along
+    assert not any(t.startswith("clean_until") for t in _ended([*"cccccc", "f"]).tokens)
+    # a tool's error can only strike where a tool is called: steps calling none are no evidence
+    tool = "tool_timeout"
+    assert f"clean_until:{tool}" not in _ended([*"nnnnnnr", "f"], tool).tokens
+    assert f"clean_until:{tool}" in _ended([*"tttttr", "f"], tool).tokens
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from("cr"), min_size=0, max_size=12), st.integers(0, 8))
+def test_clean_steps_before_a_recovered_error_only_add_the_long_clean_run(
+    steps: list[str], clean: int
+) -> None:
+    """More clean steps before a run never take the feature away, and the feature needs the
+    final error to have been recovered from earlier in the run."""
+    base, longer = _ended([*steps, "f"]), _ended(["c"] * clean + [*steps, "f"])
+    has = "clean_until:model_error"
+    if has in base.tokens:
+        assert has in longer.tokens
+    if "r" not in steps:
+        assert has not in longer.tokens
+    expected = steps.count("c") + clean >= LATE_ONSET and "r" in steps
+    assert (has in longer.tokens) == expected
 
 
 def _wilson_free_difference(x1: int, n1: int, x0: int, n0: int) -> float:

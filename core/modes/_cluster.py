@@ -51,9 +51,17 @@ ONSET_WEIGHT = 2.0
 what tells an error rate growing along the run from a steady one when both raise one error."""
 
 
+CLEAN_UNTIL_WEIGHT = 4.0
+"""A run that went well for many steps before its error struck (``clean_until:``) is told
+from one that struggled all along with the same error by that alone: it must outweigh the
+ending the two share (error type, message, retries)."""
+
+
 def _weight(token: str) -> float:
     if token == "onset:late":
         return ONSET_WEIGHT
+    if token.startswith("clean_until:"):
+        return CLEAN_UNTIL_WEIGHT
     if token.startswith("w:"):
         return WORD_WEIGHT
     if token.startswith("concept:"):

@@ -25,7 +25,14 @@ failed run of a store (:func:`load_features`). No LLM: only what the log holds -
   context filling up) leaves a long clean start; a steady rate high enough to fail a run rarely
   does (at a rate of one troubled step in two, five clean steps in a row happen once in 32 runs).
   Counted in steps, not in thirds of the plan: a context grows with the steps taken, whatever the
-  run's length.
+  run's length;
+* a long clean run before the error struck: ``clean_until:<error>`` when ``LATE_ONSET`` or more
+  steps before the failing one went clean and the error that ended the run is one it recovered
+  from earlier. Uniform errors and context drift raise the same error; a steady rate high
+  enough to fail a run leaves few clean steps (each passes at 1 - rate), a growing one many.
+  Conjoined with the error, the run's trajectory only tells apart runs that ended alike; only
+  a raised error's (``err:``) -- a clean step is no evidence against a wrong value the step does
+  not check -- and for a tool's error only steps that called a tool count.
 
 Step, tool and scenario names are *not* tokens: they are what differs between scenarios and
 frameworks for one cause (the failure library already splits by them). They are kept beside the
@@ -132,6 +139,7 @@ class _Step:
     messages: list[str] = field(default_factory=list)  # raw messages of failed attempts
     layers: set[str] = field(default_factory=set)
     tool_errors: set[str] = field(default_factory=set)
+    tool_calls: int = 0
 
 
 def message_tokens(message: str | None, names: Iterable[str] = ()) -> list[str]:
@@ -200,8 +208,10 @@ def features_of(summary: RunSummary, events: Iterable[tuple[str, dict[str, Any]]
         elif kind == "StepAttemptFailed":
             step.failures.append(f"err:{str(p.get('error_type', '')).lower()}")
             step.messages.append(str(p.get("message", "")))
-        elif kind == "ToolCalled" and p.get("status") == "error":
-            step.tool_errors.add(str(p.get("error_type") or "error").lower())
+        elif kind == "ToolCalled":
+            step.tool_calls += 1
+            if p.get("status") == "error":
+                step.tool_errors.add(str(p.get("error_type") or "error").lower())
     return _features(summary, steps, budget, names)
 
 
@@ -255,6 +265,8 @@ def _features(
     onset = min((i for i, s in before_steps if s.failures or s.tool_errors), default=None)
     if onset is not None and onset >= LATE_ONSET:  # a long clean start, then trouble
         tokens.append("onset:late")
+    if index is not None:
+        tokens += _clean_until(summary.error_type, steps, before)
     return RunFeatures(
         run_id=summary.run_id,
         scenario=summary.scenario,
@@ -264,6 +276,25 @@ def _features(
         signature=summary.signature,
         started_at=summary.started_at,
     )
+
+
+def _clean_until(error_type: str | None, steps: dict[int, _Step], before: list[_Step]) -> list[str]:
+    """``clean_until:<error>`` when the run went well for ``LATE_ONSET`` steps or more before
+    the failing one, and the error that ended it is one it had recovered from earlier: a run
+    that went well until its error grew, told from one that met the same error all along. A
+    tool's error strikes only where a tool is called: steps calling none are no evidence.
+    Validation failures are not counted: a wrong value passes every step that does not check
+    it, so a clean step says nothing of their rate."""
+    if not error_type:
+        return []
+    final = f"err:{error_type.lower()}"
+    if not any(final in s.failures for s in before):
+        return []
+    by_tool = any(final[4:] in s.tool_errors for s in steps.values())
+    clean = sum(
+        1 for s in before if not s.failures and not s.tool_errors and (s.tool_calls or not by_tool)
+    )
+    return [f"clean_until:{final[4:]}"] if clean >= LATE_ONSET else []
 
 
 def _summaries(

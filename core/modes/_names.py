@@ -65,6 +65,7 @@ _KINDS = (
     "errs",
     "before:",
     "clean:",
+    "clean_until:",
     "onset:",
 )
 """The order phrases are joined in: what happens, then why it ended, then where."""
@@ -86,6 +87,7 @@ def _phrase(token: str) -> str:
         "errs_in": f"after errors in the {value} third",
         "err": f"{value.rsplit('.', 1)[-1]} errors",
         "budget": f"until {value} runs out",
+        "clean_until": "after a long clean run",
     }.get(kind, value)
 
 
