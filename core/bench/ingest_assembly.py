@@ -26,6 +26,7 @@ from typing import Any
 
 from .ingest import _fresh_store
 from .ingest_client import build_requests
+from .ingest_cpu import process_cpu_seconds
 from .scale_plans import server_is_local
 
 APPLICATION = "steplog-bench-assembly"
@@ -79,16 +80,6 @@ class AssemblyCost:
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` (``None`` when ``/proc`` does not show it)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _backends(store: Any) -> dict[int, float]:
