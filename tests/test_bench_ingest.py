@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,14 @@ def test_bench_ingest_counts_every_run_and_when_it_became_visible(store_url: str
     assert set(disk) == {"archive", "events", "read models", "staging", "quarantine"}
     assert disk["events"] > 2900 * 100 and disk["archive"] > 0
     assert report["bytes_per_span"] == pytest.approx(sum(disk.values()) / 1000)
+    # assembly's CPU: the assembler processes (found by name) did work; PostgreSQL's backends
+    # serving the benchmark too (SQLite's work is the assemblers' own)
+    if sys.platform.startswith("linux"):
+        assert report["assembler_cpu_seconds"] > 0
+        if store_url.startswith("postgresql"):
+            assert report["database_cpu_seconds"] > 0
+        else:
+            assert report["database_cpu_seconds"] is None
 
 
 @pytest.mark.slow
@@ -160,3 +169,17 @@ def test_bench_ingest_refuses_a_receiver_count_out_of_range() -> None:
     result = CliRunner().invoke(app, ["bench", "ingest", "--receivers", "0"])
     assert result.exit_code == 2
     assert "--receivers" in result.output
+
+
+def test_assembly_in_isolation_assembles_every_staged_trace_and_reports_its_cpu(
+    store_url: str,
+) -> None:
+    from steplog.bench.ingest_assembly import measure_assembly
+
+    db = store_url if store_url.startswith("postgresql") else None
+    cost = measure_assembly(traces=20, spans_per_trace=10, db=db)
+    assert (cost.spans, cost.runs, cost.events) == (200, 20, 20 * 29)
+    assert cost.client_cpu_seconds > 0 and cost.total_us_per_span >= cost.client_us_per_span
+    if db is None:
+        assert cost.server_cpu_seconds is None
+    assert "target <= 55" in cost.line()

@@ -667,14 +667,14 @@ def test_a_span_staged_during_assembly_is_not_deleted_unassembled(
     ingest = OtlpIngest(store, default_redactor(), settle_seconds=0.0)
     chat, tool, root = agent_trace(random.Random(20))
     ingest.receive(decode_document(request(chat, root)))
-    original_load = ingest._load
+    original_read = ingest._read
 
-    def load_then_receive(traces: Any) -> Any:
-        loaded = original_load(traces)
+    def read_then_receive(traces: Any) -> Any:
+        read = original_read(traces)
         ingest.receive(decode_document(request(tool)))  # acknowledged mid-assembly
-        return loaded
+        return read
 
-    monkeypatch.setattr(ingest, "_load", load_then_receive)
+    monkeypatch.setattr(ingest, "_read", read_then_receive)
     ingest.assemble()
     monkeypatch.undo()
     # not silently deleted: the round's claim (its transaction deletes the trace's staged

@@ -55,6 +55,7 @@ from .ingest_client import (
     measure_baseline,
     send_at_rate,
 )
+from .ingest_cpu import CpuMeter, with_application
 from .ingest_report import (
     VISIBLE_WITHIN,
     IngestBench,
@@ -145,9 +146,15 @@ def run_ingest_benchmark(
     ):
         before = _last_position(url)
         watcher = _RunWatcher(url, after=before)
-        with _receivers(url, receivers, workers=workers, assemblers=assemblers) as ports:
+        serve_url = with_application(url)
+        with _receivers(serve_url, receivers, workers=workers, assemblers=assemblers) as (
+            ports,
+            pids,
+        ):
+            meter = CpuMeter(url, pids)
             try:
                 watcher.start()
+                meter.start()
                 progress(
                     f"sending {sum(counts):,} spans at {rate:,}/s for {seconds:g} s"
                     + (f" across {receivers} receivers" if receivers > 1 else "")
@@ -159,11 +166,13 @@ def run_ingest_benchmark(
                 expected = traces * events_per_trace(spans_per_trace)
                 _wait_for_events(url, before + expected, stalled=60.0)
                 lag = time.perf_counter() - lag_started
+                cpu = meter.finish()
                 watcher.stop_and_join()
                 found = find_sent(url, trace_ids, events_per_trace(spans_per_trace))
                 disk = grouped(table_bytes(url))
             finally:
                 watcher.stop_and_join()
+                meter.finish()
     visible = visibility_lags(trace_ids, spans_per_trace, result.acknowledged_at, watcher.seen_at)
     sent_runs = {f"otel-{t}" for t in trace_ids}
     seen = [at for run, at in watcher.seen_at.items() if run in sent_runs]
@@ -195,13 +204,18 @@ def run_ingest_benchmark(
         store="fresh" if before == 0 else f"existing: {before:,} events before",
         load_average=(load_before, os.getloadavg()[0]),
         disk_bytes=disk,
+        assembler_cpu_seconds=cpu.assemblers,
+        database_cpu_seconds=cpu.database,
     )
 
 
 @contextmanager
-def _receivers(url: str, count: int, *, workers: int, assemblers: int) -> Iterator[list[int]]:
+def _receivers(
+    url: str, count: int, *, workers: int, assemblers: int
+) -> Iterator[tuple[list[int], list[int]]]:
     """``count`` ``steplog serve`` processes on one store, each on a port of its own, as several
-    hosts behind a load balancer would be; yields their ports, stops them all afterwards."""
+    hosts behind a load balancer would be; yields their ports and process ids, stops them all
+    afterwards."""
     servers: list[subprocess.Popen[str]] = []
     ports: list[int] = []
     try:
@@ -222,7 +236,7 @@ def _receivers(url: str, count: int, *, workers: int, assemblers: int) -> Iterat
             if "/v1/traces" not in banner:
                 raise RuntimeError(f"steplog serve did not start: {banner}{server.stderr}")
             ports.append(port)
-        yield ports
+        yield ports, [server.pid for server in servers]
     finally:
         for server in servers:
             server.terminate()

@@ -47,6 +47,12 @@ class IngestBench:
     store: str  # "fresh" or "existing: N events before"
     load_average: tuple[float, float]  # 1-minute load average before and after
     disk_bytes: dict[str, int]  # the store's bytes on disk by group (see bench.disk)
+    assembler_cpu_seconds: float | None = None  # the assembler processes' (see bench.ingest_cpu)
+    database_cpu_seconds: float | None = None  # the benchmark's PostgreSQL backends'
+
+    def us_per_span(self, seconds: float | None) -> float | None:
+        """CPU ``seconds`` per span acknowledged, in microseconds."""
+        return None if seconds is None else seconds / max(1, self.spans_acknowledged) * 1e6
 
     @property
     def bytes_per_span(self) -> float:

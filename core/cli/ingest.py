@@ -29,6 +29,7 @@ from ._shared import (
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from ..bench.ingest_report import IngestBench
     from ..ingest.redaction import Redactor
     from ..ingest.report import ImportReport
     from ..store import EventStore
@@ -401,10 +402,31 @@ def bench_ingest(
         f"{'keeps up' if report.keeps_up else 'DOES NOT keep up'}; {report.conditions}",
         highlight=False,
     )
+    console.print(_assembly_cpu_line(report), highlight=False)
     spans = max(1, report.spans_acknowledged)
     parts = ", ".join(f"{group} {size / spans:,.0f}" for group, size in report.disk_bytes.items())
     console.print(
         f"disk: {report.bytes_per_span:,.0f} bytes per span acknowledged ({parts}; target "
         "<= 1,500)",
         highlight=False,
+    )
+
+
+def _assembly_cpu_line(report: "IngestBench") -> str:
+    """Assembly's CPU per span (assemblers + database) beside issue 38's target and baseline."""
+    from ..bench.ingest_cpu import TARGET_US_PER_SPAN
+
+    assemblers = report.us_per_span(report.assembler_cpu_seconds)
+    database = report.us_per_span(report.database_cpu_seconds)
+    if assemblers is None:
+        return "CPU per span: not measured (no /proc on this machine)"
+    if database is None:
+        db = "database: in the assemblers (SQLite)" if report.engine == "sqlite" else "database: -"
+        total = assemblers
+    else:
+        db = f"database {database:.1f} us (its backends: staging and assembly)"
+        total = assemblers + database
+    return (
+        f"CPU per span: assemblers {assemblers:.1f} us + {db} = {total:.1f} us "
+        f"(target <= {TARGET_US_PER_SPAN:g} us; baseline ~108 us before issue 38)"
     )

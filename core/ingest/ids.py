@@ -12,8 +12,11 @@ import hashlib
 import uuid
 
 _blake2b = hashlib.blake2b
+_from_bytes = int.from_bytes
+_UUID = uuid.UUID
 _new_uuid = uuid.UUID.__new__
-_set = object.__setattr__
+_set_int = uuid.UUID.__dict__["int"].__set__  # the slots' own setters: no attribute look-up
+_set_safe = uuid.UUID.__dict__["is_safe"].__set__
 _UNKNOWN = uuid.SafeUUID.unknown
 _RAND_LOW = (1 << 62) - 1
 _MAX_MILLIS = (1 << 48) - 1
@@ -29,12 +32,12 @@ def stable_event_id_of(unix_ms: int, key: str) -> uuid.UUID:
     """:func:`stable_event_id` of an identity already joined with ``"\\x1f"`` (a mapping that
     makes many ids of one trace builds ``key`` from a prefix it keeps)."""
     digest = _blake2b(key.encode(), digest_size=10).digest()
-    rand = int.from_bytes(digest, "big")  # 80 bits; 74 are used
+    rand = _from_bytes(digest)  # 80 bits, big-endian; 74 are used
     millis = unix_ms if 0 <= unix_ms <= _MAX_MILLIS else max(0, min(unix_ms, _MAX_MILLIS))
     value = (millis << 80) | _FIXED | ((rand >> 68) & 0xFFF) << 64 | (rand & _RAND_LOW)
     # what ``uuid.UUID(int=value)`` builds, without its argument checks (this runs for every
     # imported event; ``value`` is 128 bits by construction)
-    made = _new_uuid(uuid.UUID)
-    _set(made, "int", value)
-    _set(made, "is_safe", _UNKNOWN)
+    made = _new_uuid(_UUID)
+    _set_int(made, value)
+    _set_safe(made, _UNKNOWN)
     return made

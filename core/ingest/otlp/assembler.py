@@ -73,9 +73,10 @@ def _process_main(
 ) -> None:
     from ...store import EventStore
     from ..redaction import default_redactor
-    from .lifecycle import die_with_parent, stop_on_sigterm, tune_gc
+    from .lifecycle import ASSEMBLER_NAME, die_with_parent, name_process, stop_on_sigterm, tune_gc
     from .pipeline import OtlpIngest
 
+    name_process(ASSEMBLER_NAME)
     die_with_parent()
     stop = threading.Event()
     stop_on_sigterm(stop.set)

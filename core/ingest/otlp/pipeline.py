@@ -369,8 +369,8 @@ class OtlpIngest:
         trace that still raises alone is released into the quarantine (:mod:`.isolate`). Also
         the spans read per trace (empty for a trace no longer staged)."""
         try:
-            loaded = self._load(traces)
-            return assemble_round(self._round_context(), loaded), loaded
+            loaded, bodies = self._read(traces)
+            return assemble_round(self._round_context(), loaded, bodies), loaded
         except Exception as exc:
             if is_infrastructure(exc):
                 raise
@@ -395,17 +395,32 @@ class OtlpIngest:
         return outcome, loaded
 
     def _load(self, traces: Sequence[str]) -> dict[str, list[Span]]:
-        t = staged_spans_table.c
+        """The staged spans of ``traces`` (an empty list for a trace no longer staged)."""
+        return self._read(traces)[0]
 
-        def read() -> dict[str, list[Span]]:
+    def _read(self, traces: Sequence[str]) -> tuple[dict[str, list[Span]], dict[str, list[str]]]:
+        """:meth:`_load`, and each span's staged body as it was read (the archive packs those
+        as they are instead of serializing the spans again: see :func:`.archive.pack_bodies`)."""
+        mark = "?" if self._sqlite else "%s"
+        marks = ", ".join([mark] * len(traces))
+        sql = f"SELECT trace_id, body FROM otlp_spans WHERE trace_id IN ({marks})"
+
+        def read() -> tuple[dict[str, list[Span]], dict[str, list[str]]]:
             grouped: dict[str, list[Span]] = {trace: [] for trace in traces}
+            bodies: dict[str, list[str]] = {trace: [] for trace in traces}
             with connect_or_explain(self.store.engine) as conn:
                 prefer_index_scans(conn)
-                rows = conn.execute(select(t.trace_id, t.body).where(t.trace_id.in_(traces)))
-                for trace_id, body in rows.all():
-                    grouped[trace_id].append(Span.from_compact(from_json(body)))
-            return grouped
+                # driver-level: SQLAlchemy's statement building and row processing cost more
+                # than the read
+                rows = conn.exec_driver_sql(sql, tuple(traces)).all()
+            decode = Span.from_compact
+            for trace_id, body in rows:
+                grouped[trace_id].append(decode(from_json(body)))
+                bodies[trace_id].append(body)
+            return grouped, bodies
 
+        if not traces:
+            return {}, {}
         return with_retries(self.store.engine, read)
 
 

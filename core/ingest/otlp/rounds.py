@@ -99,14 +99,21 @@ class RoundContext:
     clock: Callable[[], datetime]
 
 
-def assemble_round(ctx: RoundContext, loaded: dict[str, list[Span]]) -> Outcome:
-    """Claim and store the traces of ``loaded`` (trace id -> the staged spans read for it)."""
+def assemble_round(
+    ctx: RoundContext,
+    loaded: dict[str, list[Span]],
+    bodies: dict[str, list[str]] | None = None,
+) -> Outcome:
+    """Claim and store the traces of ``loaded`` (trace id -> the staged spans read for it;
+    ``bodies``: their staged bodies, in the same order, when the reader kept them).
+
+    Every trace read is mapped before the transaction; one that turns out to be a run already
+    (late spans: rare) is handled inside it, from its archive, and its premapping dropped."""
     store = ctx.store
-    archived_before = archive.load(store, [t for t, spans in loaded.items() if spans])
     premapped: dict[str, _Premapped] = {}
     now = ctx.clock()
     for trace_id, spans in loaded.items():
-        if not spans or trace_id in archived_before:
+        if not spans:
             continue
         try:
             run = map_trace(spans)
@@ -114,7 +121,9 @@ def assemble_round(ctx: RoundContext, loaded: dict[str, list[Span]]) -> Outcome:
         except Exception:  # decided (and quarantined) inside the transaction
             continue
         tails = _row_tails(store._sqlite, run.run_id, 0, batch, now)
-        premapped[trace_id] = _Premapped(run, batch, tails, archive.pack(spans))
+        read = bodies.get(trace_id) if bodies is not None else None
+        packed = archive.pack_bodies(read) if read else archive.pack(spans)
+        premapped[trace_id] = _Premapped(run, batch, tails, packed)
 
     def attempt() -> Outcome:
         outcome = Outcome()
