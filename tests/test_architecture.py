@@ -119,7 +119,6 @@ UI = ROOT / "ui"
 
 OVER_500 = {
     "core/ingest/otlp/spans.py": 609,
-    "core/ingest/otlp/attributes.py": 572,
 }
 """Modules already past 500 lines when the check came to cover all of core/ and ui/, with their
 length then: each may shrink, none may grow, and one that falls to 500 must leave the list. To

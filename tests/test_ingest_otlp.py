@@ -31,11 +31,13 @@ from typer.testing import CliRunner
 
 from steplog.cli import app
 from steplog.errors import DatabaseError
-from steplog.ingest.otlp.attributes import unflatten
 from steplog.ingest.otlp.genai import map_trace
 from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.server import OtlpReceiver
 from steplog.ingest.otlp.spans import decode_document, decode_json
+from steplog.ingest.otlp.values import (
+    unflatten,
+)
 from steplog.ingest.redaction import default_redactor
 from steplog.projections.queries import list_failures, list_runs, refresh
 from steplog.store import EventStore

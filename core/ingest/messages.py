@@ -52,7 +52,10 @@ from ..events import (
 from ..store import EventStore, NewEvent
 from ._message_fields import content_text, cost_of, count_of, digest_of, text_of, time_of, usage_of
 from .ids import stable_event_id
-from .otlp.attributes import cut, json_or_text
+from .otlp.values import (
+    cut,
+    json_or_text,
+)
 from .provider_errors import readable_error
 from .redaction import Redactor
 from .report import ImportReport, Rejected

@@ -10,16 +10,22 @@ exception.
 from __future__ import annotations
 
 import ast
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic_core import to_json
-
 from ..provider_errors import readable_error
 from .spans import Span, SpanEvent
+from .values import (
+    first,
+    first_float,
+    first_int,
+    first_text,
+    json_or_text,
+    text_or_none,
+    unflatten,
+)
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 TOOL_OPERATIONS = frozenset({"execute_tool"})
@@ -27,8 +33,6 @@ AGENT_OPERATIONS = frozenset({"invoke_agent"})
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 """The latest-experimental GenAI event carrying a call's ``gen_ai.input.messages`` and
 ``gen_ai.output.messages`` (structured) when they are not span attributes."""
-MAX_VALUE_CHARS = 64 * 1024
-"""Request, response, args and result values longer than this are cut (with a marker)."""
 MAX_DETAIL_CHARS = 16 * 1024
 
 _TRACEBACK = "Traceback (most recent call last)"
@@ -397,14 +401,14 @@ def error_of(span: Span) -> ErrorInfo:
     exc_type = exc_message = stack = None
     for event in span.events:
         if event.name == "exception":
-            exc_type = _text(event.attributes.get("exception.type")) or exc_type
-            exc_message = _text(event.attributes.get("exception.message")) or exc_message
-            stack = _text(event.attributes.get("exception.stacktrace")) or stack
+            exc_type = text_or_none(event.attributes.get("exception.type")) or exc_type
+            exc_message = text_or_none(event.attributes.get("exception.message")) or exc_message
+            stack = text_or_none(event.attributes.get("exception.stacktrace")) or stack
     status = span.status_message or ""
     traceback_type, traceback_message = _from_traceback(status)
     if not traceback_type:
         traceback_type, traceback_message = _from_summary(status)
-    error_type = exc_type or _text(attrs.get("error.type")) or traceback_type
+    error_type = exc_type or text_or_none(attrs.get("error.type")) or traceback_type
     if exc_message is not None:
         message = exc_message
     elif traceback_type:
@@ -460,113 +464,3 @@ def _without_type_prefix(message: str, error_type: str | None) -> str:
             if message.startswith(prefix):
                 return message[len(prefix) :]
     return message
-
-
-# --- plain values ----------------------------------------------------------------------------
-
-
-def unflatten(attrs: Mapping[str, Any], prefix: str) -> Any:
-    """Rebuild ``prefix.0.message.role``-style keys into nested lists and dicts."""
-    marker = prefix + "."
-    items = [(k[len(marker) :].split("."), v) for k, v in attrs.items() if k.startswith(marker)]
-    if not items:
-        return None
-    tree: dict[str, Any] = {}
-    for path, value in sorted(items, key=lambda kv: [_sort_key(p) for p in kv[0]]):
-        node = tree
-        for part in path[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                child = node[part] = {"": child}
-            node = child
-        node[path[-1]] = value
-    return _lists(tree)
-
-
-def _sort_key(part: str) -> tuple[int, int | str]:
-    return (0, int(part)) if part.isdigit() else (1, part)
-
-
-def _lists(node: Any) -> Any:
-    if not isinstance(node, dict):
-        return node
-    converted = {key: _lists(value) for key, value in node.items()}
-    if converted and all(key.isdigit() for key in converted):
-        return [converted[key] for key in sorted(converted, key=int)]
-    return converted
-
-
-def first(attrs: Mapping[str, Any], *keys: str) -> Any:
-    for key in keys:
-        value = attrs.get(key)
-        if value not in (None, ""):
-            return value
-    return None
-
-
-def first_text(attrs: Mapping[str, Any], *keys: str) -> str | None:
-    value = first(attrs, *keys)
-    return str(value)[:200] if value is not None else None
-
-
-def first_int(attrs: Mapping[str, Any], *keys: str) -> int:
-    for key in keys:
-        value = attrs.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-        if isinstance(value, float) and value >= 0 and value.is_integer():
-            return int(value)
-    return 0
-
-
-def first_float(attrs: Mapping[str, Any], *keys: str) -> float:
-    for key in keys:
-        value = attrs.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, str):
-            try:
-                value = float(value)
-            except ValueError:
-                continue
-        if isinstance(value, int | float) and 0 <= value < float("inf"):
-            return float(value)
-    return 0.0
-
-
-def _text(value: Any) -> str | None:
-    return str(value) if value not in (None, "") else None
-
-
-def json_or_text(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return json.loads(value)
-        except (ValueError, RecursionError):  # not JSON after all, or an absurd integer
-            return value
-    return value
-
-
-def cut(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, str) and len(value) <= MAX_VALUE_CHARS // 6:  # short even if escaped
-        return value
-    try:  # compact UTF-8 JSON, much faster to write: json.dumps' text is at most 6x as long
-        if len(to_json(value)) <= MAX_VALUE_CHARS // 6:
-            return value
-    except (ValueError, TypeError, RecursionError):
-        pass  # not plain JSON data (json.dumps writes it with str)
-    text = json.dumps(value, default=str)
-    if len(text) <= MAX_VALUE_CHARS:
-        return value
-    return {"truncated": True, "chars": len(text), "head": text[:MAX_VALUE_CHARS]}
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    value = cut(value)
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return value
-    return {"value": value}

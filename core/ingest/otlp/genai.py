@@ -50,13 +50,9 @@ from ..ids import stable_event_id_of
 from .activity import active_steps, is_phantom
 from .attributes import (
     ErrorInfo,
-    as_dict,
     call_kind,
-    cut,
     error_of,
-    first_text,
     input_of,
-    json_or_text,
     model_of,
     operation,
     output_of,
@@ -68,6 +64,12 @@ from .calls import Call, Calls, model_content
 from .dialects import in_conventions
 from .spans import Span
 from .tree import SpanTree, find_roots
+from .values import (
+    as_dict,
+    cut,
+    first_text,
+    json_or_text,
+)
 
 RUN_PREFIX = "otel-"
 STATUS_OK = 1
