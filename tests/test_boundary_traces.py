@@ -25,7 +25,8 @@ from steplog.ingest.otlp import archive
 from steplog.ingest.otlp.assembler import assemble_until
 from steplog.ingest.otlp.genai import map_trace, run_id_for
 from steplog.ingest.otlp.pipeline import OtlpIngest
-from steplog.ingest.otlp.spans import Span, decode_document
+from steplog.ingest.otlp.span_model import Span
+from steplog.ingest.otlp.spans import decode_document
 from steplog.ingest.otlp.tree import SYNTHETIC_ROOT_ID, SpanTree
 from steplog.ingest.redaction import default_redactor
 from steplog.projections.queries import list_failures, list_runs, refresh

@@ -31,7 +31,7 @@ from steplog.ingest.otlp.body import inflate as _decompress
 from steplog.ingest.otlp.body import read_chunked as _read_chunked
 from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.server import OtlpReceiver
-from steplog.ingest.otlp.spans import RequestError
+from steplog.ingest.otlp.span_model import RequestError
 from steplog.ingest.redaction import default_redactor
 from steplog.store import EventStore
 

@@ -28,7 +28,7 @@ from steplog.events import (
 from steplog.ingest.otlp import archive, attributes
 from steplog.ingest.otlp.genai import map_trace, run_id_for
 from steplog.ingest.otlp.pipeline import OtlpIngest
-from steplog.ingest.otlp.spans import DecodedRequest, Span
+from steplog.ingest.otlp.span_model import DecodedRequest, Span
 from steplog.ingest.redaction import default_redactor
 from steplog.projections.signature import signature_of
 from steplog.store import EventStore

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 from steplog.ingest.jsonl import import_jsonl
 from steplog.ingest.otlp.pipeline import OtlpIngest
-from steplog.ingest.otlp.spans import RequestError, decode_document
+from steplog.ingest.otlp.span_model import RequestError
+from steplog.ingest.otlp.spans import decode_document
 from steplog.ingest.redaction import default_redactor
 from steplog.store import EventStore
 

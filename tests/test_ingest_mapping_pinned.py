@@ -30,7 +30,7 @@ from steplog.events import catalogue
 from steplog.ingest.otlp.genai import map_trace
 from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.rounds import RoundContext, assemble_round
-from steplog.ingest.otlp.spans import Span
+from steplog.ingest.otlp.span_model import Span
 from steplog.ingest.redaction import default_redactor
 from steplog.store import EventStore, prepare
 

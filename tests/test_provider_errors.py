@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steplog.ingest.otlp.attributes import error_of
-from steplog.ingest.otlp.spans import STATUS_ERROR, Span, SpanEvent
+from steplog.ingest.otlp.span_model import STATUS_ERROR, Span, SpanEvent
 from steplog.projections.signature import normalize_message, signature_of
 
 _CODES = st.from_regex(r"[a-z]{3,10}(_[a-z]{2,8}){0,3}", fullmatch=True)

@@ -417,7 +417,8 @@ def test_no_planted_secret_is_recoverable_from_the_store(
 def test_names_and_messages_are_cut_only_once_redacted(tmp_path: Path) -> None:
     """A name is cut to 1,000 characters and a status message to 64 KiB: cut first, a secret
     across the cut would keep its head, which no longer looks like a secret."""
-    from steplog.ingest.otlp.spans import MAX_MESSAGE, MAX_NAME, decode_document
+    from steplog.ingest.otlp.span_model import MAX_MESSAGE, MAX_NAME
+    from steplog.ingest.otlp.spans import decode_document
 
     secret = secret_of("openai_anthropic_key")
     document = planted_request(40)

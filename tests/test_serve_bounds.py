@@ -25,7 +25,7 @@ from steplog.ingest.otlp.admission import Limits
 from steplog.ingest.otlp.body import MAX_MEMBERS, inflate
 from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.server import OtlpReceiver
-from steplog.ingest.otlp.spans import RequestError
+from steplog.ingest.otlp.span_model import RequestError
 from steplog.ingest.redaction import default_redactor
 from steplog.store import EventStore
 
@@ -309,7 +309,8 @@ def test_the_value_bound_counts_nested_values_and_protobuf_alike() -> None:
         ExportTraceServiceRequest,
     )
 
-    from steplog.ingest.otlp.spans import TooManyValues, decode_protobuf
+    from steplog.ingest.otlp.span_model import TooManyValues
+    from steplog.ingest.otlp.spans import decode_protobuf
 
     pb = ExportTraceServiceRequest()
     span = pb.resource_spans.add().scope_spans.add().spans.add()

@@ -211,7 +211,7 @@ def serve_discarding() -> None:
     from ..ingest.otlp.backlog import Backpressure
     from ..ingest.otlp.pipeline import OtlpIngest, Received
     from ..ingest.otlp.server import OtlpReceiver
-    from ..ingest.otlp.spans import DecodedRequest
+    from ..ingest.otlp.span_model import DecodedRequest
 
     class Discard:
         def receive(self, decoded: DecodedRequest) -> Received:

@@ -97,7 +97,8 @@ def _retry_jsonl(store: EventStore, record: QuarantinedInput, redactor: Redactor
 
 def _retry_otlp(store: EventStore, record: QuarantinedInput, redactor: Redactor) -> RetryOutcome:
     from .otlp.pipeline import OtlpIngest
-    from .otlp.spans import RequestError, decode_json, decode_protobuf
+    from .otlp.span_model import RequestError
+    from .otlp.spans import decode_json, decode_protobuf
 
     raw = record.raw
     try:

@@ -13,7 +13,7 @@ import itertools
 import json
 from typing import Any
 
-from steplog.ingest.otlp.spans import STATUS_ERROR, Span, SpanEvent
+from steplog.ingest.otlp.span_model import STATUS_ERROR, Span, SpanEvent
 
 T0 = 1_764_460_800_000_000_000
 OK = 1

@@ -4,7 +4,7 @@ its steps. See ``core/guide/mapping.md``."""
 from __future__ import annotations
 
 from .attributes import is_activity
-from .spans import Span
+from .span_model import Span
 from .tree import SpanTree
 
 

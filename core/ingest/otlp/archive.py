@@ -24,7 +24,7 @@ from ...store import (
     sqlite_datetime,
     write_transaction,
 )
-from .spans import Span
+from .span_model import Span
 from .tree import has_one_root
 
 _CHUNK = 500

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..provider_errors import readable_error
-from .spans import Span, SpanEvent
+from .span_model import Span, SpanEvent
 from .values import (
     first,
     first_float,

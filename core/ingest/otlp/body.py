@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from email.message import Message
 from typing import Any
 
-from .spans import RequestError
+from .span_model import RequestError
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_LINE = 1024

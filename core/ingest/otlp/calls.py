@@ -39,7 +39,7 @@ from .attributes import (
     tool_name_of,
     usage_of,
 )
-from .spans import Span
+from .span_model import Span
 from .tree import SpanTree
 
 

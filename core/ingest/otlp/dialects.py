@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from .spans import Span
+from .span_model import Span
 
 Dialect = Callable[[Span], dict[str, Any] | None]
 

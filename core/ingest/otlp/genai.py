@@ -62,7 +62,7 @@ from .attributes import (
 )
 from .calls import Call, Calls, model_content
 from .dialects import in_conventions
-from .spans import Span
+from .span_model import Span
 from .tree import SpanTree, find_roots
 from .values import (
     as_dict,

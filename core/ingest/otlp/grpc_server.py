@@ -28,7 +28,8 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from ...errors import SteplogError
 from .admission import Busy
-from .spans import RequestError, TooManyValues, decode_protobuf
+from .span_model import RequestError, TooManyValues
+from .spans import decode_protobuf
 
 if TYPE_CHECKING:
     from .server import OtlpReceiver

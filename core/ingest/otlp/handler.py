@@ -21,7 +21,8 @@ from ...errors import SteplogError
 from ..redaction import Redactor
 from .admission import Busy, Ticket
 from .body import Framing, TooLarge, framing, inflate, linger, read_chunked, read_exactly
-from .spans import DecodedRequest, RequestError, TooManyValues, decode_json, decode_protobuf
+from .span_model import DecodedRequest, RequestError, TooManyValues
+from .spans import decode_json, decode_protobuf
 
 if TYPE_CHECKING:
     from .receiver_view import Receiver

@@ -29,7 +29,7 @@ from ...errors import (
 )
 from ...store import EventStore, quarantine_in, with_retries, write_transaction
 from ..report import Rejected
-from .spans import Span
+from .span_model import Span
 
 INFRASTRUCTURE = (
     DatabaseUnavailableError,

@@ -54,15 +54,8 @@ from .ready import ReadyTraces
 from .reclaim import StagingReclaimer
 from .revise import revise
 from .rounds import Outcome, RoundContext, assemble_round, merge
-from .spans import (
-    MAX_MESSAGE,
-    MAX_NAME,
-    DecodedRequest,
-    RejectedSpan,
-    RequestError,
-    Span,
-    decode_document,
-)
+from .span_model import MAX_MESSAGE, MAX_NAME, DecodedRequest, RejectedSpan, RequestError, Span
+from .spans import decode_document
 
 REFUSALS = (ConcurrencyError, IdempotencyError, InvalidEventError)
 _COPY_SPANS = (

@@ -56,7 +56,7 @@ from ..report import ImportReport, Rejected, Rejection
 from . import archive
 from .genai import MappedRun, map_trace, run_id_for
 from .revise import revision_batch
-from .spans import Span
+from .span_model import Span
 from .tree import has_one_root
 
 _CHUNK = 400

@@ -17,7 +17,6 @@ import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -26,22 +25,14 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from ...errors import SteplogError
 from ..bounds import json_depth_error
-
-STATUS_ERROR = 2
-MAX_NAME = 1000
-"""Span and event names are cut here (they become step names), once redacted: a cut first
-could leave the head of a secret that no longer looks like one."""
-MAX_MESSAGE = 64 * 1024
-"""Status messages are cut here (they become failure messages)."""
-
-
-class RequestError(SteplogError):
-    """The whole request is undecodable (bad protobuf, bad JSON, wrong top-level shape)."""
-
-
-class TooManyValues(RequestError):
-    """The request carries more attribute values than the receiver decodes at once (413)."""
-
+from .span_model import (
+    DecodedRequest,
+    RejectedSpan,
+    RequestError,
+    Span,
+    SpanEvent,
+    TooManyValues,
+)
 
 SPAN_VALUES = 8
 """What one span counts against ``max_values`` beside its attributes (ids, times, its object)."""
@@ -68,128 +59,6 @@ def _spend(count: int) -> None:
                 f"the request carries more than {budget[1]:,} attribute values and spans "
                 f"(--max-attributes); send smaller batches"
             )
-
-
-@dataclass(frozen=True, slots=True)
-class SpanEvent:
-    """An event inside a span (``exception``, ``gen_ai.choice``...)."""
-
-    name: str
-    time_ns: int
-    attributes: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Span:
-    """One span with its resource, in plain Python values."""
-
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    kind: int
-    start_ns: int
-    end_ns: int
-    attributes: dict[str, Any]
-    status_code: int = 0
-    status_message: str = ""
-    events: tuple[SpanEvent, ...] = ()
-    resource: dict[str, Any] = field(default_factory=dict)
-    scope: str = ""
-
-    @property
-    def failed(self) -> bool:
-        """Whether the span ended in error (status ERROR or an ``error.type``)."""
-        return self.status_code == STATUS_ERROR or bool(self.attributes.get("error.type"))
-
-    def to_compact(self) -> list[Any]:
-        """A compact, fast form for the staging table (see :meth:`from_compact`)."""
-        return [
-            self.trace_id,
-            self.span_id,
-            self.parent_span_id,
-            self.name,
-            self.kind,
-            self.start_ns,
-            self.end_ns,
-            self.attributes,
-            self.status_code,
-            self.status_message,
-            [[e.name, e.time_ns, e.attributes] for e in self.events],
-            self.resource,
-            self.scope,
-        ]
-
-    @classmethod
-    def from_compact(cls, row: list[Any]) -> Span:
-        """The span :meth:`to_compact` wrote (trusted: it was validated on the way in)."""
-        (trace, span, parent, name, kind, start, end, attrs, code, message, events, res, scope) = (
-            row
-        )
-        return cls(
-            trace,
-            span,
-            parent,
-            name,
-            kind,
-            start,
-            end,
-            attrs,
-            code,
-            message,
-            tuple(SpanEvent(n, t, a) for n, t, a in events),
-            res,
-            scope,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """This span as a one-span OTLP/JSON request: storable, and decodable again."""
-        span: dict[str, Any] = {
-            "traceId": self.trace_id,
-            "spanId": self.span_id,
-            "name": self.name,
-            "kind": self.kind,
-            "startTimeUnixNano": str(self.start_ns),
-            "endTimeUnixNano": str(self.end_ns),
-            "attributes": _key_values(self.attributes),
-            "status": {"code": self.status_code, "message": self.status_message},
-        }
-        if self.parent_span_id:
-            span["parentSpanId"] = self.parent_span_id
-        if self.events:
-            span["events"] = [
-                {
-                    "name": e.name,
-                    "timeUnixNano": str(e.time_ns),
-                    "attributes": _key_values(e.attributes),
-                }
-                for e in self.events
-            ]
-        return {
-            "resourceSpans": [
-                {
-                    "resource": {"attributes": _key_values(self.resource)},
-                    "scopeSpans": [{"scope": {"name": self.scope}, "spans": [span]}],
-                }
-            ]
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RejectedSpan:
-    """A span that cannot be used, where it was, why, and what it looked like."""
-
-    location: str
-    reason: str
-    raw: str
-
-
-@dataclass(slots=True)
-class DecodedRequest:
-    """The usable spans of a request and the rejected ones."""
-
-    spans: list[Span] = field(default_factory=list)
-    rejected: list[RejectedSpan] = field(default_factory=list)
 
 
 # --- protobuf --------------------------------------------------------------------------------
@@ -587,23 +456,3 @@ def _jsonable(value: Any) -> bool:
 
 def _dump(value: Any) -> str:
     return json.dumps(value, default=str)[:65536] if _jsonable(value) else repr(value)[:65536]
-
-
-def _key_values(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": key, "value": _any_value(value)} for key, value in attributes.items()]
-
-
-def _any_value(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    if isinstance(value, list):
-        return {"arrayValue": {"values": [_any_value(v) for v in value]}}
-    if isinstance(value, dict):
-        return {"kvlistValue": {"values": _key_values(value)}}
-    return {"stringValue": str(value)}

@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from .attributes import call_kind
-from .spans import Span
+from .span_model import Span
 
 SYNTHETIC_ROOT_ID = "0" * 16
 """The span id of a synthetic root: all zeros, which no valid OTLP span carries."""
