@@ -12,7 +12,8 @@ from ..errors import SteplogError
 from ..models import events_table
 from ..store import EventStore
 from ._fold import ADDED, CHANGED, Annotation, Folded, TargetKind, fold, stream_of
-from ._history import Trail, history
+from ._history import history
+from ._models import Trail
 
 _EVENTS = events_table.c
 
