@@ -98,7 +98,7 @@ def test_mode_targets_and_labels_for(store: EventStore, failed: list[str]) -> No
     with pytest.raises(SteplogError, match="no failure mode 'zz'"):
         annotate(store, "mode:zz", label="x", mode_of=modes.get)
     on_run = labels_for(store, "run", failed[:1])
-    assert on_run == {failed[0]: []}
+    assert on_run.by_target == {failed[0]: []} and on_run.kind == "run"
 
 
 def test_errors_say_what_was_wrong(store: EventStore, failed: list[str]) -> None:

@@ -33,7 +33,7 @@ from ..projections.signature_fold import SIGNATURE_STREAM
 from ..store import EventStore, NewEvent
 from ._fold import MODE_STREAM, Annotation, TargetKind, kind_of, stream_of
 from ._history import history
-from ._models import Change, QueueGroup, QueueItem, Target, Trail
+from ._models import Change, QueueGroup, QueueItem, Target, TargetLabels, Trail
 from ._queue import unlabelled
 from ._read import annotations_of, folded, history_of, labels_for, stream_of_annotation
 
@@ -48,6 +48,7 @@ __all__ = [
     "QueueItem",
     "Target",
     "TargetKind",
+    "TargetLabels",
     "Trail",
     "add_to_regression_set",
     "annotate",

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict
-from sqlmodel import SQLModel
+from sqlmodel import Field, SQLModel
 
 from ._fold import Annotation, TargetKind, stream_of
 
@@ -142,3 +142,15 @@ class Target(_ReadModel):
     def stream(self) -> str:
         """The stream its annotations are appended to."""
         return stream_of(self.kind, self.id)
+
+
+class TargetLabels(_ReadModel):
+    """The current labels and notes of several targets of one kind (``labels_for``): every
+    target asked for is a key, with an empty list when it has none."""
+
+    kind: TargetKind
+    by_target: dict[str, list[Annotation]] = Field(default_factory=dict)
+
+    def __getitem__(self, target: str) -> list[Annotation]:
+        """``target``'s annotations, oldest first."""
+        return self.by_target[target]

@@ -124,7 +124,7 @@ def unlabelled(
     if modes is not None:
         found = labels_for(store, "mode", sorted(set(modes.values())))
         labelled_modes = {
-            mode for mode, notes in found.items() if any(a.kind == "label" for a in notes)
+            mode for mode, notes in found.by_target.items() if any(a.kind == "label" for a in notes)
         }
     return build_queue(
         _failed_runs(store, modes),

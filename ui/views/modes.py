@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from steplog.annotations import Annotation, labels_for
+from steplog.annotations import Annotation, TargetLabels, labels_for
 from steplog.modes import BUCKETS, FailureMode, ModesReport, compare_by_mode, modes_report
 from steplog.ui.common import RUN, cached, empty_hint, go, guard, md, param, pickable, set_param
 
@@ -86,7 +86,7 @@ def _trend(report: ModesReport) -> None:
     st.caption(f"Runs of the {len(shown)} largest modes {what} (`steplog modes --json`: all).")
 
 
-def _mode(report: ModesReport, mode_id: str | None, notes: dict[str, list[Annotation]]) -> None:
+def _mode(report: ModesReport, mode_id: str | None, notes: TargetLabels) -> None:
     found = [m for m in report.modes if m.id == mode_id]
     if not found:
         return
