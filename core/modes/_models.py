@@ -5,7 +5,8 @@ The clustering's own structures (:class:`._cluster.ModeSet`, :class:`._cluster.M
 :class:`._features.RunFeatures`) stay slotted dataclasses: they are built per run on the
 clustering path, which must not pay a validator per run. These models are made once per call at
 the public boundary (:mod:`._read`) from values that already have the fields' types, with
-``model_construct`` (``tests/test_modes_read.py`` checks that validating them changes nothing).
+``model_construct`` (``tests/test_read_models_typed_more.py`` checks that validating them
+changes nothing).
 """
 
 from __future__ import annotations
