@@ -211,9 +211,9 @@ def test_readers_return_sqlmodel_instances(seeded: str) -> None:
 
 
 def test_models_built_unvalidated_equal_validated_ones(seeded: str, tmp_path: Path) -> None:
-    """The modes' models and the queue's items are made with ``model_construct`` (no validator
-    per run or per mode); that is sound only while the values already have the fields' types,
-    which validating again would otherwise have changed."""
+    """The modes' models, the queue's items and run states are made with ``model_construct``
+    (no validator per run, mode or step); that is sound only while the values already have the
+    fields' types, which validating again would otherwise have changed."""
     from steplog import annotations, modes, projections
 
     store = EventStore.open(seeded)
@@ -226,6 +226,8 @@ def test_models_built_unvalidated_equal_validated_ones(seeded: str, tmp_path: Pa
             *annotations.unlabelled(store),
         ]
         built.append(modes.mode_report(store, built[0].modes[0].id))
+        for run in projections.list_runs(store, limit=6):
+            built.append(projections.run_state_of(store, run.run_id))
     finally:
         store.close()
     for model in built:

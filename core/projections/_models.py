@@ -49,8 +49,8 @@ class StepView(_ReadModel):
 
     @classmethod
     def of(cls, step: StepState) -> StepView:
-        """The view of a folded step."""
-        return cls(
+        """The view of a folded step (unvalidated: the fold's values have the fields' types)."""
+        return cls.model_construct(
             name=step.name,
             index=step.index,
             status=step.status,
@@ -108,17 +108,19 @@ class RunStateView(_ReadModel):
 
     @classmethod
     def of(cls, state: RunState) -> RunStateView:
-        """The view of a folded run state."""
+        """The view of a folded run state, built unvalidated (``model_construct``): the fold's
+        values already have the fields' types, and a store holding absurd numbers (a huge or
+        non-finite count from an old unbounded writer) still shows, as it did before."""
         current = state.current_step
         failure = None
         if state.failure_type is not None:
-            failure = RunFailure(
+            failure = RunFailure.model_construct(
                 step=state.failure_step,
                 step_index=state.failure_step_index,
                 error_type=state.failure_type,
                 message=state.failure_message,
             )
-        return cls(
+        return cls.model_construct(
             run_id=state.run_id,
             scenario=state.scenario,
             task_instance_id=state.task_instance_id,
