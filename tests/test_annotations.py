@@ -19,13 +19,13 @@ from steplog.annotations import (
     annotate,
     annotations_of,
     edit,
-    fold,
     history,
     history_of,
     labels_for,
     remove,
     unlabelled,
 )
+from steplog.annotations._fold import fold
 from steplog.annotations._queue import build_queue
 from steplog.errors import SteplogError
 from steplog.harness.batch import execute_all, plan_runs
@@ -98,7 +98,7 @@ def test_mode_targets_and_labels_for(store: EventStore, failed: list[str]) -> No
     with pytest.raises(SteplogError, match="no failure mode 'zz'"):
         annotate(store, "mode:zz", label="x", mode_of=modes.get)
     on_run = labels_for(store, "run", failed[:1])
-    assert on_run == {failed[0]: []}
+    assert on_run.by_target == {failed[0]: []} and on_run.kind == "run"
 
 
 def test_errors_say_what_was_wrong(store: EventStore, failed: list[str]) -> None:
@@ -158,7 +158,17 @@ def test_queue_order_largest_then_oldest() -> None:
 
     def item(run: str, signature: str, minutes: int, mode: str | None = None) -> QueueItem:
         at = start + timedelta(minutes=minutes)
-        return QueueItem(run, signature, mode, "s", "v", "step", "E", "m", at)
+        return QueueItem(
+            run_id=run,
+            signature=signature,
+            mode=mode,
+            scenario="s",
+            model_version="v",
+            failed_step="step",
+            error_type="E",
+            message="m",
+            failed_at=at,
+        )
 
     items = [
         item("r1", "small-old", 0),

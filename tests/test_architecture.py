@@ -117,6 +117,7 @@ SIZED_PACKAGES = ("store", "replay", "compare")
 
 UI = ROOT / "ui"
 
+
 def _modules() -> list[Path]:
     """Every Python module of core/ and ui/ (a package's sub-packages too)."""
     return sorted(

@@ -53,14 +53,18 @@ def test_significantly_above_the_rate_after_it() -> None:
     # By hand: Wilson 95% for 4/10 is [0.1682, 0.6873], for 0/10 [0, 0.2775]; Newcombe's lower
     # limit 0.4 - sqrt(0.2318^2 + 0.2775^2) = 0.0384 > 0. For 3/10 ([0.1078, 0.6032]):
     # 0.3 - sqrt(0.1922^2 + 0.2775^2) = -0.0376 < 0: not significant.
-    zero = RescuePoint(8, 0, 10)
-    assert above(RescuePoint(7, 4, 10), zero)
-    assert not above(RescuePoint(7, 3, 10), zero)
-    assert above(RescuePoint(7, 10, 10), RescuePoint(8, 2, 10))
-    assert not above(RescuePoint(7, 5, 10), RescuePoint(8, 5, 10))
+    zero = RescuePoint(step=8, rescued=0, forks=10)
+    assert above(RescuePoint(step=7, rescued=4, forks=10), zero)
+    assert not above(RescuePoint(step=7, rescued=3, forks=10), zero)
+    assert above(
+        RescuePoint(step=7, rescued=10, forks=10), RescuePoint(step=8, rescued=2, forks=10)
+    )
+    assert not above(
+        RescuePoint(step=7, rescued=5, forks=10), RescuePoint(step=8, rescued=5, forks=10)
+    )
     # past the failure step the rate is exactly 0: one completed fork settles it
-    assert above(RescuePoint(29, 1, 10), None)
-    assert not above(RescuePoint(29, 0, 10), None)
+    assert above(RescuePoint(step=29, rescued=1, forks=10), None)
+    assert not above(RescuePoint(step=29, rescued=0, forks=10), None)
 
 
 # --- the search on synthetic curves ----------------------------------------------------------
@@ -92,7 +96,7 @@ def test_a_step_function_is_located_exactly_and_cheaper_than_a_scan(failure: int
             point = {p.step: p for p in found.curve}
             assert point[planted].forks == 10  # the decisive step's rate has a full sample
             if planted < failure:
-                assert point[planted + 1] == RescuePoint(planted + 1, 0, 10)
+                assert point[planted + 1] == RescuePoint(step=planted + 1, rescued=0, forks=10)
             scanned = locate(_curve(rates, seed)[1], failure, forks=10, scan=True)  # type: ignore[arg-type]
             assert scanned.decisive_step == planted
             assert scanned.forks_spent == (failure + 1) * 10
@@ -117,7 +121,7 @@ def test_not_rescuable_when_no_fork_completes_or_none_significantly() -> None:
     assert never.verdict == "not_rescuable" and never.decisive_step is None
     assert never.last_rescuable is None
     assert {p.step for p in never.curve} >= {0}  # step 0 itself was tried with every fork
-    assert next(p for p in never.curve if p.step == 0) == RescuePoint(0, 0, 10)
+    assert next(p for p in never.curve if p.step == 0) == RescuePoint(step=0, rescued=0, forks=10)
     # one lucky fork in ten at each step up to 5 is never significantly above the rate after it
     weak = locate(lambda step, sample: step <= 5 and sample == 0, 20, forks=10)
     assert weak.verdict == "not_rescuable" and weak.last_rescuable == 5

@@ -83,14 +83,17 @@ def test_a_repeated_fork_counts_once() -> None:
         RecordedFork(3, 12, False),
         RecordedFork(4, 11, False),
     ]
-    assert fold_forks(forks) == (RescuePoint(3, 1, 2), RescuePoint(4, 0, 1))
+    assert fold_forks(forks) == (
+        RescuePoint(step=3, rescued=1, forks=2),
+        RescuePoint(step=4, rescued=0, forks=1),
+    )
     assert fold_forks([]) == ()
     assert judge((), 5).verdict == "not_rescuable"
 
 
 def test_a_missing_rate_after_the_last_rescued_step_is_not_significance() -> None:
     # an interrupted attribution: rescued at 2, nothing recorded at 3 -- no claim of decisiveness
-    found = judge((RescuePoint(2, 5, 5),), 9)
+    found = judge((RescuePoint(step=2, rescued=5, forks=5),), 9)
     assert found.verdict == "not_rescuable" and found.last_rescuable == 2
 
 

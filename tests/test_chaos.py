@@ -120,10 +120,27 @@ def test_fragility_is_a_paired_test_adjusted_over_every_cell() -> None:
 
     def profile(cells: list[Pairs]) -> ChaosProfile:
         steps = tuple(
-            StepProfile("s", f"step{i}", i, "tool", 10, 10, {"empty": c})
+            StepProfile(
+                scenario="s",
+                step=f"step{i}",
+                step_index=i,
+                tool="tool",
+                baseline_completed=10,
+                baseline_forks=10,
+                faults={"empty": c},
+            )
             for i, c in enumerate(cells)
         )
-        return ChaosProfile("r", "run", ("r",), ("empty",), 10, steps, 20, ("chaos:r",))
+        return ChaosProfile(
+            target="r",
+            kind="run",
+            runs=("r",),
+            faults=("empty",),
+            forks_per_step=10,
+            steps=steps,
+            forks_spent=20,
+            sessions=("chaos:r",),
+        )
 
     alone = profile([pairs])
     assert [(s.step, f) for s, f in alone.fragile] == [("step0", "empty")]

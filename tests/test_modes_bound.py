@@ -26,7 +26,8 @@ from helpers.modes_runs import CAUSES, seed_causes
 from sklearn.metrics import adjusted_rand_score
 
 from steplog.harness.scenario import ModelVersionSpec
-from steplog.modes import build_modes, load_features
+from steplog.modes._cluster import build_modes
+from steplog.modes._features import load_features
 from steplog.projections.queries import refresh
 from steplog.store import EventStore
 

@@ -201,14 +201,14 @@ def test_modes_deep_link_opens_the_mode_with_its_runs_and_the_comparison(
     from steplog.modes import modes_report
 
     report = modes_report(seeded)
-    mode = report["modes"][0]
-    app = page("modes", mode=mode["id"], baseline="sim-v1", candidate="sim-v2")
+    mode = report.modes[0]
+    app = page("modes", mode=mode.id, baseline="sim-v1", candidate="sim-v2")
     assert not app.exception, app.exception
     assert not app.error
-    assert app.dataframe[0].value["runs"].sum() == report["runs"]  # every failed run, ranked
+    assert app.dataframe[0].value["runs"].sum() == report.runs  # every failed run, ranked
     runs = app.dataframe[-2].value  # the open mode's runs, exemplars first
-    assert list(runs["run_id"][: len(mode["exemplars"])]) == mode["exemplars"]
-    assert len(runs) == min(mode["size"], 50)
+    assert list(runs["run_id"][: len(mode.exemplars)]) == mode.exemplars
+    assert len(runs) == min(mode.size, 50)
     by_mode = app.dataframe[-1].value
     assert len(by_mode) >= 1 and "difference (pts)" in by_mode.columns
 
@@ -239,10 +239,10 @@ def test_a_modes_labels_and_notes_show_on_the_modes_page(
     store = EventStore.open(url)
     try:
         report = modes_report(store)
-        mode = report["modes"][0]["id"]
+        mode = report.modes[0].id
 
         def lookup(prefix: str) -> str | None:
-            return next((m["id"] for m in report["modes"] if m["id"].startswith(prefix)), None)
+            return next((m.id for m in report.modes if m.id.startswith(prefix)), None)
 
         added = annotate(store, f"mode:{mode}", label="loops", by="ana", mode_of=lookup)
         annotate(store, f"mode:{mode}", note="seen after the *prompt* change", mode_of=lookup)

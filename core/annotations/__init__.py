@@ -8,12 +8,16 @@ annotation they change by its event id, on the same stream. :func:`annotations_o
 target's events into what reads now, :func:`history_of` into who added, edited and removed
 what and when; the library projection folds the labels into signature
 status. ``SampleAddedToRegressionSet`` on a run's stream puts it in a regression set.
+
+What the readers return are SQLModel read models (frozen): :class:`Annotation`, and in
+:mod:`._models` :class:`Trail` and :class:`Change` (the history), :class:`QueueGroup` and
+:class:`QueueItem` (the queue), :class:`Target`. The fold's own state (``_fold.Folded``) is
+internal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..errors import SteplogError
 from ..events import (
@@ -27,9 +31,10 @@ from ..events import (
 from ..projections.queries import get_failure, refresh, run_summary
 from ..projections.signature_fold import SIGNATURE_STREAM
 from ..store import EventStore, NewEvent
-from ._fold import MODE_STREAM, Annotation, Folded, TargetKind, fold, kind_of, stream_of
-from ._history import Change, Trail, history
-from ._queue import QueueGroup, QueueItem, unlabelled
+from ._fold import MODE_STREAM, Annotation, TargetKind, kind_of, stream_of
+from ._history import history
+from ._models import Change, QueueGroup, QueueItem, Target, TargetLabels, Trail
+from ._queue import unlabelled
 from ._read import annotations_of, folded, history_of, labels_for, stream_of_annotation
 
 __all__ = [
@@ -38,18 +43,17 @@ __all__ = [
     "MODE_STREAM",
     "Annotation",
     "Change",
-    "Folded",
     "ModeLookup",
     "QueueGroup",
     "QueueItem",
     "Target",
     "TargetKind",
+    "TargetLabels",
     "Trail",
     "add_to_regression_set",
     "annotate",
     "annotations_of",
     "edit",
-    "fold",
     "history",
     "history_of",
     "kind_of",
@@ -83,20 +87,6 @@ def _clean_note(note: str) -> str:
     return cleaned
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    """What an annotation is on: its kind, id, stream, and the signature it labels (if any)."""
-
-    kind: TargetKind
-    id: str
-    signature: str | None
-
-    @property
-    def stream(self) -> str:
-        """The stream its annotations are appended to."""
-        return stream_of(self.kind, self.id)
-
-
 def resolve(store: EventStore, target: str, *, mode_of: ModeLookup | None = None) -> Target:
     """The failed run, failure signature (``signature:<id>``, the prefix optional) or failure
     mode (``mode:<id>``) named by ``target``; a clear error for anything else."""
@@ -106,7 +96,7 @@ def resolve(store: EventStore, target: str, *, mode_of: ModeLookup | None = None
         found = mode_of(wanted) if mode_of is not None and wanted else wanted or None
         if found is None:
             raise SteplogError(f"no failure mode {wanted!r}; list them with steplog modes")
-        return Target("mode", found, None)
+        return Target(kind="mode", id=found, signature=None)
     refresh(store)
     if not text.startswith(SIGNATURE_STREAM):
         run = run_summary(store, text)
@@ -115,7 +105,7 @@ def resolve(store: EventStore, target: str, *, mode_of: ModeLookup | None = None
                 raise SteplogError(
                     f"run {text!r} is {run.status}, not failed: only failures are annotated"
                 )
-            return Target("run", text, str(run.signature))
+            return Target(kind="run", id=text, signature=str(run.signature))
     wanted = text.removeprefix(SIGNATURE_STREAM)
     if not wanted:
         raise SteplogError("name a failed run, a signature or mode:<id> to annotate")
@@ -125,7 +115,7 @@ def resolve(store: EventStore, target: str, *, mode_of: ModeLookup | None = None
         raise SteplogError(
             f"no failed run or failure signature {wanted!r}; list them with steplog failures"
         ) from None
-    return Target("signature", signature, signature)
+    return Target(kind="signature", id=signature, signature=signature)
 
 
 def _current(store: EventStore, annotation_id: str) -> tuple[Annotation, int]:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
 
 from sqlalchemy import select
 
@@ -21,63 +19,11 @@ from ..models import failure_signatures_table as sig_t
 from ..models import run_summaries_table as runs_t
 from ..projections.queries import refresh
 from ..store import EventStore
+from ._models import Grouping, QueueGroup, QueueItem
 from ._read import labels_for
 
-Grouping = Literal["signature", "mode"]
 UNASSIGNED = "unassigned"
 """The group of failed runs the mode assignment given does not place."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueueItem:
-    """One unlabelled failed run: where and how it failed."""
-
-    run_id: str
-    signature: str
-    mode: str | None
-    scenario: str
-    model_version: str
-    failed_step: str | None
-    error_type: str | None
-    message: str | None
-    failed_at: datetime
-
-    def as_dict(self) -> dict[str, Any]:
-        """The item as JSON."""
-        return {
-            "run_id": self.run_id,
-            "signature": self.signature,
-            "mode": self.mode,
-            "scenario": self.scenario,
-            "model_version": self.model_version,
-            "failed_step": self.failed_step,
-            "error_type": self.error_type,
-            "message": self.message,
-            "failed_at": self.failed_at.isoformat(),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class QueueGroup:
-    """The unlabelled runs of one signature or mode, oldest first."""
-
-    grouping: Grouping
-    key: str
-    items: tuple[QueueItem, ...]
-
-    @property
-    def oldest(self) -> datetime:
-        """When the group's oldest unlabelled run failed."""
-        return self.items[0].failed_at
-
-    def as_dict(self) -> dict[str, Any]:
-        """The group as JSON."""
-        return {
-            "grouping": self.grouping,
-            "key": self.key,
-            "size": len(self.items),
-            "runs": [item.as_dict() for item in self.items],
-        }
 
 
 def build_queue(
@@ -104,7 +50,11 @@ def build_queue(
             continue
         groups.setdefault(key_of(item), []).append(item)
     queue = [
-        QueueGroup(grouping, key, tuple(sorted(runs, key=lambda i: (i.failed_at, i.run_id))))
+        QueueGroup(
+            grouping=grouping,
+            key=key,
+            items=tuple(sorted(runs, key=lambda i: (i.failed_at, i.run_id))),
+        )
         for key, runs in groups.items()
     ]
     queue.sort(key=lambda g: (-len(g.items), g.oldest, g.key))
@@ -128,8 +78,8 @@ def _failed_runs(store: EventStore, modes: Mapping[str, str] | None) -> list[Que
     )  # fmt: skip
     with store.engine.connect() as conn:
         rows = conn.execute(query).all()
-    return [
-        QueueItem(
+    return [  # the columns have the fields' types: no validator per failed run
+        QueueItem.model_construct(
             run_id=row.run_id,
             signature=row.signature,
             mode=None if modes is None else modes.get(row.run_id),
@@ -174,7 +124,7 @@ def unlabelled(
     if modes is not None:
         found = labels_for(store, "mode", sorted(set(modes.values())))
         labelled_modes = {
-            mode for mode, notes in found.items() if any(a.kind == "label" for a in notes)
+            mode for mode, notes in found.by_target.items() if any(a.kind == "label" for a in notes)
         }
     return build_queue(
         _failed_runs(store, modes),

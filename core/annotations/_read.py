@@ -12,7 +12,8 @@ from ..errors import SteplogError
 from ..models import events_table
 from ..store import EventStore
 from ._fold import ADDED, CHANGED, Annotation, Folded, TargetKind, fold, stream_of
-from ._history import Trail, history
+from ._history import history
+from ._models import TargetLabels, Trail
 
 _EVENTS = events_table.c
 
@@ -38,12 +39,11 @@ def history_of(store: EventStore, stream: str) -> list[Trail]:
     return history(e for e in store.read_run(stream) if e.type in wanted)
 
 
-def labels_for(
-    store: EventStore, kind: TargetKind, ids: Iterable[str]
-) -> dict[str, list[Annotation]]:
+def labels_for(store: EventStore, kind: TargetKind, ids: Iterable[str]) -> TargetLabels:
     """Current annotations of each of ``ids`` (runs, signatures or modes, as ``kind`` says):
     every id given is a key, with an empty list when it has none."""
-    return {target: annotations_of(store, stream_of(kind, target)) for target in ids}
+    found = {target: annotations_of(store, stream_of(kind, target)) for target in ids}
+    return TargetLabels(kind=kind, by_target=found)
 
 
 def stream_of_annotation(store: EventStore, annotation_id: str) -> tuple[str, str]:

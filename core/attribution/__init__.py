@@ -5,6 +5,9 @@ distinct recorded seeds; the share of forks that complete is the *rescue rate* a
 rates over the steps are the *rescue curve*. The *decisive step* is the last step from which the
 run can still be rescued at a rate significantly above the rate after it
 (:mod:`steplog.attribution.search` says exactly how it is found and what a plateau is).
+
+:func:`attribute` returns an :class:`Attribution` holding what :func:`locate` found
+(:class:`Located`, its curve of :class:`RescuePoint`): frozen SQLModel read models.
 """
 
 from .curve import RescuePoint, above

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from pydantic import ConfigDict
+from sqlmodel import SQLModel
 
 from ..stats.proportions import difference, proportion
 from ..stats.results import Interval
 
+_READ_CONFIG: Any = ConfigDict(frozen=True, defer_build=True)
 
-@dataclass(frozen=True, slots=True)
-class RescuePoint:
+
+class _ReadModel(SQLModel):
+    """The base of the attribution's read models: frozen SQLModel models without a table,
+    built on first use (an attribution forks runs: a validator per point costs nothing next to
+    that)."""
+
+    model_config = _READ_CONFIG
+
+
+class RescuePoint(_ReadModel):
     """Forks at one step: how many ran, how many completed (were rescued)."""
 
     step: int

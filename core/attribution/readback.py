@@ -43,7 +43,9 @@ def fold_forks(forks: Iterable[RecordedFork]) -> tuple[RescuePoint, ...]:
     steps: dict[int, list[bool]] = {}
     for (step, _), completed in seen.items():
         steps.setdefault(step, []).append(completed)
-    return tuple(RescuePoint(s, sum(steps[s]), len(steps[s])) for s in sorted(steps))
+    return tuple(
+        RescuePoint(step=s, rescued=sum(steps[s]), forks=len(steps[s])) for s in sorted(steps)
+    )
 
 
 def judge(curve: Sequence[RescuePoint], failure_step: int) -> Located:
@@ -53,16 +55,48 @@ def judge(curve: Sequence[RescuePoint], failure_step: int) -> Located:
     ordered = tuple(curve)
     rescued = [s for s, p in points.items() if p.rescued > 0]
     if not rescued:
-        return Located("not_rescuable", None, None, None, ordered, spent)
+        return Located(
+            verdict="not_rescuable",
+            decisive_step=None,
+            plateau=None,
+            last_rescuable=None,
+            curve=ordered,
+            forks_spent=spent,
+        )
     last = max(rescued)
-    after = points.get(last + 1, RescuePoint(last + 1, 0, 0)) if last < failure_step else None
+    after = (
+        points.get(last + 1, RescuePoint(step=last + 1, rescued=0, forks=0))
+        if last < failure_step
+        else None
+    )
     if above(points[last], after):
-        return Located("decisive", last, None, last, ordered, spent)
+        return Located(
+            verdict="decisive",
+            decisive_step=last,
+            plateau=None,
+            last_rescuable=last,
+            curve=ordered,
+            forks_spent=spent,
+        )
     for step in range(last - 1, -1, -1):
         point = points.get(step)
         if point is not None and above(point, after):
-            return Located("plateau", None, (step, last), last, ordered, spent)
-    return Located("not_rescuable", None, None, last, ordered, spent)
+            return Located(
+                verdict="plateau",
+                decisive_step=None,
+                plateau=(step, last),
+                last_rescuable=last,
+                curve=ordered,
+                forks_spent=spent,
+            )
+    return Located(
+        verdict="not_rescuable",
+        decisive_step=None,
+        plateau=None,
+        last_rescuable=last,
+        curve=ordered,
+        forks_spent=spent,
+    )
 
 
 def recorded_forks(

@@ -4,9 +4,9 @@ record: the types the attribution's search, read-back and reports share."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
+from .curve import _ReadModel
 from .search import Located, Verdict
 
 
@@ -21,8 +21,7 @@ def session_of(run_id: str, rescuer: str) -> str:
     return f"attribute:{run_id}:{rescuer}"
 
 
-@dataclass(frozen=True, slots=True)
-class Attribution:
+class Attribution(_ReadModel):
     """The answer for one run: verdict, decisive step or plateau, the curve, forks spent."""
 
     run_id: str

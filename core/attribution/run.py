@@ -15,7 +15,6 @@ attribution is reproducible and each fork replays exactly) and the session
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import SteplogError
@@ -173,7 +172,9 @@ def _every_fork(
     if sum(p.forks for p in curve) <= located.forks_spent:
         return located
     judged = judge(curve, failure)
-    return replace(judged, probed=located.probed, unprobed_checked=located.unprobed_checked)
+    return judged.model_copy(
+        update={"probed": located.probed, "unprobed_checked": located.unprobed_checked}
+    )
 
 
 def _recorded(store: EventStore, run_id: str, rescuer: str) -> dict[tuple[int, int | None], bool]:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from .curve import RescuePoint, above
+from .curve import RescuePoint, _ReadModel, above
 
 Verdict = Literal["decisive", "plateau", "not_rescuable"]
 Fork = Callable[[int, int], bool]
@@ -68,16 +68,18 @@ class _Samples:
 
     def point(self, step: int) -> RescuePoint:
         seen = self.at(step)
-        return RescuePoint(step, sum(seen), len(seen))
+        return RescuePoint(step=step, rescued=sum(seen), forks=len(seen))
 
     @property
     def spent(self) -> int:
         return sum(len(v) for v in self.outcomes.values())
 
 
-@dataclass(frozen=True, slots=True)
-class Located:
-    """What the search found: the verdict, where, the probed curve and the forks spent."""
+class Located(_ReadModel):
+    """What the search found: the verdict, where, the probed curve and the forks spent.
+
+    Two are equal when they found the same (``probed`` and ``unprobed_checked`` say how the
+    search went, not what it found: a read-back of the same forks has no probes)."""
 
     verdict: Verdict
     decisive_step: int | None
@@ -85,10 +87,28 @@ class Located:
     last_rescuable: int | None
     curve: tuple[RescuePoint, ...]
     forks_spent: int
-    probed: tuple[int, ...] = field(default=(), compare=False)
+    probed: tuple[int, ...] = ()
     """The steps the search forked at, in the order it first did (a read-back has none)."""
-    unprobed_checked: bool = field(default=False, compare=False)
+    unprobed_checked: bool = False
     """Whether the steps the binary search skipped were probed too (``check_unprobed``)."""
+
+    def _found(self) -> tuple[Any, ...]:
+        return (
+            self.verdict,
+            self.decisive_step,
+            self.plateau,
+            self.last_rescuable,
+            self.curve,
+            self.forks_spent,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Located):
+            return NotImplemented
+        return self._found() == other._found()
+
+    def __hash__(self) -> int:
+        return hash(self._found())
 
 
 def locate(
@@ -174,4 +194,13 @@ def _located(
 ) -> Located:
     curve = tuple(samples.point(step) for step in sorted(samples.outcomes))
     probed = tuple(samples.probed)
-    return Located(verdict, decisive, plateau, last, curve, samples.spent, probed, checked)
+    return Located(
+        verdict=verdict,
+        decisive_step=decisive,
+        plateau=plateau,
+        last_rescuable=last,
+        curve=curve,
+        forks_spent=samples.spent,
+        probed=probed,
+        unprobed_checked=checked,
+    )

@@ -31,7 +31,8 @@ from typing import Any
 
 from ..harness.runner import launch
 from ..harness.scenario import registered_scenarios
-from ..modes import RunFeatures, build_modes, load_features, refreshed
+from ..modes._cluster import build_modes, refreshed
+from ..modes._features import RunFeatures, load_features
 from ..projections.queries import refresh
 from ..store import EventStore
 

@@ -153,7 +153,8 @@ def _profile(
         fork = _reader(store, target.run_id, reused)
         for index, step_name, tool in target.tool_steps:
             profile = steps.setdefault(
-                (scenario, step_name), StepProfile(scenario, step_name, index, tool)
+                (scenario, step_name),
+                StepProfile(scenario=scenario, step=step_name, step_index=index, tool=tool),
             )
             for sample in range(forks):
                 seed = chaos_seed(target.original.seed, index, sample)

@@ -11,8 +11,10 @@ completion rate is shown with its 95% Wilson interval.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import ConfigDict
+from sqlmodel import Field, SQLModel
 
 from ..stats.multiplicity import benjamini_hochberg
 from ..stats.paired import PairedTable, tango, tango_test
@@ -20,6 +22,8 @@ from ..stats.proportions import proportion
 from ..stats.results import Interval
 
 ALPHA = 0.05
+_COUNTING: Any = ConfigDict(defer_build=True)
+_READ_CONFIG: Any = ConfigDict(frozen=True, defer_build=True)
 
 
 def rate(completed: int, forks: int) -> dict[str, Any]:
@@ -36,9 +40,11 @@ def rate(completed: int, forks: int) -> dict[str, Any]:
     }
 
 
-@dataclass
-class Pairs:
-    """Outcomes of (faulted, unfaulted) fork pairs with the same seed."""
+class Pairs(SQLModel):
+    """Outcomes of (faulted, unfaulted) fork pairs with the same seed: a read model the
+    profile counts into while it forks (not frozen; nothing validates an increment)."""
+
+    model_config = _COUNTING
 
     both: int = 0
     faulted_only: int = 0
@@ -83,9 +89,11 @@ class Pairs:
         return tango_test(self._table()).p_value if self.n else 1.0
 
 
-@dataclass
-class StepProfile:
-    """One step (of one scenario) across the profiled runs: its baseline and each fault."""
+class StepProfile(SQLModel):
+    """One step (of one scenario) across the profiled runs: its baseline and each fault (a
+    read model the profile counts into while it forks)."""
+
+    model_config = _COUNTING
 
     scenario: str
     step: str
@@ -93,7 +101,7 @@ class StepProfile:
     tool: str
     baseline_completed: int = 0
     baseline_forks: int = 0
-    faults: dict[str, Pairs] = field(default_factory=dict)
+    faults: dict[str, Pairs] = Field(default_factory=dict)
 
     def as_dict(self, adjusted: dict[str, float] | None = None) -> dict[str, Any]:
         """JSON-friendly form (``adjusted``: each fault's adjusted p-value, by name)."""
@@ -138,9 +146,11 @@ def adjust(steps: tuple[StepProfile, ...]) -> list[dict[str, float]]:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class ChaosProfile:
-    """The whole answer: per step and fault, the fragile ones, the forks spent."""
+class ChaosProfile(SQLModel):
+    """The whole answer: per step and fault, the fragile ones, the forks spent (a frozen
+    SQLModel read model)."""
+
+    model_config = _READ_CONFIG
 
     target: str
     kind: str

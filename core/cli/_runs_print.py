@@ -1,11 +1,14 @@
 """How ``steplog run`` and ``steplog show`` print runs for people."""
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from ._shared import console, styled
+
+if TYPE_CHECKING:
+    from ..projections import RunStateView
 
 
 def print_outcomes(outcomes: list[Any]) -> None:
@@ -30,7 +33,7 @@ def print_outcomes(outcomes: list[Any]) -> None:
         console.print(f"run id: {outcomes[0].run_id}  (steplog show {outcomes[0].run_id})")
 
 
-def print_state(state: Any) -> None:
+def print_state(state: "RunStateView") -> None:
     """A run's state: its header, failure and steps."""
     console.print(
         styled(
@@ -39,13 +42,14 @@ def print_state(state: Any) -> None:
             f"{state.model_version} (seed {state.seed})\nstatus ",
             (state.status, "bold"),
             f"  mode {state.run_mode}  retries {state.retries}  "
-            f"tokens {state.input_tokens + state.output_tokens:,}  cost ${state.cost_usd:.4f}",
+            f"tokens {state.tokens:,}  cost ${state.cost_usd:.4f}",
         ),
         highlight=False,
     )
-    if state.failure_type:
+    failure = state.failure
+    if failure is not None and failure.error_type:
         console.print(
-            f"failure: {state.failure_type} at {state.failure_step}: {state.failure_message}",
+            f"failure: {failure.error_type} at {failure.step}: {failure.message}",
             highlight=False,
             markup=False,
         )

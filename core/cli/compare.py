@@ -86,24 +86,24 @@ def compare_cmd(
             sequential=sequential,
             margin=margin,
         )
+        by_modes = None
         if by_mode:
-            from ..modes import by_mode as modes_by_mode
-            from ..modes import modes_of
+            from ..modes import compare_by_mode
 
-            report["by_mode"] = modes_by_mode(
+            by_modes = compare_by_mode(
                 store,
-                modes_of(store),
                 baseline=baseline,
                 candidate=candidate,
                 scenario=scenario,
                 paired_mode=paired,
                 confidence=confidence,
             )
+            report["by_mode"] = by_modes.model_dump()
     _print_report(report, as_json)
-    if by_mode and not as_json:
+    if by_modes is not None and not as_json:
         from ._modes_print import print_by_mode
 
-        print_by_mode(report["by_mode"])
+        print_by_mode(by_modes)
 
 
 @app.command("compare-counts")

@@ -34,42 +34,42 @@ def modes_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Failure modes: failed runs clustered by how they failed, largest first."""
-    from ..errors import SteplogError
-    from ..modes import check_bucket, mode_rows, mode_trend, modes_and_runs
+    from ..modes import check_bucket, mode_report, modes_report
 
     check_bucket(period)
-    with _opened(db) as store:
-        modes, runs = modes_and_runs(store, include_completed=every_run, rebuild=rebuild)
-    rows = mode_rows(modes)
-    trend = mode_trend(modes, runs, bucket=period)
     if mode is not None:
-        found = modes.mode(mode)
-        if found is None:
-            raise SteplogError(f"no single mode starts with {mode!r}; see `steplog modes`")
-        row = next(r for r in rows if r["id"] == found.id)
-        members = sorted(r for r, m in modes.assignment.items() if m == found.id)
-        mine = {
-            "bucket": trend["bucket"],
-            "by_period": trend["by_period"][found.id],
-            "by_version": trend["by_version"][found.id],
-        }
+        with _opened(db) as store:
+            one = mode_report(
+                store, mode, include_completed=every_run, period=period, rebuild=rebuild
+            )
         if as_json:
-            _print_json({**row, "runs": members, "trend": mine})
+            _print_json(one.model_dump())
             return
         from ._shared import console
 
+        row = one.model_dump()
         for key in ("id", "name", "size", "defining_features", "by_version", "steps"):
             console.print(f"{key}: {row[key]}", highlight=False)
-        console.print(f"signatures: {row['signatures']}", highlight=False)
-        console.print(f"exemplars: {', '.join(row['exemplars'])}", highlight=False)
+        console.print(f"signatures: {one.signatures}", highlight=False)
+        console.print(f"exemplars: {', '.join(one.exemplars)}", highlight=False)
+        from ..modes import ModeTrend
         from ._modes_print import print_trend
 
-        print_trend([row], trend, 1)
+        trend = ModeTrend(
+            bucket=one.trend.bucket,
+            periods=list(one.trend.by_period),
+            versions=list(one.trend.by_version),
+            by_period={one.id: one.trend.by_period},
+            by_version={one.id: one.trend.by_version},
+        )
+        print_trend([one], trend, 1)
         return
+    with _opened(db) as store:
+        report = modes_report(store, include_completed=every_run, period=period, rebuild=rebuild)
     if as_json:
-        _print_json({"runs": len(modes.assignment), "modes": rows, "trend": trend})
+        _print_json(report.model_dump(exclude={"members"}))
         return
     from ._modes_print import print_modes, print_trend
 
-    print_modes(rows, len(modes.assignment), limit)
-    print_trend(rows, trend, limit)
+    print_modes(report.modes, report.runs, limit)
+    print_trend(report.modes, report.trend, limit)

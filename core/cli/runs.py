@@ -386,14 +386,10 @@ def show_cmd(
     as_json: JsonOption = False,
 ) -> None:
     """Show a run's state: status, current step, and every step's attempts and errors."""
-    from ..harness.runner import RunStateError
-    from ..projections.run_state import as_of
+    from ..projections import run_state_of
 
     with _opened(db) as store:
-        events = store.read_run(run_id)
-    if not events:
-        raise RunStateError(f"no run {run_id!r} in {store.url}")
-    state = as_of(events, step=at_step, position=at_position)
+        state = run_state_of(store, run_id, step=at_step, position=at_position)
     if as_json:
         _print_json(state.as_dict())
         return
@@ -420,7 +416,9 @@ def approve_cmd(
     if as_json:
         _print_json(state.as_dict())
         return
-    print_state(state)
+    from ..projections import RunStateView
+
+    print_state(RunStateView.of(state))
 
 
 @app.command("resume")
@@ -437,7 +435,9 @@ def resume_cmd(
     if as_json:
         _print_json(state.as_dict())
         return
-    print_state(state)
+    from ..projections import RunStateView
+
+    print_state(RunStateView.of(state))
 
 
 # --- overview --------------------------------------------------------------------------------

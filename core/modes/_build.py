@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from threading import Lock
-from typing import Any
 
 from sqlalchemy import select
 
@@ -100,34 +99,3 @@ def clear_cache() -> None:
     """Forget every cached build (tests; a store replaced under the same URL)."""
     with _lock:
         _cache.clear()
-
-
-def modes_report(
-    store: EventStore, *, include_completed: bool = False, period: str | None = None
-) -> dict[str, Any]:
-    """The modes as JSON (largest first), with each mode's runs and its trend over time
-    (``period``: hour, day, week, month; by default chosen by span) and by version: what the UI
-    and ``--json`` show."""
-    from ._cluster import mode_rows
-    from ._trend import check_bucket, mode_trend
-
-    check_bucket(period)
-    modes, runs = modes_and_runs(store, include_completed=include_completed)
-    members: dict[str, list[str]] = {m.id: [] for m in modes.modes}
-    for run_id, mode_id in sorted(modes.assignment.items()):
-        members[mode_id].append(run_id)
-    return {
-        "runs": len(modes.assignment),
-        "modes": mode_rows(modes),
-        "members": members,
-        "trend": mode_trend(modes, runs, bucket=period),
-    }
-
-
-def compare_by_mode(
-    store: EventStore, *, baseline: str, candidate: str, **options: Any
-) -> dict[str, Any]:
-    """:func:`by_mode` on the store's current modes."""
-    from ._compare import by_mode
-
-    return by_mode(store, modes_of(store), baseline=baseline, candidate=candidate, **options)

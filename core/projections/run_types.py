@@ -22,8 +22,10 @@ class StepState(NamedTuple):
     a 16-field SQLModel costs 8.6 us to build even with ``model_construct`` (19.8 us validated)
     against 1.0 us for this tuple; on 40 seeded runs (2,745 events, 578 steps) whose whole fold
     takes 2.65 ms, that is +4.3 ms, +163 % (``timeit``, 2026-12-04 13:57 UTC, load 6.0; the
-    performance guide, "Read models and the fold"). ``as_dict`` gives the JSON form; the public
-    read models are in :mod:`steplog.read_models`.
+    performance guide, "Read models and the fold"). ``as_dict`` gives the JSON form. It is
+    internal to the fold: a public reader hands a step out as
+    :class:`steplog.projections.StepView`, inside the run's ``RunStateView``
+    (:func:`steplog.projections.run_state_of`), made once per read.
     """
 
     name: str
@@ -62,7 +64,9 @@ class StepState(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class RunState:
-    """Everything known about a run as of its last applied event."""
+    """Everything known about a run as of its last applied event: the fold's own value (a
+    slotted dataclass, frozen after every event); readers hand it out as
+    :class:`steplog.projections.RunStateView`."""
 
     run_id: str
     scenario: str

@@ -5,13 +5,11 @@ period, and the versions live in the URL."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
-from steplog.annotations import Annotation, labels_for
-from steplog.modes import BUCKETS, compare_by_mode, modes_report
+from steplog.annotations import Annotation, TargetLabels, labels_for
+from steplog.modes import BUCKETS, FailureMode, ModesReport, compare_by_mode, modes_report
 from steplog.ui.common import RUN, cached, empty_hint, go, guard, md, param, pickable, set_param
 
 
@@ -22,26 +20,26 @@ def render() -> None:
         "limit, normalised error -- without an LLM (`steplog modes`)."
     )
     report = cached(modes_report)
-    if not report["modes"]:
+    if not report.modes:
         st.info(empty_hint())
         return
-    versions = sorted({v for m in report["modes"] for v in m["by_version"]})
-    notes = cached(labels_for, "mode", tuple(m["id"] for m in report["modes"]))
+    versions = sorted({v for m in report.modes for v in m.by_version})
+    notes = cached(labels_for, "mode", tuple(m.id for m in report.modes))
     frame = pd.DataFrame(
         [
             {
-                "mode": m["id"],
-                "name": m["name"],
-                "runs": m["size"],
-                "share": f"{m['share']:.0%}",
-                "labels": ", ".join(a.label for a in notes[m["id"]] if a.label),
-                **{f"on {v}": m["by_version"].get(v, 0) for v in versions},
-                "strikes at": ", ".join(list(m["steps"])[:3]),
+                "mode": m.id,
+                "name": m.name,
+                "runs": m.size,
+                "share": f"{m.share:.0%}",
+                "labels": ", ".join(a.label for a in notes[m.id] if a.label),
+                **{f"on {v}": m.by_version.get(v, 0) for v in versions},
+                "strikes at": ", ".join(list(m.steps)[:3]),
             }
-            for m in report["modes"]
+            for m in report.modes
         ]
     )
-    st.caption(f"{len(report['modes'])} modes over {report['runs']:,} failed runs; click one.")
+    st.caption(f"{len(report.modes)} modes over {report.runs:,} failed runs; click one.")
     pickable(frame, "modes", lambda row: set_param("mode", str(row["mode"])))
     _trend(report)
     _mode(report, param("mode"), notes)
@@ -52,7 +50,7 @@ TREND_MODES = 6
 VIEWS = ("over time", "by version")
 
 
-def _trend(report: dict[str, Any]) -> None:
+def _trend(report: ModesReport) -> None:
     """The largest modes' runs per period (or per version, in the order versions appeared); the
     open mode is always among them."""
     st.subheader("Trend")
@@ -63,47 +61,50 @@ def _trend(report: dict[str, Any]) -> None:
     )
     if period != "auto" and view == VIEWS[0]:
         report = cached(modes_report, period=period)
-    trend = report["trend"]
-    names = {m["id"]: m["name"] for m in report["modes"]}
-    shown = [m["id"] for m in report["modes"][:TREND_MODES]]
+    trend = report.trend
+    names = {m.id: m.name for m in report.modes}
+    shown = [m.id for m in report.modes[:TREND_MODES]]
     opened = param("mode")
     if opened in names and opened not in shown:
         shown.append(opened)
-    key, axis = ("by_period", "periods") if view == VIEWS[0] else ("by_version", "versions")
+    by_period = view == VIEWS[0]
+    counts, axis = (
+        (trend.by_period, trend.periods) if by_period else (trend.by_version, trend.versions)
+    )
     frame = pd.DataFrame(
-        {f"{m[:6]} {names[m][:40]}": [trend[key][m][x] for x in trend[axis]] for m in shown},
-        index=pd.Index(trend[axis], name=trend["bucket"] if key == "by_period" else "version"),
+        {f"{m[:6]} {names[m][:40]}": [counts[m][x] for x in axis] for m in shown},
+        index=pd.Index(axis, name=trend.bucket if by_period else "version"),
     )
     if frame.empty:
         st.caption("No run times to show a trend.")
         return
-    if key == "by_period" and len(frame) > 1:
+    if by_period and len(frame) > 1:
         st.line_chart(frame)
     else:
         st.bar_chart(frame)
-    what = f"per {trend['bucket']}" if key == "by_period" else "per version, in release order"
+    what = f"per {trend.bucket}" if by_period else "per version, in release order"
     st.caption(f"Runs of the {len(shown)} largest modes {what} (`steplog modes --json`: all).")
 
 
-def _mode(report: dict[str, Any], mode_id: str | None, notes: dict[str, list[Annotation]]) -> None:
-    found = [m for m in report["modes"] if m["id"] == mode_id]
+def _mode(report: ModesReport, mode_id: str | None, notes: TargetLabels) -> None:
+    found = [m for m in report.modes if m.id == mode_id]
     if not found:
         return
-    mode = found[0]
+    mode: FailureMode = found[0]
     st.divider()
-    st.subheader(md(mode["name"]))
-    st.caption(md(f"mode {mode['id']}; {mode['size']} runs; features: "
-                  + ", ".join(mode["defining_features"])))  # fmt: skip
-    _annotations(mode["id"], notes[mode["id"]])
+    st.subheader(md(mode.name))
+    st.caption(md(f"mode {mode.id}; {mode.size} runs; features: "
+                  + ", ".join(mode.defining_features)))  # fmt: skip
+    _annotations(mode.id, notes[mode.id])
     left, right = st.columns(2)
     left.markdown("**Where it strikes**")
-    left.dataframe(pd.DataFrame(mode["steps"].items(), columns=["step", "runs"]), hide_index=True)
+    left.dataframe(pd.DataFrame(mode.steps.items(), columns=["step", "runs"]), hide_index=True)
     right.markdown("**Signatures**")
     right.dataframe(
-        pd.DataFrame(mode["signatures"].items(), columns=["signature", "runs"]), hide_index=True
+        pd.DataFrame(mode.signatures.items(), columns=["signature", "runs"]), hide_index=True
     )
-    runs = report["members"][mode["id"]]
-    exemplars = list(mode["exemplars"])
+    runs = report.members[mode.id]
+    exemplars = list(mode.exemplars)
     ordered = exemplars + [r for r in runs if r not in exemplars][:47]
     st.markdown("**Runs** (exemplars nearest the centre first; click one)")
     pickable(
@@ -139,17 +140,17 @@ def _by_mode(versions: list[str]) -> None:
     if not baseline or not candidate:
         return
     result = cached(compare_by_mode, baseline=baseline, candidate=candidate)
-    rows = result["modes"]
+    rows = result.modes
     st.dataframe(
         pd.DataFrame(
             [
                 {
-                    "mode": r["name"],
-                    "baseline": f"{r['baseline_rate']:.1%}",
-                    "candidate": f"{r['candidate_rate']:.1%}",
-                    "difference (pts)": round(r["estimate"] * 100, 1),
-                    "interval": f"[{r['ci'][0] * 100:+.1f}, {r['ci'][1] * 100:+.1f}]",
-                    "p (Holm)": r["p_holm"],
+                    "mode": r.name,
+                    "baseline": f"{r.baseline_rate:.1%}",
+                    "candidate": f"{r.candidate_rate:.1%}",
+                    "difference (pts)": round(r.estimate * 100, 1),
+                    "interval": f"[{r.ci[0] * 100:+.1f}, {r.ci[1] * 100:+.1f}]",
+                    "p (Holm)": r.p_holm,
                 }
                 for r in rows
             ]
@@ -157,9 +158,9 @@ def _by_mode(versions: list[str]) -> None:
         hide_index=True,
     )
     for r in rows:
-        if r["changed"]:
-            st.markdown(md(r["sentence"]))
-    st.caption(md(f"{rows[0]['design'] if rows else ''}; Holm-adjusted over {len(rows)} modes"))
+        if r.changed:
+            st.markdown(md(r.sentence))
+    st.caption(md(f"{rows[0].design if rows else ''}; Holm-adjusted over {len(rows)} modes"))
 
 
 guard(render)
