@@ -27,6 +27,7 @@ from ._diff_rules import (
     without_usage,
 )
 from ._lineage import parent_link, relation
+from ._models import RunDiff
 
 REPLAY_LINKS = ("replay_of", "forked_from", "fork_step", "rerun_of")
 
@@ -223,17 +224,18 @@ def first_differing_step(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _side(run_id: str, state: RunState) -> dict[str, Any]:
+    link = parent_link(state)
     return {
         "run_id": run_id,
         "status": state.status,
         "model_version": state.model_version,
         "retries": state.retries,
         "tokens": state.input_tokens + state.output_tokens,
-        "parent": parent_link(state),
+        "parent": None if link is None else link.as_dict(),
     }
 
 
-def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
+def diff_runs(store: EventStore, run_a: str, run_b: str) -> RunDiff:
     """Two runs as aligned trajectories, with their first behavioural divergence, where the
     runs' task and input (``run.input``) and outcome and final output (``run.output``) differ
     and, per aligned step, where the steps' contents (messages, tool results, outputs) differ."""
@@ -242,13 +244,13 @@ def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
         events[run_id] = store.read_run(run_id)
         if not events[run_id]:
             raise SteplogError(f"no run {run_id!r} in {store.url}")
-    return diff_events(run_a, events[run_a], run_b, events[run_b])
+    return RunDiff.model_validate(diff_events(run_a, events[run_a], run_b, events[run_b]))
 
 
 def diff_events(
     run_a: str, events_a: list[StoredEvent], run_b: str, events_b: list[StoredEvent]
 ) -> dict[str, Any]:
-    """:func:`diff_runs` of two runs' events (pure)."""
+    """:func:`diff_runs` of two runs' events (pure), as the JSON document's dicts."""
     a, b = fold(events_a), fold(events_b)
     first = first_difference(events_a, events_b, behaviour_only=True)
     if first is not None:
@@ -262,12 +264,13 @@ def diff_events(
     if first is not None:
         first["first_step"] = step_row
     differs = first is not None or any(r["mark"] in "!-+" for r in rows)
+    related = relation(run_a, a, run_b, b, behaviour_differs=differs)
     return {
         "a": _side(run_a, a),
         "b": _side(run_b, b),
         "identical": digest(events_a) == digest(events_b),
         "behaviour_differs": differs,
-        "relation": relation(run_a, a, run_b, b, behaviour_differs=differs),
+        "relation": None if related is None else related.as_dict(),
         "first_difference": first,
         "first_differing_step": step_row,
         "run": {

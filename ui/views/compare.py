@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from steplog.compare import comparable, compare_view
+from steplog.compare import Comparison, ScenarioDecision, comparable, compare_view
 from steplog.projections.queries import list_runs
 from steplog.ui import charts
 from steplog.ui.common import (
@@ -31,9 +31,9 @@ POOLED = "(all, pooled)"
 ALPHAS = ["0.01", "0.05", "0.1"]  # 1 - confidence of every interval and test
 
 
-def direction(report: dict[str, Any]) -> str:
+def direction(report: Comparison) -> str:
     """better, worse or unclear: the report's one decision (its interval and its test agree)."""
-    head = report["decision"]["head"]
+    head = report.decision.head
     return {"candidate better": "better", "candidate worse": "worse"}.get(head, "unclear")
 
 
@@ -110,11 +110,11 @@ def render() -> None:
         paired_mode=paired,
         confidence=confidence,
     )
-    _by_scenario(view["by_scenario"], confidence)
+    _by_scenario(view.by_scenario, confidence)
     st.divider()
-    report = view["report"]
+    report = view.report
     if report is None:
-        st.warning(md(view["error"]))
+        st.warning(md(view.error or ""))
         return
     title = "all scenarios pooled" if scenario == POOLED else scenario
     st.header(md(f"{candidate} vs {baseline}: {title}"))
@@ -124,28 +124,30 @@ def render() -> None:
             "first and trust the pooled figure only when they agree."
         )
     _verdict(report)
-    _rates(report, baseline, candidate)
-    _paired(report)
-    _task_types(report)
-    _long_horizon(report, baseline, candidate)
-    _metrics(report)
-    _power(report)
+    # the sections below lay the document out in tables, from its JSON form (as_dict)
+    document = report.as_dict()
+    _rates(document, baseline, candidate)
+    _paired(document)
+    _task_types(document)
+    _long_horizon(document, baseline, candidate)
+    _metrics(document)
+    _power(document)
 
 
-def _by_scenario(decisions: list[dict[str, Any]], confidence: float) -> None:
+def _by_scenario(decisions: list[ScenarioDecision], confidence: float) -> None:
     rows = []
     for r in decisions:
-        decision = r["decision"]
+        decision = r.decision
         rows.append(
             {
-                "scenario": r["scenario"],
-                "verdict": decision["head"],
-                "baseline": f"{r['baseline']['completed']}/{r['baseline']['runs']}",
-                "candidate": f"{r['candidate']['completed']}/{r['candidate']['runs']}",
-                "difference": pts(decision["estimate"]),
-                f"{confidence:.0%} CI": ci(decision["ci"], pts),
-                "p": number(decision["p_value"]),
-                "design": f"{decision['design']}, {decision['n']} {decision['unit']}",
+                "scenario": r.scenario,
+                "verdict": decision.head,
+                "baseline": f"{r.baseline.completed}/{r.baseline.runs}",
+                "candidate": f"{r.candidate.completed}/{r.candidate.runs}",
+                "difference": pts(decision.estimate),
+                f"{confidence:.0%} CI": ci(decision.ci, pts),
+                "p": number(decision.p_value),
+                "design": f"{decision.design}, {decision.n} {decision.unit}",
             }
         )
     if not rows:
@@ -161,11 +163,11 @@ def _by_scenario(decisions: list[dict[str, Any]], confidence: float) -> None:
     pickable(pd.DataFrame(rows), "scenario_rows", pick)
 
 
-def _verdict(report: dict[str, Any]) -> None:
+def _verdict(report: Comparison) -> None:
     box = {"better": st.success, "worse": st.error, "unclear": st.info}[direction(report)]
-    if report.get("reversal"):
-        st.warning(md(report["reversal"]))
-    box(md(report["verdict"]))
+    if report.reversal:
+        st.warning(md(report.reversal))
+    box(md(report.verdict))
     st.caption(
         "Difference = candidate minus baseline completion rate, in percentage points. If the "
         "interval excludes 0 the versions differ at this confidence; otherwise the data cannot "
