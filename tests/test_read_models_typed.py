@@ -35,7 +35,9 @@ from steplog.projections.run_state import fold
 from steplog.replay import (
     check_run,
     check_set,
+    departure,
     diff_runs,
+    first_difference,
     parent_link,
     relation,
     replay,
@@ -74,12 +76,15 @@ READERS: list[Callable[..., Any]] = [
     diff_runs,
     parent_link,
     relation,
+    departure,
+    first_difference,
 ]
 """The library's readers (steplog.projections.queries) that return records, the replay
 package's own call (its ``ReplayResult`` is what the outcome is made from), the comparison's
 readers (the document of ``steplog compare``, from the store, from loaded runs or from counts;
 the compare page's content; the sequential run's answer) and the replay package's diff of two
-runs and the relation between them."""
+runs, the relation between them, where two event streams first differ and where a replay
+departed from its recording."""
 
 PACKAGES = ("steplog.compare", "steplog.replay")
 """Packages whose every public function (``__all__``) is checked for its return type."""
@@ -89,10 +94,6 @@ NOT_READ_MODELS: dict[str, str] = {
     "no record; one object per run would cost the read it exists to avoid",
     "steplog.replay.header": "folds events into steplog.projections' RunState (that package's "
     "own type)",
-    "steplog.replay.departure": "pure over two event lists; its dict is ReplayResult's and "
-    "ReplayOutcome's `departure` field, not yet typed",
-    "steplog.replay.first_difference": "pure over two event lists; its dict is ReplayResult's "
-    "and ReplayOutcome's `first_difference` field, not yet typed (RunDiff types it)",
 }
 """Public functions of :data:`PACKAGES` allowed to return a dict, dataclass or NamedTuple,
 each with the reason."""
@@ -255,6 +256,10 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
         found["relation"] = relation(
             run_id, original, replayed.run_id, child, behaviour_differs=False
         )
+        other = queries.list_runs(store, status="completed", limit=1)[0].run_id
+        recorded, elsewhere = store.read_run(run_id), store.read_run(other)
+        found["first_difference"] = first_difference(recorded, elsewhere)
+        found["departure"] = departure(recorded, elsewhere, None)
     finally:
         store.close()
     sequential_db = f"sqlite:///{tmp_path}/sequential.db"
@@ -300,6 +305,7 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
     assert diff.relation == found["relation"] and diff.b.parent == found["parent_link"]
     assert (found["relation"].mode, found["relation"].child) == ("replay", replayed.run_id)
     assert len(found["run_until_decided"].pairs) == found["run_until_decided"].sequential.pairs
+    assert found["departure"].kind == "difference" and found["first_difference"].fields is not None
 
 
 def test_run_summaries_built_unvalidated_equal_validated_ones(seeded: str) -> None:

@@ -26,7 +26,15 @@ if TYPE_CHECKING:
     from ._header import HEADER_EVENTS as HEADER_EVENTS
     from ._header import header
     from ._lineage import fork_change, parent_link, relation
-    from ._models import AlignedStep, FirstDifference, ParentLink, Relation, RunDiff, RunSide
+    from ._models import (
+        AlignedStep,
+        Departure,
+        FirstDifference,
+        ParentLink,
+        Relation,
+        RunDiff,
+        RunSide,
+    )
     from ._recording import NO_ID as NO_ID
     from ._recording import NOT_READ as NOT_READ
     from ._recording import read_recording as read_recording
@@ -37,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlignedStep",
     "BufferedStore",
+    "Departure",
     "FirstDifference",
     "ParentLink",
     "Relation",
@@ -94,6 +103,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
             "._lineage": ("fork_change", "parent_link", "relation"),
             "._models": (
                 "AlignedStep",
+                "Departure",
                 "FirstDifference",
                 "ParentLink",
                 "Relation",

@@ -21,6 +21,7 @@ from sqlmodel import Field, SQLModel
 from ..errors import SteplogError
 from ..store import EventStore
 from ._buffer import BufferedStore
+from ._models import Departure
 from ._replay import replay
 
 __all__ = ["SampleCheck", "SetCheck", "check_run", "check_runs", "check_set", "set_members"]
@@ -38,7 +39,7 @@ class SampleCheck(SQLModel):
     run_id: str
     passed: bool
     summary: str
-    departure: dict[str, Any] | None = None
+    departure: Departure | None = None
     error: str | None = None
     """Why the sample could not be replayed at all (then it does not pass)."""
     notes: tuple[str, ...] = ()
@@ -51,7 +52,7 @@ class SampleCheck(SQLModel):
             "scenario": self.scenario,
             "passed": self.passed,
             "summary": self.summary,
-            "departure": self.departure,
+            "departure": None if self.departure is None else self.departure.as_dict(),
             "error": self.error,
             "notes": list(self.notes),
         }

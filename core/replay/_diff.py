@@ -27,7 +27,7 @@ from ._diff_rules import (
     without_usage,
 )
 from ._lineage import parent_link, relation
-from ._models import RunDiff
+from ._models import FirstDifference, RunDiff
 
 REPLAY_LINKS = ("replay_of", "forked_from", "fork_step", "rerun_of")
 
@@ -64,7 +64,7 @@ def digest(events: list[StoredEvent]) -> str:
 
 def first_difference(
     a: list[StoredEvent], b: list[StoredEvent], *, behaviour_only: bool = False
-) -> dict[str, Any] | None:
+) -> FirstDifference | None:
     """Where two runs' canonical event streams first differ, and how."""
     left = canonical(a, behaviour_only=behaviour_only)
     right = canonical(b, behaviour_only=behaviour_only)
@@ -80,14 +80,14 @@ def first_difference(
         if one is not None and two is not None and one[1] == two[1]:
             keys = set(one[2]) | set(two[2])
             fields = sorted(k for k in keys if one[2].get(k) != two[2].get(k))
-        return {
-            "seq": index,
-            "step_index": payload.get("step_index"),
-            "call_index": payload.get("call_index"),
-            "a": None if one is None else {"type": one[1], **_brief(one[2], fields)},
-            "b": None if two is None else {"type": two[1], **_brief(two[2], fields)},
-            "fields": fields,
-        }
+        return FirstDifference(
+            seq=index,
+            step_index=payload.get("step_index"),
+            call_index=payload.get("call_index"),
+            a=None if one is None else {"type": one[1], **_brief(one[2], fields)},
+            b=None if two is None else {"type": two[1], **_brief(two[2], fields)},
+            fields=fields,
+        )
     return None
 
 
@@ -252,7 +252,8 @@ def diff_events(
 ) -> dict[str, Any]:
     """:func:`diff_runs` of two runs' events (pure), as the JSON document's dicts."""
     a, b = fold(events_a), fold(events_b)
-    first = first_difference(events_a, events_b, behaviour_only=True)
+    found = first_difference(events_a, events_b, behaviour_only=True)
+    first = None if found is None else found.as_dict()
     if first is not None:
         names_a = {s.index: s.name for s in a.steps}
         names_b = {s.index: s.name for s in b.steps}

@@ -127,3 +127,19 @@ class RunDiff(_Part):
     steps: list[AlignedStep]
     counts: dict[str, int]
     """Rows per mark (``=``, ``~``, ``!``, ``-``, ``+``)."""
+
+
+class Departure(_Part):
+    """Where an exact replay first departed from its recording: the step (index and name), the
+    call, what was recorded (``expected``) and what the code did (``got``). ``kind``:
+    ``difference`` (the events differ; ``seq`` their position, ``fields`` the payload fields
+    that differ) or ``divergence`` (the code asked for a call the recording cannot answer)."""
+
+    kind: Literal["difference", "divergence"]
+    step_index: int | None
+    step: str | None
+    call_index: int | None
+    seq: int | None
+    expected: str | None
+    got: str | None
+    fields: list[str]
