@@ -102,9 +102,12 @@ class RegressionSet(pytest.Collector):
             raise self.CollectError(f"steplog: {exc}{where}") from None
         return [
             RegressionSample.from_parent(
-                self, name=f"{scenario or 'run'}:{run_id}", run_id=run_id, set_name=self.set_name
+                self,
+                name=f"{member.scenario or 'run'}:{member.run_id}",
+                run_id=member.run_id,
+                set_name=self.set_name,
             )
-            for run_id, scenario in members
+            for member in members
         ]
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

@@ -42,6 +42,7 @@ from steplog.replay import (
     relation,
     replay,
     replay_run,
+    set_members,
 )
 from steplog.store import EventStore
 
@@ -78,6 +79,7 @@ READERS: list[Callable[..., Any]] = [
     relation,
     departure,
     first_difference,
+    set_members,
 ]
 """The library's readers (steplog.projections.queries) that return records, the replay
 package's own call (its ``ReplayResult`` is what the outcome is made from), the comparison's
@@ -260,6 +262,7 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
         recorded, elsewhere = store.read_run(run_id), store.read_run(other)
         found["first_difference"] = first_difference(recorded, elsewhere)
         found["departure"] = departure(recorded, elsewhere, None)
+        found["set_members"] = set_members(store, "typed")
     finally:
         store.close()
     sequential_db = f"sqlite:///{tmp_path}/sequential.db"
@@ -305,6 +308,7 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
     assert diff.relation == found["relation"] and diff.b.parent == found["parent_link"]
     assert (found["relation"].mode, found["relation"].child) == ("replay", replayed.run_id)
     assert len(found["run_until_decided"].pairs) == found["run_until_decided"].sequential.pairs
+    assert found["set_members"] == found["regression_set"]
     assert found["departure"].kind == "difference" and found["first_difference"].fields is not None
 
 
