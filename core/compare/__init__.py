@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     )
     from ._facade import compare_versions
     from ._metrics import step_success_by_task as step_success_by_task
-    from ._models import DecisionSummary, PowerReport
+    from ._models import DecisionSummary, PairedAnalysis, PowerReport
     from ._report import compare, compare_counts, compare_tables, sequential_verdict
     from ._runs import RunTable, comparable, load_runs
     from ._runs import pair_up as pair_up
@@ -40,6 +40,7 @@ __all__ = [
     "ComparisonReport",
     "CountsComparison",
     "DecisionSummary",
+    "PairedAnalysis",
     "PowerReport",
     "RunTable",
     "ScenarioDecision",
@@ -72,7 +73,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
                 "SequentialRun",
             ),
             "._facade": ("compare_versions",),
-            "._models": ("DecisionSummary", "PowerReport"),
+            "._models": ("DecisionSummary", "PairedAnalysis", "PowerReport"),
             "._metrics": ("step_success_by_task",),
             "._report": ("compare", "compare_counts", "compare_tables", "sequential_verdict"),
             "._sections": ("assumption", "level_text", "power_report", "verdict"),

@@ -13,7 +13,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from steplog.compare import Comparison, ScenarioDecision, comparable, compare_view
+from steplog.compare import (
+    Comparison,
+    PairedAnalysis,
+    ScenarioDecision,
+    comparable,
+    compare_view,
+)
 from steplog.projections.queries import list_runs
 from steplog.ui import charts
 from steplog.ui.common import (
@@ -52,10 +58,10 @@ def ci(pair: list[float] | None, show: Any = pct) -> str:
     return "-" if not pair else f"[{show(pair[0])}, {show(pair[1])}]"
 
 
-def paired_cells(p: dict[str, Any]) -> pd.DataFrame:
+def paired_cells(p: PairedAnalysis) -> pd.DataFrame:
     """The paired 2x2 table: rows are the candidate's outcome, columns the baseline's."""
     return pd.DataFrame(
-        [[p["both"], p["candidate_only"]], [p["baseline_only"], p["neither"]]],
+        [[p.both, p.candidate_only], [p.baseline_only, p.neither]],
         index=["candidate completed", "candidate failed"],
         columns=["baseline completed", "baseline failed"],
     )
@@ -124,10 +130,10 @@ def render() -> None:
             "first and trust the pooled figure only when they agree."
         )
     _verdict(report)
+    _rates(report, baseline, candidate)
+    _paired(report)
     # the sections below lay the document out in tables, from its JSON form (as_dict)
     document = report.as_dict()
-    _rates(document, baseline, candidate)
-    _paired(document)
     _task_types(document)
     _long_horizon(document, baseline, candidate)
     _metrics(document)
@@ -175,19 +181,20 @@ def _verdict(report: Comparison) -> None:
     )
 
 
-def _rates(report: dict[str, Any], baseline: str, candidate: str) -> None:
+def _rates(report: Comparison, baseline: str, candidate: str) -> None:
     st.subheader("Completion rate")
+    sides = (report.baseline, report.candidate)
     rows = [
         {
-            "version": report[side]["model_version"],
-            "completed": report[side]["completed"],
-            "runs": report[side]["runs"],
-            "estimate": report[side]["completion_rate"],
-            "low": report[side]["ci"][0],
-            "high": report[side]["ci"][1],
-            "method": report[side]["ci_method"],
+            "version": side.model_version,
+            "completed": side.completed,
+            "runs": side.runs,
+            "estimate": side.completion_rate,
+            "low": side.ci[0],
+            "high": side.ci[1],
+            "method": side.ci_method,
         }
-        for side in ("baseline", "candidate")
+        for side in sides
     ]
     frame = pd.DataFrame(rows)
     st.vega_lite_chart(
@@ -203,61 +210,55 @@ def _rates(report: dict[str, Any], baseline: str, candidate: str) -> None:
     )
     shown = frame.assign(
         rate=frame["estimate"].map(pct),
-        interval=[ci(r["ci"]) for r in (report["baseline"], report["candidate"])],
+        interval=[ci(side.ci) for side in sides],
     )[["version", "completed", "runs", "rate", "interval", "method"]]
     st.dataframe(shown, hide_index=True, width="stretch")
-    d = report["difference"]
-    decision = report["decision"]
-    if report.get("paired"):
+    d, decision = report.difference, report.decision
+    if report.paired or d is None:
         return  # paired runs are not independent samples: no unpaired test beside the pairs
     label = "Not the decision -- runs as if independent"
-    if (d["method"], d["test"]) == (decision["method"], decision["test"]):
+    if (d.method, d.test) == (decision.method, decision.test):
         label = "Difference (the decision)"
-    rr = d.get("relative_risk") or {}
+    rr = d.relative_risk
     st.caption(
         md(
-            f"{label}: {pts(d['estimate'])} "
-            f"{ci(d['ci'], pts)} ({d['method']}), {d['test']} p = {number(d['p_value'])}"
-            + (
-                f"; relative risk of completing {number(rr['estimate'])} "
-                f"{ci(rr['ci'], number)} ({rr['method']})"
-                if rr
-                else ""
-            )
+            f"{label}: {pts(d.estimate)} "
+            f"{ci(d.ci, pts)} ({d.method}), {d.test} p = {number(d.p_value)}"
+            + f"; relative risk of completing {number(rr.estimate)} "
+            f"{ci(rr.ci, number)} ({rr.method})"
             + ". Relative risk above 1 means the candidate completes more often."
         )
     )
 
 
-def _paired(report: dict[str, Any]) -> None:
-    p = report.get("paired")
+def _paired(report: Comparison) -> None:
+    p = report.paired
     if not p:
-        pairing = report.get("pairing") or {}
         st.caption(
             md(
-                f"Not paired: {pairing.get('matched_items', 0)} items (scenario, task instance, "
+                f"Not paired: {report.pairing.matched_items} items (scenario, task instance, "
                 "seed) were run by both versions."
             )
         )
         return
-    st.subheader(f"Paired on {p['pairs']} items")
+    st.subheader(f"Paired on {p.pairs} items")
     st.caption(
         "Both versions ran the same task instance with the same seed. Only the discordant "
         "cells (one completed, the other failed) carry evidence about the difference."
     )
     left, right = st.columns([3, 2])
     left.dataframe(paired_cells(p), width="stretch")
-    decision = report["decision"]
+    decision = report.decision
     label = "difference (the decision)"
-    if decision["method"] != p["method"]:
+    if decision.method != p.method:
         label = (
-            f"not the decision (it uses {decision['method']}, clustered by task instance) -- "
+            f"not the decision (it uses {decision.method}, clustered by task instance) -- "
             "pairs as if independent"
         )
     right.markdown(
         md(
-            f"{label}: {pts(p['estimate'])} {ci(p['ci'], pts)} ({p['method']}); "
-            f"{p['test']} p = {number(p['p_value'])}, exact p = {number(p.get('exact_p_value'))}"
+            f"{label}: {pts(p.estimate)} {ci(p.ci, pts)} ({p.method}); "
+            f"{p.test} p = {number(p.p_value)}, exact p = {number(p.exact_p_value)}"
         )
     )
 
