@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import json
 import sys
 import types
 import typing
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlmodel import SQLModel
 
 import steplog
@@ -416,3 +419,38 @@ def test_typed_documents_print_as_the_builders_dicts(
             assert _printed(diff_runs(store, a, b).as_dict(), capsys) == _printed(built, capsys)
     finally:
         store.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n1=st.integers(1, 40),
+    n2=st.integers(1, 40),
+    data=st.data(),
+    paired=st.booleans(),
+    margin=st.sampled_from([None, 0.05, 0.2]),
+)
+def test_counts_documents_print_as_the_builders_dicts_for_any_counts(
+    n1: int, n2: int, data: st.DataObject, paired: bool, margin: float | None
+) -> None:
+    """Any counts, edge cases included (0 or all completed, one run, no discordant pair): the
+    typed ``compare-counts`` document prints as the builders' dict, every number as it was."""
+    from steplog.cli._shared import _finite
+    from steplog.compare._report import _counts_document
+    from steplog.stats.paired import PairedTable
+
+    x1, x2 = data.draw(st.integers(0, n1)), data.draw(st.integers(0, n2))
+    counts: dict[str, Any] = {"baseline": (x1, n1), "candidate": (x2, n2)}
+    if paired:
+        cells = data.draw(st.lists(st.integers(0, 12), min_size=4, max_size=4))
+        if sum(cells) == 0:
+            cells[0] = 1
+        counts = {"paired_table": PairedTable(*cells)}
+    options = {"confidence": 0.95, "margin": margin}
+    built = _counts_document(
+        **{"baseline": None, "candidate": None, "paired_table": None} | counts,
+        ci_method="wilson",
+        difference_method="newcombe",
+        **options,
+    )
+    typed = compare_counts(**counts, **options).as_dict()
+    assert json.dumps(_finite(typed)) == json.dumps(_finite(built))
