@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .capture import instrument, uninstrument
+    from .compare import ComparisonReport
     from .compare import compare_versions as compare
     from .errors import (
         ConcurrencyError,
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from .events import Catalogue, Event, catalogue
     from .projections.reads import failures, runs
     from .read_models import (
-        ComparisonReport,
         FailureSample,
         ProcessMetrics,
         ReplayOutcome,
@@ -59,7 +59,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "capture": ("instrument", "uninstrument"),
-    "compare": ("compare",),  # the package, callable (below)
+    "compare": ("compare", "ComparisonReport"),  # the package, callable (below)
     "errors": (
         "ConcurrencyError",
         "IdempotencyError",
@@ -81,7 +81,6 @@ _EXPORTS = {
     ),
     "projections.reads": ("failures", "runs"),
     "read_models": (
-        "ComparisonReport",
         "FailureSample",
         "ProcessMetrics",
         "ReplayOutcome",

@@ -102,9 +102,12 @@ class RegressionSet(pytest.Collector):
             raise self.CollectError(f"steplog: {exc}{where}") from None
         return [
             RegressionSample.from_parent(
-                self, name=f"{scenario or 'run'}:{run_id}", run_id=run_id, set_name=self.set_name
+                self,
+                name=f"{member.scenario or 'run'}:{member.run_id}",
+                run_id=member.run_id,
+                set_name=self.set_name,
             )
-            for run_id, scenario in members
+            for member in members
         ]
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
@@ -153,10 +156,10 @@ def format_check(check: SampleCheck) -> str:
     found = check.departure
     if found is not None:
         lines += [
-            f"  step:     {found.get('step_index')} ({found.get('step') or '-'})",
-            f"  call:     {found.get('call_index')}",
-            f"  expected: {found.get('expected')}",
-            f"  got:      {found.get('got')}",
+            f"  step:     {found.step_index} ({found.step or '-'})",
+            f"  call:     {found.call_index}",
+            f"  expected: {found.expected}",
+            f"  got:      {found.got}",
         ]
     lines += [f"  note: {note}" for note in check.notes]
     lines.append(f"  reproduce: steplog replay {check.run_id} --check")
@@ -211,7 +214,7 @@ class StepLogReplay:
         if found is None:
             raise AssertionError(f"run {run_id} replays unchanged; expected a change at {step}")
         wanted = (step, call) if call is not None else (step,)
-        got = (found["step_index"], found["call_index"])[: len(wanted)]
+        got = (found.step_index, found.call_index)[: len(wanted)]
         if got != wanted:
             raise AssertionError(f"run {run_id}: expected a change at {wanted}, {result.summary}")
         return result

@@ -140,7 +140,9 @@ class ProcessMetrics(_ReadModel):
 
 
 class VersionCompletion(_ReadModel):
-    """How often one model version's finished runs completed, with its interval."""
+    """How often one model version's finished runs completed, with its interval (the headline
+    of ``steplog.compare.ComparisonReport``, whose document sections are typed in
+    :mod:`steplog.compare`)."""
 
     model_version: str
     runs: int
@@ -150,65 +152,6 @@ class VersionCompletion(_ReadModel):
     ci_high: float
     ci_method: str
     task_instances: int
-
-
-class ComparisonReport(_ReadModel):
-    """The headline of ``steplog compare``: both versions' completion, the decision on the
-    difference (candidate minus baseline) and the one-sentence verdict. ``report`` holds the
-    whole document (``steplog compare --json``): per task type, metrics, survival, power..."""
-
-    scenario: str | None
-    confidence: float
-    baseline: VersionCompletion
-    candidate: VersionCompletion
-    difference: float
-    """Candidate minus baseline completion rate (the decision's estimate)."""
-    difference_ci_low: float
-    difference_ci_high: float
-    method: str
-    """The interval's method (the decision rule's family: paired, clustered, independent)."""
-    test: str
-    p_value: float | None
-    design: str
-    paired: bool
-    """Whether the decision used runs paired by (scenario, task instance, seed)."""
-    verdict: str
-    report: dict[str, Any] = Field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_report(cls, report: dict[str, Any]) -> ComparisonReport:
-        """The read model of a comparison document (``steplog.compare.compare``'s result)."""
-        decision = report["decision"]
-        return cls(
-            scenario=report["scenario"],
-            confidence=report["confidence"],
-            baseline=_completion(report["baseline"]),
-            candidate=_completion(report["candidate"]),
-            difference=decision["estimate"],
-            difference_ci_low=decision["ci"][0],
-            difference_ci_high=decision["ci"][1],
-            method=decision["method"],
-            test=decision["test"],
-            p_value=decision["p_value"],
-            design=decision["design"],
-            paired=bool(report["pairing"]["used"]),
-            verdict=report["verdict"],
-            report=report,
-        )
-
-
-def _completion(section: dict[str, Any]) -> VersionCompletion:
-    low, high = section["ci"]
-    return VersionCompletion(
-        model_version=section["model_version"],
-        runs=section["runs"],
-        completed=section["completed"],
-        completion_rate=section["completion_rate"],
-        ci_low=low,
-        ci_high=high,
-        ci_method=section["ci_method"],
-        task_instances=section["task_instances"],
-    )
 
 
 class ReplayOutcome(_ReadModel):

@@ -95,7 +95,7 @@ def test_report_has_the_documented_shape(seeded: str) -> None:
 def test_pairing_modes(seeded: str) -> None:
     store = EventStore.open(seeded)
     try:
-        off = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off")
+        off = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off").as_dict()
         assert off["paired"] is None and off["pairing"]["matched_items"] == 60
         assert "runs" in off["verdict"]
         assert off["baseline"]["ci_method"].startswith("cluster bootstrap")  # tickets repeat
@@ -174,7 +174,7 @@ def test_replays_and_forks_are_not_counted_again(seeded: str) -> None:
 
     store = EventStore.open(seeded)
     try:
-        before = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off")
+        before = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off").as_dict()
         run_id = json.loads(
             invoke(
                 "runs",
@@ -191,7 +191,7 @@ def test_replays_and_forks_are_not_counted_again(seeded: str) -> None:
         )["runs"][0]["run_id"]
         replay(store, run_id)
         replay(store, run_id, fork_at_step=0, model_version="sim-v2")
-        after = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off")
+        after = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="off").as_dict()
         assert after["baseline"]["runs"] == before["baseline"]["runs"]
         assert after["candidate"]["runs"] == before["candidate"]["runs"]
     finally:
@@ -201,7 +201,7 @@ def test_replays_and_forks_are_not_counted_again(seeded: str) -> None:
 def test_survival_uses_the_steps_a_run_has(seeded: str) -> None:
     store = EventStore.open(seeded)
     try:
-        report = compare(store, baseline="sim-v1", candidate="sim-v2")
+        report = compare(store, baseline="sim-v1", candidate="sim-v2").as_dict()
     finally:
         store.close()
     for side in ("baseline", "candidate"):
@@ -325,7 +325,7 @@ def test_columns_give_the_per_run_definitions(awkward: str) -> None:
 
     store = EventStore.open(awkward)
     try:
-        report = compare(store, baseline="sim-v1", candidate="sim-v2")
+        report = compare(store, baseline="sim-v1", candidate="sim-v2").as_dict()
     finally:
         store.close()
     base, cand = _plain_runs(awkward, "sim-v1"), _plain_runs(awkward, "sim-v2")

@@ -47,7 +47,7 @@ def _one_by_one(store: EventStore, **options: Any) -> list[dict[str, Any]]:
     rows = []
     for name in SCENARIOS:
         try:
-            report = compare(store, scenario=name, **options)
+            report = compare(store, scenario=name, **options).as_dict()
         except SteplogError:
             continue
         rows.append(
@@ -70,16 +70,17 @@ def test_each_scenario_decides_as_its_own_comparison(
     options["confidence"] = confidence
     expected = _one_by_one(store, **options)
     got = scenario_decisions(store, scenarios=SCENARIOS, **options)
-    assert [row["scenario"] for row in got] == ["customer-service", "invoice-extraction"]
+    assert [row.scenario for row in got] == ["customer-service", "invoice-extraction"]
     # exactly equal, floats included (as the JSON of steplog compare shows them)
-    assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+    as_json = json.dumps([row.as_dict() for row in got], sort_keys=True)
+    assert as_json == json.dumps(expected, sort_keys=True)
 
 
 def test_the_rows_follow_the_order_asked_for(store: EventStore) -> None:
     order = ("invoice-extraction", "customer-service")
     got = scenario_decisions(store, baseline="sim-v2", candidate="sim-v1", scenarios=order)
-    assert [row["scenario"] for row in got] == list(order)
-    assert got[0]["baseline"]["runs"] == 6 + 1  # the replicated runs and one without a task
+    assert [row.scenario for row in got] == list(order)
+    assert got[0].baseline.runs == 6 + 1  # the replicated runs and one without a task
 
 
 @pytest.mark.parametrize("paired_mode", ["auto", "on", "off"])
@@ -89,16 +90,16 @@ def test_the_page_report_is_compare_s_own(
 ) -> None:
     options = {"baseline": "sim-v1", "candidate": "sim-v2", "paired_mode": paired_mode}
     view = compare_view(store, scenarios=SCENARIOS, scenario=scenario, **options)
-    assert view["by_scenario"] == scenario_decisions(store, scenarios=SCENARIOS, **options)
+    assert view.by_scenario == scenario_decisions(store, scenarios=SCENARIOS, **options)
     try:
         expected = compare(store, scenario=scenario, **options)
     except SteplogError as exc:
-        assert view["report"] is None
-        assert view["error"] == str(exc)
+        assert view.report is None
+        assert view.error == str(exc)
         return
-    assert view["error"] is None
-    # the whole report, every figure, as steplog compare --json prints it
-    assert json.dumps(view["report"], sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert view.error is None and view.report is not None
+    # the whole report, every figure, as steplog compare --json prints it (key order too)
+    assert json.dumps(view.report.as_dict()) == json.dumps(expected.as_dict())
 
 
 def test_the_page_report_refuses_what_compare_refuses(store: EventStore) -> None:

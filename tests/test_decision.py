@@ -137,7 +137,7 @@ def test_the_report_sentence_is_the_decision() -> None:
     for n in range(1, 6):
         for b in range(n + 1):
             for c in range(n + 1 - b):
-                report = compare_counts(paired_table=PairedTable(n - b - c, b, c, 0))
+                report = compare_counts(paired_table=PairedTable(n - b - c, b, c, 0)).as_dict()
                 decision = report["decision"]
                 assert report["verdict"].startswith(decision["head"] + ":")
                 assert f"{decision['test']} p {decision['p_value']:.3g}" in report["verdict"]
@@ -145,7 +145,7 @@ def test_the_report_sentence_is_the_decision() -> None:
     for n in range(1, 4):
         for x1 in range(n + 1):
             for x2 in range(n + 1):
-                report = compare_counts(baseline=(x2, n), candidate=(x1, n))
+                report = compare_counts(baseline=(x2, n), candidate=(x1, n)).as_dict()
                 decision = report["decision"]
                 assert report["verdict"].startswith(decision["head"] + ":")
                 assert f"{decision['test']} p {decision['p_value']:.3g}" in report["verdict"]

@@ -63,7 +63,7 @@ def test_runs_differing_only_in_model_identity_and_clock_behave_the_same(
     store, url = db
     a = run(store, ["plan", "book"], version="v1", seed=1)
     b = run(store, ["plan", "book"], version="v2", seed=2)
-    result = diff_runs(store, a, b)
+    result = diff_runs(store, a, b).as_dict()
     assert result["identical"] is False  # other model, other clock readings
     assert result["first_difference"] is None and result["behaviour_differs"] is False
     assert [r["mark"] for r in result["steps"]] == ["=", "="]
@@ -76,7 +76,7 @@ def test_steps_are_aligned_by_name_and_both_names_shown(db: tuple[EventStore, st
     store, url = db
     a = run(store, ["plan", "search", "book", "confirm"])
     b = run(store, ["plan", "book", "pay", "confirm"])
-    result = diff_runs(store, a, b)
+    result = diff_runs(store, a, b).as_dict()
     rows = [(r["mark"], r["name_a"], r["name_b"]) for r in result["steps"]]
     assert rows == [
         ("=", "plan", "plan"),
@@ -99,7 +99,7 @@ def test_hidden_token_differences_are_marked_but_are_not_behaviour(
     store, url = db
     a = run(store, ["plan", "book"], tokens=5)
     b = run(store, ["plan", "book"], tokens=9)
-    result = diff_runs(store, a, b)
+    result = diff_runs(store, a, b).as_dict()
     assert [r["mark"] for r in result["steps"]] == ["~", "~"]
     assert result["behaviour_differs"] is False
     assert cli(url, a, b, "--json").exit_code == 0
@@ -174,7 +174,7 @@ def test_the_first_differing_step_is_named_not_the_header(
     store, url = db
     _scenario_run(store, "a", ["plan", "book", "pay"])
     _scenario_run(store, "b", other)
-    result = diff_runs(store, "a", "b")
+    result = diff_runs(store, "a", "b").as_dict()
     assert result["first_difference"]["step_index"] is None  # the header differs first
     step = result["first_differing_step"]
     assert (step["name"], step["mark"]) == (name, mark)

@@ -20,7 +20,7 @@ CANDIDATE = {"easy": (19, 20), "hard": (30, 100), "mid": (32, 50)}
 def report() -> dict:
     base = counts_table("v1", BASELINE, prefix="base")
     cand = counts_table("v2", CANDIDATE, prefix="cand")
-    return compare_tables(base, cand)
+    return compare_tables(base, cand).as_dict()
 
 
 def test_the_headline_is_the_within_scenario_difference(report: dict) -> None:
@@ -78,7 +78,7 @@ def test_the_cli_prints_the_reversal_on_its_first_line(tmp_path: object) -> None
     base = counts_table("v1", BASELINE, prefix="base")
     cand = counts_table("v2", CANDIDATE, prefix="cand")
     with console.capture() as captured:
-        _print_report(compare_tables(base, cand), as_json=False)
+        _print_report(compare_tables(base, cand).as_dict(), as_json=False)
     lines = captured.get().splitlines()
     assert lines[0].startswith("Simpson-type reversal")
     text = " ".join(captured.get().split())
@@ -88,7 +88,7 @@ def test_the_cli_prints_the_reversal_on_its_first_line(tmp_path: object) -> None
 def test_no_reversal_when_they_agree() -> None:
     base = counts_table("v1", {"a": (20, 50), "b": (30, 50)}, prefix="b2")
     cand = counts_table("v2", {"a": (40, 50), "b": (45, 50)}, prefix="c2")
-    report = compare_tables(base, cand)
+    report = compare_tables(base, cand).as_dict()
     assert report["reversal"] is None
     assert report["decision"]["head"] == report["crude"]["head"] == "candidate better"
     assert report["verdict"].startswith("candidate better")

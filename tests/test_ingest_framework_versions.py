@@ -251,7 +251,9 @@ def _check_versions(
     assert failure.signature == signature_of(scenario, step, kind, message).id
     assert failure.counts_by_version == {"v1": 1, "v2": 3}
     mode = "on" if paired else "auto"  # three pairs are too few for "auto" to choose pairing
-    report = compare(store, baseline="v1", candidate="v2", scenario=scenario, paired_mode=mode)
+    report = compare(
+        store, baseline="v1", candidate="v2", scenario=scenario, paired_mode=mode
+    ).as_dict()
     assert (report["baseline"]["runs"], report["baseline"]["completed"]) == (3, 2)
     assert (report["candidate"]["runs"], report["candidate"]["completed"]) == (3, 0)
     if not paired:  # no seed: the runs are compared as independent samples

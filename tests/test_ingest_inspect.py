@@ -193,7 +193,7 @@ def test_failure_library_groups_inspect_failures(imported: EventStore) -> None:
 
 
 def test_compare_pairs_inspect_runs_by_sample_and_epoch(imported: EventStore) -> None:
-    report = compare(imported, baseline=BASELINE, candidate=CANDIDATE, scenario=TASK)
+    report = compare(imported, baseline=BASELINE, candidate=CANDIDATE, scenario=TASK).as_dict()
     assert report["baseline"]["runs"] == RUNS_PER_LOG
     assert report["baseline"]["completed"] == 2 * EPOCHS
     assert report["candidate"]["completed"] == 3 * EPOCHS

@@ -125,7 +125,7 @@ def test_compare_library_uses_the_confidence_it_is_given(counted_store: str) -> 
     try:
         report = compare(
             store, baseline="v-base", candidate="v-cand", paired_mode="off", confidence=0.90
-        )
+        ).as_dict()
     finally:
         store.close()
     assert report["baseline"]["ci"] == pytest.approx(list(wilson_by_hand(1, 29, 0.90)), abs=1e-9)

@@ -425,7 +425,7 @@ def test_scenario_mutant_is_reported_where_it_acts(
     result = replayed_at(drill_store, run, spec_of(data))
     found = result.departure
     assert found is not None, f"{mutant.name}: not detected ({result.summary})"
-    assert (found["step_index"], found["call_index"]) == mutant.expect(run), result.summary
+    assert (found.step_index, found.call_index) == mutant.expect(run), result.summary
     assert result.behaviour_changed
 
 
@@ -612,7 +612,7 @@ def test_sdk_mutant_is_reported_where_it_acts(
         register_plan(PLAN)
     found = result.departure
     assert found is not None, f"{mutant.name}: not detected ({result.summary})"
-    assert (found["step_index"], found["call_index"]) == mutant.expect(run), result.summary
+    assert (found.step_index, found.call_index) == mutant.expect(run), result.summary
 
 
 def test_unchanged_agent_gives_no_false_alarm(

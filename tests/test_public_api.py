@@ -150,7 +150,8 @@ def test_compare_returns_a_comparison_report(seeded_url: str) -> None:
     assert report.difference == pytest.approx(expected)
     assert report.difference_ci_low <= report.difference <= report.difference_ci_high
     assert report.paired  # the same task instances under both versions
-    assert report.verdict == report.report["verdict"]
+    assert report.verdict == report.report.verdict
+    assert report.report.decision.estimate == report.difference
     store = EventStore.open(seeded_url)  # an open store works too, and stays open
     try:
         again = steplog.compare("sim-v1", "sim-v2", store)

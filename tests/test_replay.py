@@ -130,21 +130,21 @@ def test_fork_keeps_the_prefix_and_continues_live(store: EventStore) -> None:
         )
     same = replay(store, failed.run_id, fork_at_step=k, model_version="sim-v1")
     # the same model from the same step, live again: the same seed gives the same run
-    assert diff_runs(store, failed.run_id, same.run_id)["identical"] is True
+    assert diff_runs(store, failed.run_id, same.run_id).identical is True
 
 
 def test_diff_names_the_first_divergence(store: EventStore) -> None:
     invoice = get_scenario("invoice-extraction")
     a = start_run(store, invoice, instance_id="batch-01", model_version="sim-v1", seed=4)
     b = start_run(store, invoice, instance_id="batch-01", model_version="sim-v2", seed=4)
-    result = diff_runs(store, a.run_id, b.run_id)
+    result = diff_runs(store, a.run_id, b.run_id).as_dict()
     assert result["identical"] is False
     first = result["first_difference"]
     # not "another model answered" at RunStarted, but where the two runs behave differently
     assert first["seq"] > 0 and "model_version" not in first["fields"]
     assert first["step_index"] is not None
     assert len(result["steps"]) == max(len(a.steps), len(b.steps))
-    assert diff_runs(store, a.run_id, a.run_id)["identical"] is True
+    assert diff_runs(store, a.run_id, a.run_id).identical is True
 
 
 def test_regression_set_replay(store: EventStore) -> None:

@@ -148,8 +148,8 @@ def test_a_changed_limit_is_reported_where_it_acts(home: dict[str, Any]) -> None
     run_id = home["completed"][0]
     result = replay(home["store"], run_id, check=True)
     assert result.departure is not None
-    assert (result.departure["step_index"], result.departure["call_index"]) == (2, None)
-    assert "BudgetExceeded" in result.departure["got"]
+    assert (result.departure.step_index, result.departure.call_index) == (2, None)
+    assert "BudgetExceeded" in (result.departure.got or "")
     assert "config" in result.declared
 
 

@@ -719,8 +719,9 @@ def test_pattern_replays_sealed_and_a_planted_change_is_caught(
     assert before == LIVE, "a changed replay executed something live"
     assert {e.run_id for e in store.read_all()} == runs, "a check wrote a run"
     assert changed.behaviour_changed, changed.summary
-    found = changed.departure or {}
-    assert (found.get("step_index"), found.get("call_index")) == (
+    found = changed.departure
+    assert found is not None, changed.summary
+    assert (found.step_index, found.call_index) == (
         case.step,
         expected_call(store, run_id, case),
     ), changed.summary

@@ -475,7 +475,7 @@ def test_environment_reads_are_recorded_without_values_and_compared(
     monkeypatch.setenv("STEPLOG_TEST_REGION", "eu")
     changed = replay(store, run_id, check=True)
     assert changed.behaviour_changed and changed.departure is not None, changed.summary
-    assert changed.departure["step_index"] == 0  # at the read: before any other call of step 0
+    assert changed.departure.step_index == 0  # at the read: before any other call of step 0
     assert "os.environ" in changed.summary, changed.summary
 
 
@@ -765,7 +765,7 @@ def test_regress_check_compares_a_sample_that_ends_with_sys_exit(store: EventSto
         SWITCH.clear()
     assert not changed.passed and len(changed.failed) == 1, changed.verdict
     assert changed.failed[0].departure is not None
-    assert changed.failed[0].departure["step_index"] == 0
+    assert changed.failed[0].departure.step_index == 0
 
 
 # --- nested runs ----------------------------------------------------------------------------------

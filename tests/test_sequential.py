@@ -104,7 +104,7 @@ def test_run_until_decided(tmp_path: object) -> None:
     try:  # both runs of every pair were recorded on the same task instance and seed
         from steplog.compare import compare
 
-        again = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="on")
+        again = compare(store, baseline="sim-v1", candidate="sim-v2", paired_mode="on").as_dict()
         assert again["pairing"]["matched_items"] == pairs
     finally:
         store.close()

@@ -35,7 +35,7 @@ def test_no_failure_logrank_is_not_estimable_and_quiet() -> None:
     base, cand = pair_tables([(3, 3, 3)] * 8)  # every run completes: nothing failed
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a leaked RuntimeWarning fails the test
-        report = compare_tables(base, cand)
+        report = compare_tables(base, cand).as_dict()
     logrank = report["survival"]["logrank"]
     assert logrank["p_value"] is None and logrank["note"].startswith("not estimable")
     assert logrank["warning"] is None or "\n" not in logrank["warning"]
@@ -47,7 +47,7 @@ def test_the_cli_says_not_estimable_and_the_warning_in_one_line() -> None:
 
     base, cand = pair_tables([(3, 3, 3)] * 8)
     with console.capture() as captured:
-        _print_report(compare_tables(base, cand), as_json=False)
+        _print_report(compare_tables(base, cand).as_dict(), as_json=False)
     text = captured.get()
     assert "do the survival curves differ? not estimable" in text
     assert "p=nan" not in text and "+0.000 [+0.000, +0.000]" not in text

@@ -292,18 +292,19 @@ def test_relation_names_parent_child_mode_step_and_version_either_way_round() ->
     fork = fold(events_of("f", [("plan", "x", "y")], forked_from="p", fork_step=0))
     assert parent_link(parent) is None
     link = parent_link(fork)
-    assert link == {"mode": "fork", "parent": "p", "step": 0, "version": "v1"}
+    assert link is not None
+    assert link.as_dict() == {"mode": "fork", "parent": "p", "step": 0, "version": "v1"}
     for a, sa, b, sb in (("p", parent, "f", fork), ("f", fork, "p", parent)):
         found = relation(a, sa, b, sb, behaviour_differs=False)
         assert found is not None
-        assert (found["parent"], found["child"], found["mode"]) == ("p", "f", "fork")
-        assert (found["outcome"], found["good"]) == ("completes, as the original did", True)
+        assert (found.parent, found.child, found.mode) == ("p", "f", "fork")
+        assert (found.outcome, found.good) == ("completes, as the original did", True)
     other = fold(events_of("o", [("plan", "x", "y")]))
     assert relation("p", parent, "o", other, behaviour_differs=False) is None
     replay = fold(events_of("r", [("plan", "x", "y")], replay_of="p"))
     departed = relation("p", parent, "r", replay, behaviour_differs=True)
-    assert departed is not None and departed["step"] is None
-    assert (departed["outcome"], departed["good"]) == ("departs from the recording", False)
+    assert departed is not None and departed.step is None
+    assert (departed.outcome, departed.good) == ("departs from the recording", False)
 
 
 # --- through the store and the CLI, on both engines -------------------------------------------
@@ -342,9 +343,10 @@ def test_diff_content_prints_what_differs_in_each_step(db: tuple[EventStore, str
     store, url = db
     a = recorded(store, ["plan", "book"])
     b = recorded(store, ["plan", "search", "book"], suffix="!")
-    result = diff_runs(store, a, b)
+    diff = diff_runs(store, a, b)
+    result = diff.as_dict()
     assert [r["mark"] for r in result["steps"]] == ["~", "+", "~"]
-    assert diff_verdict(result).startswith("first behavioural divergence at step 0")
+    assert diff_verdict(diff).startswith("first behavioural divergence at step 0")
     shown = cli(url, a, b, "--content")
     assert shown.exit_code == 1, shown.output
     out = shown.stdout
@@ -384,7 +386,7 @@ def test_a_diff_with_a_fork_says_the_relation_and_its_outcome(
     refresh(store)
     failed = next(r for r in list_runs(store, limit=50) if r.status == "failed")
     fork = replay(store, failed.run_id, fork_at_step=0, model_version="sim-v1")
-    result = diff_runs(store, failed.run_id, fork.run_id)
+    result = diff_runs(store, failed.run_id, fork.run_id).as_dict()
     link = result["relation"]
     assert (link["parent"], link["child"], link["mode"], link["step"]) == (
         failed.run_id,

@@ -30,7 +30,7 @@ def _decide(per_task: list[tuple[int, int, int]]):  # type: ignore[no-untyped-de
 def test_all_complete_is_exact_per_task_instance_never_zero_width() -> None:
     # the all-agree data set: every run of both versions completes (8 tasks x 5 runs)
     base, cand = pair_tables([(5, 5, 5)] * 8)
-    report = compare_tables(base, cand)
+    report = compare_tables(base, cand).as_dict()
     d = report["decision"]
     assert d["head"] == "no clear difference" and d["p_value"] == 1.0
     assert d["method"].startswith("exact per task instance")
@@ -58,7 +58,7 @@ def test_identical_rates_are_no_information() -> None:
     assert d.head == small.NO_INFORMATION
     assert (d.interval.low, d.interval.high) == (-1.0, 1.0)
     base, cand = pair_tables([(2, 2, 4)] * 8)
-    rate = compare_tables(base, cand)["baseline"]
+    rate = compare_tables(base, cand).as_dict()["baseline"]
     assert rate["ci"][1] - rate["ci"][0] > 0.3  # never [0.5, 0.5]
 
 
@@ -74,7 +74,7 @@ def test_two_task_instances_refuse_and_say_how_many_are_needed() -> None:
         assert (d.interval.low, d.interval.high) == (-1.0, 1.0)
     assert two.interval.estimate == pytest.approx(0.35)
     base, cand = pair_tables([(3, 10, 10), (2, 2, 10)])
-    sentence = compare_tables(base, cand)["verdict"]
+    sentence = compare_tables(base, cand).as_dict()["verdict"]
     assert sentence.startswith("too few task instances: 2 task instances") and "[" not in sentence
 
 

@@ -76,8 +76,10 @@ def test_compare_reports_each_scenario_and_the_strata(tmp_path: object) -> None:
             execute_all(url, plan_runs(get_scenario(name), model_version=version, runs=30, seed=1))
     store = EventStore.open(url)
     try:
-        report = compare(store, baseline="sim-v1", candidate="sim-v2")
-        one = compare(store, baseline="sim-v1", candidate="sim-v2", scenario="customer-service")
+        report = compare(store, baseline="sim-v1", candidate="sim-v2").as_dict()
+        one = compare(
+            store, baseline="sim-v1", candidate="sim-v2", scenario="customer-service"
+        ).as_dict()
     finally:
         store.close()
     rows = {row["scenario"]: row for row in report["by_scenario"]}

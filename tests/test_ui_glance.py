@@ -102,7 +102,7 @@ def test_compare_alpha_sets_the_confidence_of_every_interval(seeded: EventStore)
     app = page("compare", baseline="sim-v1", candidate="sim-v2", alpha="0.01")
     expected = compare(
         seeded, baseline="sim-v1", candidate="sim-v2", scenario="customer-service", confidence=0.99
-    )
+    ).as_dict()
     rows = app.dataframe[0].value
     assert "99% CI" in rows.columns
     first = rows[rows["scenario"] == "customer-service"].iloc[0]

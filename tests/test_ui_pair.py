@@ -54,7 +54,7 @@ def test_two_runs_show_aligned_steps_and_the_first_content_difference_open(
 ) -> None:
     runs = [r.run_id for r in list_runs(seeded, scenario="invoice-extraction", limit=200)]
     v1, v2 = runs[0], runs[-1]  # any two runs of one scenario
-    expected = diff_runs(seeded, v1, v2)
+    expected = diff_runs(seeded, v1, v2).as_dict()
     app = page("pair", a=v1, b=v2)
     assert not app.exception, app.exception
     assert not app.error
@@ -86,7 +86,7 @@ def test_the_runs_input_and_final_output_are_in_the_content_diff_first_open(
     other = next(
         r for r in runs if r.status == "failed" and r.task_instance_id != done.task_instance_id
     )
-    expected = diff_runs(seeded, done.run_id, other.run_id)["run"]
+    expected = diff_runs(seeded, done.run_id, other.run_id).run.as_dict()
     assert expected["input"] and expected["output"]  # another task, and no answer
     app = page("pair", a=done.run_id, b=other.run_id)
     assert not app.exception, app.exception

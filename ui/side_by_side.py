@@ -20,6 +20,7 @@ from steplog.ui.common import RUN, link, md
 
 if TYPE_CHECKING:
     from steplog.read_models import RunSummary
+    from steplog.replay import ParentLink, RunDiff
 
 MARK_COLOURS = {
     "!": "background-color: rgba(255, 43, 43, 0.22)",
@@ -134,11 +135,12 @@ def sections(diff: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
     return [(title, changes) for title, changes in found if changes]
 
 
-def show(diff: dict[str, Any], key: str = "aligned") -> None:
+def show(run_diff: RunDiff, key: str = "aligned") -> None:
     """The whole comparison of a :func:`~steplog.replay.diff_runs` result."""
+    verdict = diff_verdict(run_diff)
+    diff = run_diff.as_dict()  # the tables below lay out its JSON document
     _relation(diff)
     _sides(diff)
-    verdict = diff_verdict(diff)
     (st.info if diff["identical"] or not diff["behaviour_differs"] else st.warning)(md(verdict))
     frame = aligned(diff)
     marks = [row["mark"] for row in diff["steps"]]
@@ -161,21 +163,19 @@ def show(diff: dict[str, Any], key: str = "aligned") -> None:
         )
 
 
-def parent_links(run_id: str, parent: dict[str, Any] | None) -> None:
+def parent_links(run_id: str, parent: ParentLink | None) -> None:
     """On a run's page: its parent (mode, step, version) with links to it and to both side by
     side; and a way to compare the run with any other."""
     from steplog.ui.common import PAIR
 
     if parent:
-        step = f" at step {parent['step']}" if parent["step"] is not None else ""
-        st.markdown(
-            md(f"This run is a {parent['mode']} of {parent['parent']}{step} on {parent['version']}")
-        )
+        step = f" at step {parent.step}" if parent.step is not None else ""
+        st.markdown(md(f"This run is a {parent.mode} of {parent.parent}{step} on {parent.version}"))
         c1, c2 = st.columns(2)
         with c1:
-            link(RUN, "Open its parent", run=parent["parent"])
+            link(RUN, "Open its parent", run=parent.parent)
         with c2:
-            link(PAIR, "Compare with its parent", a=parent["parent"], b=run_id)
+            link(PAIR, "Compare with its parent", a=parent.parent, b=run_id)
     else:
         link(PAIR, "Compare with another run", a=run_id)
 

@@ -280,7 +280,7 @@ def measure(
         )
         server_cpu["signature runs"] = None if cpu is None else cpu / times
         report = compare(store, baseline=baseline, candidate=candidate, scenario=name)
-        compared = int(report["baseline"]["runs"]) + int(report["candidate"]["runs"])
+        compared = report.baseline.runs + report.candidate.runs
         (compare_seconds, compare_cpu_seconds), cpu = server_cpu_of(
             lambda: _timed(paths["compare"], repeat), local=local
         )

@@ -1,12 +1,15 @@
 """Commands that compare model versions statistically."""
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from ..errors import SteplogError
+
+if TYPE_CHECKING:  # the CLI loads the comparison only when a command runs
+    from ..compare import Comparison, CountsComparison
 from ._shared import (
     DbOption,
     JsonOption,
@@ -85,7 +88,7 @@ def compare_cmd(
             difference_method=difference_method,
             sequential=sequential,
             margin=margin,
-        )
+        ).as_dict()
         by_modes = None
         if by_mode:
             from ..modes import compare_by_mode
@@ -136,7 +139,7 @@ def compare_counts_cmd(
         paired_table=table,
         confidence=confidence,
         margin=margin,
-    )
+    ).as_dict()
     _print_report(report, as_json)
 
 
@@ -161,7 +164,11 @@ def _fraction(option: str, text: str) -> tuple[int, int]:
     return successes, runs
 
 
-def _print_report(report: dict[str, Any], as_json: bool) -> None:
+def _print_report(
+    document: "dict[str, Any] | Comparison | CountsComparison", as_json: bool
+) -> None:
+    """The comparison document (``as_dict()`` of a typed one) as JSON or for people."""
+    report = document if isinstance(document, dict) else document.as_dict()
     if as_json:
         _print_json(report)
         return

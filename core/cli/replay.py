@@ -180,23 +180,24 @@ def diff_cmd(
     Rows: = same, ~ same status but other output/attempts/tokens/content, ! other status,
     - only in A, + only in B.
     """
-    from ..replay import diff_runs
+    from ..replay import diff_runs, diff_verdict
 
     with _opened(db) as store:
-        result = diff_runs(store, run_a, run_b)
+        diff = diff_runs(store, run_a, run_b)
+    result = diff.as_dict()  # the printers lay out the JSON document
     if as_json:
         _print_json(result)
     else:
         print_relation(result)
-        _print_diff(result)
+        _print_diff(result, diff_verdict(diff))
         if content:
             print_content(result)
-    if result["behaviour_differs"]:
+    if diff.behaviour_differs:
         raise typer.Exit(1)
 
 
-def _print_diff(result: dict[str, Any]) -> None:
-    from ..replay import diff_verdict, where
+def _print_diff(result: dict[str, Any], verdict: str) -> None:
+    from ..replay import where
 
     a, b = result["a"], result["b"]
     console.print(
@@ -206,7 +207,6 @@ def _print_diff(result: dict[str, Any]) -> None:
         highlight=False,
         markup=False,
     )
-    verdict = diff_verdict(result)
     console.print(verdict, highlight=False, markup=False)
     table = Table("", "#A", "step A", "A", "#B", "step B", "B", "content differs in", box=None)
     for row in result["steps"]:

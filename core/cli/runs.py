@@ -278,24 +278,24 @@ def _run_compare(
         on_pair=show,
     )
     if as_json:
-        _print_json(result)
+        _print_json(result.as_dict())
         return
-    cs = result["sequential"]
+    cs = result.sequential
     from ..compare import sequential_verdict
     from ..stats.sequential import ConfidenceSequence
 
     sentence = sequential_verdict(
         ConfidenceSequence(
-            cs["estimate"],
-            cs["cs"][0],
-            cs["cs"][1],
-            cs["pairs"],
-            cs["e_value_no_difference"],
-            cs["confidence"],
-            cs.get("e_value_max_no_difference"),
+            cs.estimate,
+            cs.cs[0],
+            cs.cs[1],
+            cs.pairs,
+            cs.e_value_no_difference,
+            cs.confidence,
+            cs.e_value_max_no_difference,
         )
     )
-    console.print(f"stopped: {result['stopped_because']}", highlight=False)
+    console.print(f"stopped: {result.stopped_because}", highlight=False)
     console.print(Text(sentence, style="bold"), highlight=False)
 
 

@@ -14,18 +14,37 @@ if TYPE_CHECKING:
     from ._decide import PairedMode as PairedMode
     from ._decide import decide as decide
     from ._decide import uses_pairs as uses_pairs
+    from ._documents import (
+        CompareView,
+        Comparison,
+        ComparisonReport,
+        CountsComparison,
+        ScenarioDecision,
+        SequentialRun,
+    )
     from ._facade import compare_versions
     from ._metrics import step_success_by_task as step_success_by_task
+    from ._models import DecisionSummary, PairedAnalysis, PowerReport
     from ._report import compare, compare_counts, compare_tables, sequential_verdict
     from ._runs import RunTable, comparable, load_runs
     from ._runs import pair_up as pair_up
     from ._scenarios import compare_view, scenario_decisions
-    from ._sections import assumption, level_text, power_report
+    from ._sections import assumption, level_text
+    from ._sections import power_report as power_report
     from ._sections import verdict as verdict
     from ._sequential import run_until_decided
 
 __all__ = [
+    "CompareView",
+    "Comparison",
+    "ComparisonReport",
+    "CountsComparison",
+    "DecisionSummary",
+    "PairedAnalysis",
+    "PowerReport",
     "RunTable",
+    "ScenarioDecision",
+    "SequentialRun",
     "assumption",
     "comparable",
     "compare",
@@ -35,7 +54,6 @@ __all__ = [
     "compare_view",
     "level_text",
     "load_runs",
-    "power_report",
     "run_until_decided",
     "scenario_decisions",
     "sequential_verdict",
@@ -46,7 +64,16 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
         __name__,
         {
             "._decide": ("PairedMode", "decide", "uses_pairs"),
+            "._documents": (
+                "CompareView",
+                "Comparison",
+                "ComparisonReport",
+                "CountsComparison",
+                "ScenarioDecision",
+                "SequentialRun",
+            ),
             "._facade": ("compare_versions",),
+            "._models": ("DecisionSummary", "PairedAnalysis", "PowerReport"),
             "._metrics": ("step_success_by_task",),
             "._report": ("compare", "compare_counts", "compare_tables", "sequential_verdict"),
             "._sections": ("assumption", "level_text", "power_report", "verdict"),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..read_models import ComparisonReport
 from ..store import StoreLike, opened
 from ._decide import PairedMode
+from ._documents import ComparisonReport
 from ._report import compare
 
 
@@ -23,7 +23,8 @@ def compare_versions(
 
     Their finished runs in ``db`` (an open store, a URL or path that must exist, or None for the
     default store), optionally in one ``scenario``; ``paired`` is auto, on or off. The result's
-    ``report`` holds the whole document of ``steplog compare --json``.
+    ``report`` is the whole typed document (its ``as_dict()`` is ``steplog compare
+    --json``).
     """
     with opened(db) as store:
         report = compare(

@@ -48,6 +48,7 @@ from ._decide import (
     stratified_decision,
     uses_pairs,
 )
+from ._documents import Comparison, CountsComparison
 from ._metrics import (
     by_task_type,
     pass_k_report,
@@ -82,8 +83,9 @@ def compare(
     difference_method: DifferenceMethod = "newcombe",
     sequential: bool = False,
     margin: float | None = None,
-) -> dict[str, Any]:
-    """The full comparison of two model versions (the JSON of ``steplog compare``).
+) -> Comparison:
+    """The full comparison of two model versions (``as_dict()``: the JSON of ``steplog
+    compare``).
 
     ``sequential``: the verdict comes from an anytime-valid confidence sequence over the pairs
     in the order they finished (:mod:`.stats.sequential`), safe to re-run after every pair.
@@ -119,8 +121,36 @@ def compare_tables(
     difference_method: DifferenceMethod = "newcombe",
     sequential: bool = False,
     margin: float | None = None,
-) -> dict[str, Any]:
+) -> Comparison:
     """:func:`compare` on runs already loaded (both tables non-empty)."""
+    return Comparison.model_validate(
+        _document(
+            base_runs,
+            cand_runs,
+            scenario=scenario,
+            paired_mode=paired_mode,
+            confidence=confidence,
+            ci_method=ci_method,
+            difference_method=difference_method,
+            sequential=sequential,
+            margin=margin,
+        )
+    )
+
+
+def _document(
+    base_runs: RunTable,
+    cand_runs: RunTable,
+    *,
+    scenario: str | None,
+    paired_mode: PairedMode,
+    confidence: float,
+    ci_method: SingleMethod,
+    difference_method: DifferenceMethod,
+    sequential: bool,
+    margin: float | None,
+) -> dict[str, Any]:
+    """The comparison document as the builders make it (plain dicts, JSON-ready)."""
     baseline, candidate = base_runs.model_version, cand_runs.model_version
     pairs = pair_up(base_runs, cand_runs)
     use_pairs = uses_pairs(paired_mode, pairs)
@@ -304,12 +334,36 @@ def compare_counts(
     ci_method: SingleMethod = "wilson",
     difference_method: DifferenceMethod = "newcombe",
     margin: float | None = None,
-) -> dict[str, Any]:
+) -> CountsComparison:
     """The same report's core from counts alone (``steplog compare-counts``).
 
     A paired table is analysed as pairs only: its margins are not independent samples, so no
     independent test is reported on them (``difference`` is null).
     """
+    return CountsComparison.model_validate(
+        _counts_document(
+            baseline=baseline,
+            candidate=candidate,
+            paired_table=paired_table,
+            confidence=confidence,
+            ci_method=ci_method,
+            difference_method=difference_method,
+            margin=margin,
+        )
+    )
+
+
+def _counts_document(
+    *,
+    baseline: tuple[int, int] | None,
+    candidate: tuple[int, int] | None,
+    paired_table: PairedTable | None,
+    confidence: float,
+    ci_method: SingleMethod,
+    difference_method: DifferenceMethod,
+    margin: float | None,
+) -> dict[str, Any]:
+    """:func:`compare_counts`'s document as the builders make it (plain dicts)."""
     if not 0.5 <= confidence < 1:
         raise SteplogError(f"--confidence must be in [0.5, 1), not {confidence}")
     _check_margin(margin)

@@ -12,12 +12,12 @@ only the decision is computed -- the same calls, in the same order, as :func:`.c
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import SteplogError
 from ..projections.queries import refresh
 from ..store import EventStore
 from ._decide import PairedMode, decide, uses_pairs
+from ._documents import CompareView, Comparison, RunCounts, ScenarioDecision
+from ._models import DecisionSummary
 from ._report import compare, compare_tables
 from ._runs import RunTable, counts, load_runs, pair_up
 
@@ -30,9 +30,9 @@ def scenario_decisions(
     scenarios: tuple[str, ...] | list[str],
     paired_mode: PairedMode = "auto",
     confidence: float = 0.95,
-) -> list[dict[str, Any]]:
-    """Per scenario of ``scenarios`` (in their order): ``{"scenario", "baseline": {"completed",
-    "runs"}, "candidate": {...}, "decision"}``, each figure equal to that of
+) -> list[ScenarioDecision]:
+    """Per scenario of ``scenarios`` (in their order): its runs and completions per version and
+    its decision, each figure equal to that of
     ``compare(store, scenario=...)``. A scenario that comparison refuses (a version without
     finished runs in it, or ``paired_mode="on"`` without pairs) is left out."""
     refresh(store)
@@ -46,7 +46,7 @@ def _decisions(
     scenarios: tuple[str, ...] | list[str],
     paired_mode: PairedMode,
     confidence: float,
-) -> list[dict[str, Any]]:
+) -> list[ScenarioDecision]:
     rows = []
     for name in scenarios:
         base = base_all.select(base_all.of_scenario(name))
@@ -61,12 +61,12 @@ def _decisions(
         decision, _ = decide(base, cand, pairs if use_pairs else None, confidence=confidence)
         (base_done, base_n), (cand_done, cand_n) = counts(base), counts(cand)
         rows.append(
-            {
-                "scenario": name,
-                "baseline": {"completed": base_done, "runs": base_n},
-                "candidate": {"completed": cand_done, "runs": cand_n},
-                "decision": decision.as_dict(),
-            }
+            ScenarioDecision(
+                scenario=name,
+                baseline=RunCounts(completed=base_done, runs=base_n),
+                candidate=RunCounts(completed=cand_done, runs=cand_n),
+                decision=DecisionSummary.model_validate(decision.as_dict()),
+            )
         )
     return rows
 
@@ -80,9 +80,9 @@ def compare_view(
     scenario: str | None,
     paired_mode: PairedMode = "auto",
     confidence: float = 0.95,
-) -> dict[str, Any]:
-    """What the compare page shows: ``{"by_scenario": scenario_decisions(...), "report":
-    compare(scenario=scenario), "error"}``, reading each run once where it can.
+) -> CompareView:
+    """What the compare page shows: ``scenario_decisions(...)`` as ``by_scenario``, ``report``
+    as ``compare(scenario=scenario)`` and ``error``, reading each run once where it can.
 
     The report is :func:`.compare`'s own (the same read and calls); where ``compare`` refuses
     (a version without finished runs there, pairing on without pairs), ``report`` is None and
@@ -94,7 +94,8 @@ def compare_view(
         compare(store, baseline=baseline, candidate=candidate, confidence=confidence)  # raises
     refresh(store)
     base, cand = load_runs(store, baseline, candidate, scenario)
-    report, error = None, None
+    report: Comparison | None = None
+    error: str | None = None
     try:
         if not len(base) or not len(cand):  # compare's own message says which, and why
             compare(
@@ -111,22 +112,22 @@ def compare_view(
     except SteplogError as exc:
         error = str(exc)
     if not scenario:  # pooled: its full read serves the decisions too
-        return {
-            "by_scenario": _decisions(base, cand, scenarios, paired_mode, confidence),
-            "report": report,
-            "error": error,
-        }
+        return CompareView(
+            by_scenario=_decisions(base, cand, scenarios, paired_mode, confidence),
+            report=report,
+            error=error,
+        )
     # the other scenarios from their outcomes (a third of a full read); the open one's row is
     # its report's own decision (compare_tables decides one scenario as _decisions does)
     others = load_runs(store, baseline, candidate, outcomes_only=True, other_than=scenario)
     rest = [name for name in scenarios if name != scenario]
-    found = {r["scenario"]: r for r in _decisions(*others, rest, paired_mode, confidence)}
+    found = {r.scenario: r for r in _decisions(*others, rest, paired_mode, confidence)}
     if report is not None:
-        found[scenario] = {
-            "scenario": scenario,
-            "baseline": {k: report["baseline"][k] for k in ("completed", "runs")},
-            "candidate": {k: report["candidate"][k] for k in ("completed", "runs")},
-            "decision": report["decision"],
-        }
+        found[scenario] = ScenarioDecision(
+            scenario=scenario,
+            baseline=RunCounts(completed=report.baseline.completed, runs=report.baseline.runs),
+            candidate=RunCounts(completed=report.candidate.completed, runs=report.candidate.runs),
+            decision=report.decision,
+        )
     rows = [found[name] for name in scenarios if name in found]
-    return {"by_scenario": rows, "report": report, "error": error}
+    return CompareView(by_scenario=rows, report=report, error=error)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -21,6 +20,7 @@ from ..errors import SteplogError
 from ..harness.batch import PlannedRun, execute
 from ..harness.scenario import get_scenario
 from ..stats.sequential import confidence_sequence, log_capital
+from ._documents import SequentialRun
 
 CHECK_EVERY = 10
 
@@ -36,7 +36,7 @@ def run_until_decided(
     margin: float | None = None,
     seed: int | None = None,
     on_pair: Callable[[int, float], None] | None = None,
-) -> dict[str, Any]:
+) -> SequentialRun:
     """Paired runs until the confidence sequence excludes 0, fits in +-``margin``, or
     ``max_pairs`` is reached; the answer with the sequence and the run ids."""
     if baseline == candidate:
@@ -77,15 +77,17 @@ def run_until_decided(
                 stopped = f"the confidence sequence lies within +-{margin:g}: equivalent"
                 break
     cs = confidence_sequence(diffs, confidence=confidence)
-    return {
-        "scenario": scenario,
-        "baseline": baseline,
-        "candidate": candidate,
-        "stopped_because": stopped,
-        "sequential": cs.as_dict(),
-        "first_seed": first_seed,
-        "pairs": [{"baseline": b, "candidate": c} for b, c in run_ids],
-    }
+    return SequentialRun.model_validate(
+        {
+            "scenario": scenario,
+            "baseline": baseline,
+            "candidate": candidate,
+            "stopped_because": stopped,
+            "sequential": cs.as_dict(),
+            "first_seed": first_seed,
+            "pairs": [{"baseline": b, "candidate": c} for b, c in run_ids],
+        }
+    )
 
 
 def _new_id() -> str:

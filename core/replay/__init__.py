@@ -26,6 +26,15 @@ if TYPE_CHECKING:
     from ._header import HEADER_EVENTS as HEADER_EVENTS
     from ._header import header
     from ._lineage import fork_change, parent_link, relation
+    from ._models import (
+        AlignedStep,
+        Departure,
+        FirstDifference,
+        ParentLink,
+        Relation,
+        RunDiff,
+        RunSide,
+    )
     from ._recording import NO_ID as NO_ID
     from ._recording import NOT_READ as NOT_READ
     from ._recording import read_recording as read_recording
@@ -34,8 +43,15 @@ if TYPE_CHECKING:
     from ._verdict import diff_verdict
 
 __all__ = [
+    "AlignedStep",
     "BufferedStore",
+    "Departure",
+    "FirstDifference",
+    "ParentLink",
+    "Relation",
     "ReplayResult",
+    "RunDiff",
+    "RunSide",
     "SampleCheck",
     "SetCheck",
     "canonical",
@@ -85,6 +101,15 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
             "._facade": ("outcome_of", "replay_run"),
             "._header": ("HEADER_EVENTS", "header"),
             "._lineage": ("fork_change", "parent_link", "relation"),
+            "._models": (
+                "AlignedStep",
+                "Departure",
+                "FirstDifference",
+                "ParentLink",
+                "Relation",
+                "RunDiff",
+                "RunSide",
+            ),
             "._verdict": ("diff_verdict",),
             "._content": ("where",),
             "._recording": ("NOT_READ", "NO_ID", "read_recording"),

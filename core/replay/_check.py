@@ -19,8 +19,10 @@ from pydantic import ConfigDict
 from sqlmodel import Field, SQLModel
 
 from ..errors import SteplogError
+from ..read_models import RegressionMember
 from ..store import EventStore
 from ._buffer import BufferedStore
+from ._models import Departure
 from ._replay import replay
 
 __all__ = ["SampleCheck", "SetCheck", "check_run", "check_runs", "check_set", "set_members"]
@@ -38,7 +40,7 @@ class SampleCheck(SQLModel):
     run_id: str
     passed: bool
     summary: str
-    departure: dict[str, Any] | None = None
+    departure: Departure | None = None
     error: str | None = None
     """Why the sample could not be replayed at all (then it does not pass)."""
     notes: tuple[str, ...] = ()
@@ -51,7 +53,7 @@ class SampleCheck(SQLModel):
             "scenario": self.scenario,
             "passed": self.passed,
             "summary": self.summary,
-            "departure": self.departure,
+            "departure": None if self.departure is None else self.departure.as_dict(),
             "error": self.error,
             "notes": list(self.notes),
         }
@@ -112,9 +114,9 @@ class SetCheck(SQLModel):
         }
 
 
-def set_members(store: EventStore, set_name: str) -> list[tuple[str, str | None]]:
-    """(run id, scenario) of each sample of a regression set, in set order; a clear error for
-    an unknown or empty set."""
+def set_members(store: EventStore, set_name: str) -> list[RegressionMember]:
+    """Each sample of a regression set (its run id, scenario, ...), in set order; a clear error
+    for an unknown or empty set."""
     from ..projections.queries import refresh, regression_set, regression_sets
 
     refresh(store)
@@ -122,7 +124,7 @@ def set_members(store: EventStore, set_name: str) -> list[tuple[str, str | None]
     if not members:
         known = ", ".join(sorted(regression_sets(store))) or "none"
         raise SteplogError(f"no regression set {set_name!r} (or it is empty); sets: {known}")
-    return [(member.run_id, member.scenario) for member in members]
+    return members
 
 
 def check_run(
@@ -177,9 +179,15 @@ def check_set(
     scenarios: dict[str, Any] = {}  # the scenario folders are read once per name, not per run
     buffer = BufferedStore(store, check_only=True)  # one for the set, emptied after each run
     try:
-        for done, (run_id, scenario) in enumerate(members, start=1):
+        for done, member in enumerate(members, start=1):
             samples.append(
-                check_run(store, run_id, scenario=scenario, scenarios=scenarios, buffer=buffer)
+                check_run(
+                    store,
+                    member.run_id,
+                    scenario=member.scenario,
+                    scenarios=scenarios,
+                    buffer=buffer,
+                )
             )
             if progress is not None:
                 progress(done, len(members))

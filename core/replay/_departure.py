@@ -14,6 +14,7 @@ from typing import Any
 from ..recorder.divergence import CALL_TYPES
 from ..store import StoredEvent
 from ._diff import REPLAY_LINKS, canonical
+from ._models import Departure
 
 __all__ = ["declared_changes", "departure", "describe_departure", "same_stream"]
 
@@ -31,7 +32,7 @@ def departure(
     recorded: list[StoredEvent],
     replayed: list[StoredEvent],
     divergence: dict[str, Any] | None,
-) -> dict[str, Any] | None:
+) -> Departure | None:
     """Where the replay first departed from the recording: step, call, expected and got.
 
     The run header (RunStarted: config, planned steps, versions) is left out -- see
@@ -72,16 +73,16 @@ def departure(
             one = left[at] if at < len(left) else None
             two = right[at] if at < len(right) else None
             fields = _fields(one, two)
-            return {
-                "kind": "difference",
-                "step_index": step,
-                "step": names.get(step) if step is not None else None,
-                "call_index": calls[-1] if calls else None,
-                "seq": at,
-                "expected": _describe(one, fields),
-                "got": _describe(two, fields),
-                "fields": fields,
-            }
+            return Departure(
+                kind="difference",
+                step_index=step,
+                step=names.get(step) if step is not None else None,
+                call_index=calls[-1] if calls else None,
+                seq=at,
+                expected=_describe(one, fields),
+                got=_describe(two, fields),
+                fields=fields,
+            )
     assert divergence is not None
     return _divergence_report(recorded, divergence, names)
 
@@ -100,7 +101,7 @@ def _first_unequal(
 
 def _divergence_report(
     recorded: list[StoredEvent], divergence: dict[str, Any], names: dict[int, str]
-) -> dict[str, Any]:
+) -> Departure:
     """The departure as the divergence: the call the recording could not answer (a call beyond
     the recording gets the index it would have had)."""
     step, call = divergence.get("step_index"), divergence.get("call_index")
@@ -113,16 +114,16 @@ def _divergence_report(
             and (step is None or _index(e.payload.get("step_index")) <= step)
         ]
         call = max(before, default=-1) + 1
-    return {
-        "kind": "divergence",
-        "step_index": step,
-        "step": names.get(step) if step is not None else None,
-        "call_index": call,
-        "seq": None,
-        "expected": divergence.get("expected"),
-        "got": divergence.get("got"),
-        "fields": [],
-    }
+    return Departure(
+        kind="divergence",
+        step_index=step,
+        step=names.get(step) if step is not None else None,
+        call_index=call,
+        seq=None,
+        expected=divergence.get("expected"),
+        got=divergence.get("got"),
+        fields=[],
+    )
 
 
 def _calls_in_step(prefix: list[tuple[int, str, Any]], step: int | None) -> list[int]:
@@ -188,19 +189,17 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def describe_departure(found: dict[str, Any]) -> str:
+def describe_departure(found: Departure) -> str:
     """One line: where and how a replay departed from its recording."""
-    step = found.get("step_index")
+    step = found.step_index
     where = "the run" if step is None else f"step {step}"
-    if found.get("step"):
-        where += f" ({found['step']})"
-    call = found.get("call_index")
+    if found.step:
+        where += f" ({found.step})"
+    call = found.call_index
     at = where if call is None else f"{where}, call {call}"
-    if found.get("kind") == "divergence":
-        return (
-            f"diverged at {at}: {found['expected']} was recorded, the code asked for {found['got']}"
-        )
-    return f"differs at {at}: {found['expected']} was recorded, the code gave {found['got']}"
+    if found.kind == "divergence":
+        return f"diverged at {at}: {found.expected} was recorded, the code asked for {found.got}"
+    return f"differs at {at}: {found.expected} was recorded, the code gave {found.got}"
 
 
 def same_stream(recorded: list[StoredEvent], replayed: list[StoredEvent]) -> bool:

@@ -27,6 +27,7 @@ from ._diff_rules import (
     without_usage,
 )
 from ._lineage import parent_link, relation
+from ._models import FirstDifference, RunDiff
 
 REPLAY_LINKS = ("replay_of", "forked_from", "fork_step", "rerun_of")
 
@@ -63,7 +64,7 @@ def digest(events: list[StoredEvent]) -> str:
 
 def first_difference(
     a: list[StoredEvent], b: list[StoredEvent], *, behaviour_only: bool = False
-) -> dict[str, Any] | None:
+) -> FirstDifference | None:
     """Where two runs' canonical event streams first differ, and how."""
     left = canonical(a, behaviour_only=behaviour_only)
     right = canonical(b, behaviour_only=behaviour_only)
@@ -79,14 +80,14 @@ def first_difference(
         if one is not None and two is not None and one[1] == two[1]:
             keys = set(one[2]) | set(two[2])
             fields = sorted(k for k in keys if one[2].get(k) != two[2].get(k))
-        return {
-            "seq": index,
-            "step_index": payload.get("step_index"),
-            "call_index": payload.get("call_index"),
-            "a": None if one is None else {"type": one[1], **_brief(one[2], fields)},
-            "b": None if two is None else {"type": two[1], **_brief(two[2], fields)},
-            "fields": fields,
-        }
+        return FirstDifference(
+            seq=index,
+            step_index=payload.get("step_index"),
+            call_index=payload.get("call_index"),
+            a=None if one is None else {"type": one[1], **_brief(one[2], fields)},
+            b=None if two is None else {"type": two[1], **_brief(two[2], fields)},
+            fields=fields,
+        )
     return None
 
 
@@ -223,17 +224,18 @@ def first_differing_step(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _side(run_id: str, state: RunState) -> dict[str, Any]:
+    link = parent_link(state)
     return {
         "run_id": run_id,
         "status": state.status,
         "model_version": state.model_version,
         "retries": state.retries,
         "tokens": state.input_tokens + state.output_tokens,
-        "parent": parent_link(state),
+        "parent": None if link is None else link.as_dict(),
     }
 
 
-def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
+def diff_runs(store: EventStore, run_a: str, run_b: str) -> RunDiff:
     """Two runs as aligned trajectories, with their first behavioural divergence, where the
     runs' task and input (``run.input``) and outcome and final output (``run.output``) differ
     and, per aligned step, where the steps' contents (messages, tool results, outputs) differ."""
@@ -242,15 +244,16 @@ def diff_runs(store: EventStore, run_a: str, run_b: str) -> dict[str, Any]:
         events[run_id] = store.read_run(run_id)
         if not events[run_id]:
             raise SteplogError(f"no run {run_id!r} in {store.url}")
-    return diff_events(run_a, events[run_a], run_b, events[run_b])
+    return RunDiff.model_validate(diff_events(run_a, events[run_a], run_b, events[run_b]))
 
 
 def diff_events(
     run_a: str, events_a: list[StoredEvent], run_b: str, events_b: list[StoredEvent]
 ) -> dict[str, Any]:
-    """:func:`diff_runs` of two runs' events (pure)."""
+    """:func:`diff_runs` of two runs' events (pure), as the JSON document's dicts."""
     a, b = fold(events_a), fold(events_b)
-    first = first_difference(events_a, events_b, behaviour_only=True)
+    found = first_difference(events_a, events_b, behaviour_only=True)
+    first = None if found is None else found.as_dict()
     if first is not None:
         names_a = {s.index: s.name for s in a.steps}
         names_b = {s.index: s.name for s in b.steps}
@@ -262,12 +265,13 @@ def diff_events(
     if first is not None:
         first["first_step"] = step_row
     differs = first is not None or any(r["mark"] in "!-+" for r in rows)
+    related = relation(run_a, a, run_b, b, behaviour_differs=differs)
     return {
         "a": _side(run_a, a),
         "b": _side(run_b, b),
         "identical": digest(events_a) == digest(events_b),
         "behaviour_differs": differs,
-        "relation": relation(run_a, a, run_b, b, behaviour_differs=differs),
+        "relation": None if related is None else related.as_dict(),
         "first_difference": first,
         "first_differing_step": step_row,
         "run": {

@@ -9,21 +9,26 @@ still fails is not). Pure.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from ..projections.run_state import RunState
+from ._models import ParentLink, Relation
 
-MODES = (("replay_of", "replay"), ("forked_from", "fork"), ("rerun_of", "rerun"))
+MODES: tuple[tuple[str, Literal["replay", "fork", "rerun"]], ...] = (
+    ("replay_of", "replay"),
+    ("forked_from", "fork"),
+    ("rerun_of", "rerun"),
+)
 
 
-def parent_link(state: RunState) -> dict[str, Any] | None:
-    """The run's parent: ``{"mode", "parent", "step", "version"}`` (``step`` is the fork
-    step, ``None`` for replays and reruns), or None for a run that is no replay, fork or rerun."""
+def parent_link(state: RunState) -> ParentLink | None:
+    """The run's parent: mode, parent run, step (the fork step, None for replays and reruns)
+    and version, or None for a run that is no replay, fork or rerun."""
     for field, mode in MODES:
         parent = getattr(state, field)
         if parent is not None:
             step = state.fork_step if mode == "fork" else None
-            return {"mode": mode, "parent": parent, "step": step, "version": state.model_version}
+            return ParentLink(mode=mode, parent=parent, step=step, version=state.model_version)
     return None
 
 
@@ -39,18 +44,18 @@ def fork_change(original_status: str, status: str) -> tuple[str, bool]:
 
 def relation(
     run_a: str, a: RunState, run_b: str, b: RunState, *, behaviour_differs: bool
-) -> dict[str, Any] | None:
+) -> Relation | None:
     """How two runs are related, when one is the other's replay, fork or rerun: the link with
     ``child``, its ``outcome`` sentence and ``good``. A replay is good when it behaves as
     recorded; a fork or rerun when it completes. None for unrelated runs."""
     for parent, child, state, other in ((run_a, run_b, b, a), (run_b, run_a, a, b)):
         link = parent_link(state)
-        if link is None or link["parent"] != parent:
+        if link is None or link.parent != parent:
             continue
-        if link["mode"] == "replay":
+        if link.mode == "replay":
             good = not behaviour_differs
             outcome = "behaves as recorded" if good else "departs from the recording"
         else:
             outcome, good = fork_change(other.status, state.status)
-        return {**link, "child": child, "outcome": outcome, "good": good}
+        return Relation(**link.as_dict(), child=child, outcome=outcome, good=good)
     return None

@@ -10,6 +10,11 @@ from sqlmodel import Field, SQLModel
 
 from ._departure import describe_departure
 from ._lineage import fork_change
+from ._models import Departure
+
+
+def _dict(part: Departure | None) -> dict[str, Any] | None:
+    return None if part is None else part.as_dict()
 
 
 class ReplayResult(SQLModel):
@@ -25,6 +30,8 @@ class ReplayResult(SQLModel):
     identical: bool | None
     divergence: dict[str, Any] | None
     first_difference: dict[str, Any] | None
+    """Where the event streams first differ (:class:`FirstDifference`'s form for SDK runs;
+    an imported run's says which of status or output differs)."""
     fork_step: int | None = None
     model_version: str | None = None
     agent_error: str | None = None
@@ -36,7 +43,7 @@ class ReplayResult(SQLModel):
     scratch folders (see :mod:`steplog.recorder.seal`)."""
     written: bool = True
     """False for a check-only replay: its events were compared in memory, never stored."""
-    departure: dict[str, Any] | None = None
+    departure: Departure | None = None
     """Exact replays: where the replay first departed from the recording (step, call,
     expected, got; see :func:`steplog.replay._departure.departure`), None when it behaved alike."""
     declared: list[str] = Field(default_factory=list)
@@ -67,7 +74,7 @@ class ReplayResult(SQLModel):
             "edges": list(self.edges),
             "written": self.written,
             "behaviour_changed": self.behaviour_changed,
-            "departure": self.departure,
+            "departure": _dict(self.departure),
             "declared": list(self.declared),
             "notes": list(self.notes),
         }

@@ -177,7 +177,8 @@ def _result(
         if identical is None:
             identical = ending.divergence is None and same_stream(events, replayed)
         if not identical:
-            difference = first_difference(events, replayed)
+            first = first_difference(events, replayed)
+            difference = None if first is None else first.as_dict()
             found = departure(events, replayed, ending.divergence)
             declared = declared_changes(events, replayed)
     return ReplayResult(

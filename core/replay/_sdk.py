@@ -31,6 +31,7 @@ from ..recorder.seal import Watch
 from ._answers import answer_difference
 from ._buffer import BufferedStore, declared_changes, departure, same_stream
 from ._diff import first_difference
+from ._models import Departure
 from ._order import by_step, steps_overlap
 from ._result import ReplayResult
 
@@ -300,19 +301,21 @@ def _compared(
     divergence: dict[str, Any] | None,
     *,
     fork: bool,
-) -> tuple[bool | None, dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+) -> tuple[bool | None, dict[str, Any] | None, Departure | None, list[str]]:
     """An exact replay against its recording: identical, the first difference, the departure
     and the declared header changes. An SDK run compares event streams; an imported run
     (another recorder wrote it) the calls served and the ending."""
     identical = None
-    difference = found = None
+    difference: dict[str, Any] | None = None
+    found: Departure | None = None
     declared: list[str] = []
     if not fork and original.source == "sdk":
         if steps_overlap(events):  # concurrent steps: compared step by step
             events, replayed = by_step(events), by_step(replayed)
         identical = divergence is None and same_stream(events, replayed)
         if not identical:
-            difference = first_difference(events, replayed)
+            first = first_difference(events, replayed)
+            difference = None if first is None else first.as_dict()
             found = departure(events, replayed, divergence)
             declared = declared_changes(events, replayed)
     elif not fork:  # imported: another recorder wrote it; same calls, ending and answers
@@ -321,7 +324,7 @@ def _compared(
         if divergence is not None:
             found = departure([], [], divergence)
         elif said is not None:
-            identical, found = False, said
+            identical, found = False, Departure.model_validate(said)
             difference = {"a": {}, "b": {}, "fields": ["output"], "step_index": said["step_index"]}
         elif not identical:
             difference = {
@@ -329,16 +332,16 @@ def _compared(
                 "b": {"status": status},
                 "fields": ["status"],
             }
-            found = {
-                "kind": "difference",
-                "step_index": None,
-                "step": None,
-                "call_index": None,
-                "seq": None,
-                "expected": f"the run {original.status}",
-                "got": f"the run {status}",
-                "fields": ["status"],
-            }
+            found = Departure(
+                kind="difference",
+                step_index=None,
+                step=None,
+                call_index=None,
+                seq=None,
+                expected=f"the run {original.status}",
+                got=f"the run {status}",
+                fields=["status"],
+            )
     return identical, difference, found, declared
 
 

@@ -13,7 +13,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from steplog.compare import comparable, compare_view
+from steplog.compare import (
+    Comparison,
+    PairedAnalysis,
+    ScenarioDecision,
+    comparable,
+    compare_view,
+)
 from steplog.projections.queries import list_runs
 from steplog.ui import charts
 from steplog.ui.common import (
@@ -31,9 +37,9 @@ POOLED = "(all, pooled)"
 ALPHAS = ["0.01", "0.05", "0.1"]  # 1 - confidence of every interval and test
 
 
-def direction(report: dict[str, Any]) -> str:
+def direction(report: Comparison) -> str:
     """better, worse or unclear: the report's one decision (its interval and its test agree)."""
-    head = report["decision"]["head"]
+    head = report.decision.head
     return {"candidate better": "better", "candidate worse": "worse"}.get(head, "unclear")
 
 
@@ -52,10 +58,10 @@ def ci(pair: list[float] | None, show: Any = pct) -> str:
     return "-" if not pair else f"[{show(pair[0])}, {show(pair[1])}]"
 
 
-def paired_cells(p: dict[str, Any]) -> pd.DataFrame:
+def paired_cells(p: PairedAnalysis) -> pd.DataFrame:
     """The paired 2x2 table: rows are the candidate's outcome, columns the baseline's."""
     return pd.DataFrame(
-        [[p["both"], p["candidate_only"]], [p["baseline_only"], p["neither"]]],
+        [[p.both, p.candidate_only], [p.baseline_only, p.neither]],
         index=["candidate completed", "candidate failed"],
         columns=["baseline completed", "baseline failed"],
     )
@@ -110,11 +116,11 @@ def render() -> None:
         paired_mode=paired,
         confidence=confidence,
     )
-    _by_scenario(view["by_scenario"], confidence)
+    _by_scenario(view.by_scenario, confidence)
     st.divider()
-    report = view["report"]
+    report = view.report
     if report is None:
-        st.warning(md(view["error"]))
+        st.warning(md(view.error or ""))
         return
     title = "all scenarios pooled" if scenario == POOLED else scenario
     st.header(md(f"{candidate} vs {baseline}: {title}"))
@@ -126,26 +132,28 @@ def render() -> None:
     _verdict(report)
     _rates(report, baseline, candidate)
     _paired(report)
-    _task_types(report)
-    _long_horizon(report, baseline, candidate)
-    _metrics(report)
-    _power(report)
+    # the sections below lay the document out in tables, from its JSON form (as_dict)
+    document = report.as_dict()
+    _task_types(document)
+    _long_horizon(document, baseline, candidate)
+    _metrics(document)
+    _power(document)
 
 
-def _by_scenario(decisions: list[dict[str, Any]], confidence: float) -> None:
+def _by_scenario(decisions: list[ScenarioDecision], confidence: float) -> None:
     rows = []
     for r in decisions:
-        decision = r["decision"]
+        decision = r.decision
         rows.append(
             {
-                "scenario": r["scenario"],
-                "verdict": decision["head"],
-                "baseline": f"{r['baseline']['completed']}/{r['baseline']['runs']}",
-                "candidate": f"{r['candidate']['completed']}/{r['candidate']['runs']}",
-                "difference": pts(decision["estimate"]),
-                f"{confidence:.0%} CI": ci(decision["ci"], pts),
-                "p": number(decision["p_value"]),
-                "design": f"{decision['design']}, {decision['n']} {decision['unit']}",
+                "scenario": r.scenario,
+                "verdict": decision.head,
+                "baseline": f"{r.baseline.completed}/{r.baseline.runs}",
+                "candidate": f"{r.candidate.completed}/{r.candidate.runs}",
+                "difference": pts(decision.estimate),
+                f"{confidence:.0%} CI": ci(decision.ci, pts),
+                "p": number(decision.p_value),
+                "design": f"{decision.design}, {decision.n} {decision.unit}",
             }
         )
     if not rows:
@@ -161,11 +169,11 @@ def _by_scenario(decisions: list[dict[str, Any]], confidence: float) -> None:
     pickable(pd.DataFrame(rows), "scenario_rows", pick)
 
 
-def _verdict(report: dict[str, Any]) -> None:
+def _verdict(report: Comparison) -> None:
     box = {"better": st.success, "worse": st.error, "unclear": st.info}[direction(report)]
-    if report.get("reversal"):
-        st.warning(md(report["reversal"]))
-    box(md(report["verdict"]))
+    if report.reversal:
+        st.warning(md(report.reversal))
+    box(md(report.verdict))
     st.caption(
         "Difference = candidate minus baseline completion rate, in percentage points. If the "
         "interval excludes 0 the versions differ at this confidence; otherwise the data cannot "
@@ -173,19 +181,20 @@ def _verdict(report: dict[str, Any]) -> None:
     )
 
 
-def _rates(report: dict[str, Any], baseline: str, candidate: str) -> None:
+def _rates(report: Comparison, baseline: str, candidate: str) -> None:
     st.subheader("Completion rate")
+    sides = (report.baseline, report.candidate)
     rows = [
         {
-            "version": report[side]["model_version"],
-            "completed": report[side]["completed"],
-            "runs": report[side]["runs"],
-            "estimate": report[side]["completion_rate"],
-            "low": report[side]["ci"][0],
-            "high": report[side]["ci"][1],
-            "method": report[side]["ci_method"],
+            "version": side.model_version,
+            "completed": side.completed,
+            "runs": side.runs,
+            "estimate": side.completion_rate,
+            "low": side.ci[0],
+            "high": side.ci[1],
+            "method": side.ci_method,
         }
-        for side in ("baseline", "candidate")
+        for side in sides
     ]
     frame = pd.DataFrame(rows)
     st.vega_lite_chart(
@@ -201,61 +210,55 @@ def _rates(report: dict[str, Any], baseline: str, candidate: str) -> None:
     )
     shown = frame.assign(
         rate=frame["estimate"].map(pct),
-        interval=[ci(r["ci"]) for r in (report["baseline"], report["candidate"])],
+        interval=[ci(side.ci) for side in sides],
     )[["version", "completed", "runs", "rate", "interval", "method"]]
     st.dataframe(shown, hide_index=True, width="stretch")
-    d = report["difference"]
-    decision = report["decision"]
-    if report.get("paired"):
+    d, decision = report.difference, report.decision
+    if report.paired or d is None:
         return  # paired runs are not independent samples: no unpaired test beside the pairs
     label = "Not the decision -- runs as if independent"
-    if (d["method"], d["test"]) == (decision["method"], decision["test"]):
+    if (d.method, d.test) == (decision.method, decision.test):
         label = "Difference (the decision)"
-    rr = d.get("relative_risk") or {}
+    rr = d.relative_risk
     st.caption(
         md(
-            f"{label}: {pts(d['estimate'])} "
-            f"{ci(d['ci'], pts)} ({d['method']}), {d['test']} p = {number(d['p_value'])}"
-            + (
-                f"; relative risk of completing {number(rr['estimate'])} "
-                f"{ci(rr['ci'], number)} ({rr['method']})"
-                if rr
-                else ""
-            )
+            f"{label}: {pts(d.estimate)} "
+            f"{ci(d.ci, pts)} ({d.method}), {d.test} p = {number(d.p_value)}"
+            + f"; relative risk of completing {number(rr.estimate)} "
+            f"{ci(rr.ci, number)} ({rr.method})"
             + ". Relative risk above 1 means the candidate completes more often."
         )
     )
 
 
-def _paired(report: dict[str, Any]) -> None:
-    p = report.get("paired")
+def _paired(report: Comparison) -> None:
+    p = report.paired
     if not p:
-        pairing = report.get("pairing") or {}
         st.caption(
             md(
-                f"Not paired: {pairing.get('matched_items', 0)} items (scenario, task instance, "
+                f"Not paired: {report.pairing.matched_items} items (scenario, task instance, "
                 "seed) were run by both versions."
             )
         )
         return
-    st.subheader(f"Paired on {p['pairs']} items")
+    st.subheader(f"Paired on {p.pairs} items")
     st.caption(
         "Both versions ran the same task instance with the same seed. Only the discordant "
         "cells (one completed, the other failed) carry evidence about the difference."
     )
     left, right = st.columns([3, 2])
     left.dataframe(paired_cells(p), width="stretch")
-    decision = report["decision"]
+    decision = report.decision
     label = "difference (the decision)"
-    if decision["method"] != p["method"]:
+    if decision.method != p.method:
         label = (
-            f"not the decision (it uses {decision['method']}, clustered by task instance) -- "
+            f"not the decision (it uses {decision.method}, clustered by task instance) -- "
             "pairs as if independent"
         )
     right.markdown(
         md(
-            f"{label}: {pts(p['estimate'])} {ci(p['ci'], pts)} ({p['method']}); "
-            f"{p['test']} p = {number(p['p_value'])}, exact p = {number(p.get('exact_p_value'))}"
+            f"{label}: {pts(p.estimate)} {ci(p.ci, pts)} ({p.method}); "
+            f"{p.test} p = {number(p.p_value)}, exact p = {number(p.exact_p_value)}"
         )
     )
 

@@ -40,7 +40,7 @@ def _suggest(run_id: str) -> None:
         return
     parent = parent_link(fold(events))
     if parent:
-        link(PAIR, f"Compare with its parent {parent['parent']}", a=parent["parent"], b=run_id)
+        link(PAIR, f"Compare with its parent {parent.parent}", a=parent.parent, b=run_id)
 
 
 guard(render)
