@@ -177,7 +177,7 @@ def _arm(store: EventStore, sample: _Sample, version: str, mode: Mode) -> Ending
     if mode == "rerun" or sample.point is None:
         return launch(store, sample.scenario, rerun_of=original.run_id, **common)
     step = sample.point.step
-    playback = Playback.of(store.read_run(original.run_id), live_from_step=step)
+    playback = Playback.of(store.read_run(original.run_id), live_from_step=step, sequential=True)
     return launch(
         store,
         sample.scenario,

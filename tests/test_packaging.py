@@ -75,6 +75,15 @@ def test_the_wheel_carries_migrations_scenarios_and_an_spdx_licence(dist: Path) 
     assert metadata["License-Expression"] == "Apache-2.0"
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not any(n.startswith(("tests/", "alembic/", "seeds/")) for n in names)
+    # every module of the checkout is in the wheel (a package left out of pyproject's list
+    # installs without it, and its command fails only for the user who runs it)
+    modules = {
+        f"steplog/{prefix}{path.relative_to(ROOT / top).as_posix()}"
+        for top, prefix in (("core", ""), ("ui", "ui/"))
+        for path in (ROOT / top).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert sorted(modules - names) == []
 
 
 def test_the_sdist_can_run_its_own_tests(dist: Path) -> None:

@@ -79,15 +79,56 @@ def _ask(playback: Playback, event: StoredEvent, *, value: int | None = None) ->
 def test_sequential_code_is_served_the_recording_in_its_order(steps: list[Any]) -> None:
     events = _calls(steps)
     calls = [e for e in events if e.type in ("ModelCalled", "ToolCalled")]
-    playback = Playback.of(events)
-    for step in range(len(steps)):
-        for event in (e for e in calls if e.payload["step_index"] == step):
-            served = _ask(playback, event)
-            # identical calls of a step are interchangeable: the same request gets the same
-            # answer in the recorded occurrence order
-            assert served["call_index"] == event.payload["call_index"]
-        playback.step_ended(step)
-    assert playback.leftover() is None and playback.diverged is None
+    for sequential in (True, False):
+        playback = Playback.of(events, sequential=sequential)
+        for step in range(len(steps)):
+            for event in (e for e in calls if e.payload["step_index"] == step):
+                served = _ask(playback, event)
+                # identical calls of a step are interchangeable: the same request gets the
+                # same answer in the recorded occurrence order
+                assert served["call_index"] == event.payload["call_index"]
+            playback.step_ended(step)
+        assert playback.leftover() is None and playback.diverged is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(_RUNS, st.data())
+def test_moved_calls_diverge_at_the_first_they_displace_for_sequential_code(
+    steps: list[Any], data: st.DataObject
+) -> None:
+    """Two different calls of a step asked in swapped order: sequential code (the harness)
+    diverges at the first recorded call moved; concurrent code (the SDK) is served both."""
+    events = _calls(steps)
+    by_step = [
+        [e for e in events if e.type != "StepStarted" and e.payload["step_index"] == k]
+        for k in range(len(steps))
+    ]
+    swappable = [
+        (k, i)
+        for k, calls in enumerate(by_step)
+        for i in range(len(calls) - 1)
+        if _identity(calls[i]) != _identity(calls[i + 1])
+    ]
+    if not swappable:
+        return
+    step, i = data.draw(st.sampled_from(swappable))
+    order = list(by_step[step])
+    order[i], order[i + 1] = order[i + 1], order[i]
+    concurrent = Playback.of(events)
+    for event in order:
+        _ask(concurrent, event)
+    concurrent.step_ended(step)
+    sequential = Playback.of(events, sequential=True)
+    with pytest.raises(Divergence) as raised:
+        for event in order:
+            _ask(sequential, event)
+    moved = by_step[step][i].payload
+    assert (raised.value.step_index, raised.value.call_index) == (step, moved["call_index"])
+
+
+def _identity(event: StoredEvent) -> tuple[Any, ...]:
+    payload = event.payload
+    return (event.type, payload.get("model") or payload.get("tool"), payload.get("fingerprint"))
 
 
 @settings(max_examples=200, deadline=None)

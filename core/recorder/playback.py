@@ -7,7 +7,8 @@ of the model, the tools and the clock. Real agents make calls concurrently (thre
 ``asyncio.gather``), so the order in which calls complete -- the recorded order -- is not the
 order in which a replay asks for them. A call is therefore matched within its step by its
 identity: kind, name, request fingerprint and occurrence (the n-th identical call gets the n-th
-recorded answer); for sequential code (the harness) that is the recorded order. The first call
+recorded answer). Sequential code (the harness) declares it: its calls must come in their
+recorded order within each step, so a change is reported at the first call it moves. The first call
 the recording cannot answer raises :class:`Divergence`, remembered so that an agent swallowing
 the exception (``except Exception``, an HTTP client turning it into its own error) cannot hide
 it; recorded calls a step never asked for are reported when that step ends. With
@@ -95,8 +96,13 @@ class Playback:
         names_from_step: int = 0,
         match_requests: bool = True,
         requests_from_step: int = 0,
+        sequential: bool = False,
     ):
         self.live_from_step = live_from_step
+        self.sequential = sequential
+        """The code asks for a step's calls in the order they were recorded (one thread): only
+        the step's first pending call can answer, so a moved, added or removed call diverges at
+        the first recorded call it displaces. Off for agents that call concurrently."""
         self.names_from_step = names_from_step
         """Model names are checked from this step on; a fork's earlier steps ran on another
         model (:meth:`checks_name`)."""
@@ -148,6 +154,7 @@ class Playback:
         *,
         live_from_step: int | None = None,
         names_from_step: int = 0,
+        sequential: bool = False,
     ) -> Playback:
         """The playback of a run's events for a replay (``live_from_step`` None) or a fork at
         ``live_from_step``; a fork after the step where the run stopped is refused
@@ -159,7 +166,12 @@ class Playback:
                     f"the run stopped at step {stop[0]} ({stop[1]}): a fork at step "
                     f"{live_from_step} would only replay that; fork at a step from 0 to {stop[0]}"
                 )
-        return cls(events, live_from_step=live_from_step, names_from_step=names_from_step)
+        return cls(
+            events,
+            live_from_step=live_from_step,
+            names_from_step=names_from_step,
+            sequential=sequential,
+        )
 
     def serving(self, step_index: int | None) -> bool:
         """Whether calls of ``step_index`` come from the recording (else: live, in a fork)."""
@@ -265,8 +277,9 @@ class Playback:
         with self._lock:
             pending = self._calls.get(step_index, [])
             lenient = step_index is not None and step_index < self.requests_from_step
+            candidates = pending[:1] if self.sequential else pending
             for strict in (True, False) if lenient else (True,):
-                for position, (recorded_kind, payload) in enumerate(pending):
+                for position, (recorded_kind, payload) in enumerate(candidates):
                     if recorded_kind != kind or (wanted is not None and _name(payload) != wanted):
                         continue
                     if strict and not same_request(payload):
@@ -299,7 +312,9 @@ class Playback:
             got = got[:-1] + f", request {fingerprint(name or '', request)[:10]})"
         elif request is not None:
             got = got[:-1] + _arguments(request)
-        same_kind = [p for k, p in pending if k == kind and _name(p) == name]
+        same_kind = (
+            [] if self.sequential else [p for k, p in pending if k == kind and _name(p) == name]
+        )
         if same_kind or pending:
             if same_kind:
                 expected_kind, expected = kind, _closest(same_kind, request)

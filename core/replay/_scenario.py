@@ -116,7 +116,12 @@ def _launch(
         role_versions = events[0].payload.get("role_versions")
     # Replaying a fork: its steps before the fork point were answered by the original's model.
     names_from = original.fork_step if original.forked_from and original.fork_step else 0
-    playback = Playback.of(events, live_from_step=asked.fork_at_step, names_from_step=names_from)
+    playback = Playback.of(
+        events,
+        live_from_step=asked.fork_at_step,
+        names_from_step=names_from,
+        sequential=True,
+    )
     instance = original.task_instance_id
     assert instance is not None  # replay_scenario refuses a run without one
     batch = asked.batch
