@@ -175,8 +175,9 @@ def test_an_interrupted_leader_tells_the_others_to_retry() -> None:
     committer: GroupCommit[int, int] = GroupCommit(commit)
     mine: Pending[int, int] = Pending(1)
     other: Pending[int, int] = Pending(2)
-    committer._queue = [mine, other]  # as if the other queued while this one led
-    committer._leading = True
+    committer._queue = [other]  # as if the other queued while this one led
+    committer._leaders = 1
+    mine.group = [mine]
     committer._lead(mine)
     assert isinstance(mine.error, KeyboardInterrupt)
     assert isinstance(other.error, InterruptedError) and other.done.is_set()
@@ -222,5 +223,95 @@ def test_sigkill_never_loses_an_acknowledged_append(store_url: str) -> None:
     try:
         stored = {e.run_id for e in store.read_all()}
         assert set(acked) <= stored, sorted(set(acked) - stored)[:5]
+    finally:
+        store.close()
+
+
+def test_no_more_commits_run_at_once_than_allowed_and_each_batch_is_committed_once() -> None:
+    """With two commits allowed in flight (PostgreSQL's setting), two writers lead at once, the
+    rest queue; every caller gets its own batch's result, from the one commit that held it."""
+    running = 0
+    most = 0
+    committed: list[int] = []
+    lock = threading.Lock()
+
+    def commit(group: list[Pending[int, int]]) -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.01)  # an fsync: the others arrive meanwhile
+        with lock:
+            running -= 1
+            committed.extend(pending.item for pending in group)
+        for pending in group:
+            pending.result = pending.item * 10
+
+    committer: GroupCommit[int, int] = GroupCommit(commit, in_flight=2)
+    results: dict[int, int] = {}
+
+    def writer(n: int) -> None:
+        for k in range(10):
+            item = n * 100 + k
+            results[item] = committer.submit(item)
+            assert item in committed  # acknowledged only after its commit ended
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    items = [n * 100 + k for n in range(THREADS) for k in range(10)]
+    assert sorted(committed) == items  # each batch in exactly one commit
+    assert results == {item: item * 10 for item in items}
+    assert most == 2
+
+
+@pytest.mark.postgres
+def test_a_postgres_group_is_one_pipeline_and_a_clash_sends_it_batch_by_batch(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group goes as one pipeline (no savepoints): a stale version fails its batch alone. A
+    batch that raises (an event id stored already) rolls the pipelined transaction back, and
+    the group is sent again batch by batch, where only that batch fails: every other batch of
+    the group is stored once."""
+    from steplog.store import _pg_write
+    from steplog.store._append import prepare_batch
+    from steplog.store._sqlite_write import Batch, Conflict
+
+    pipelined: list[bool] = []
+    real = _pg_write.pg_pipelined
+
+    def recorded(*args: Any) -> bool:
+        pipelined.append(real(*args))
+        return pipelined[-1]
+
+    monkeypatch.setattr(_pg_write, "pg_pipelined", recorded)
+    store = EventStore.open(pg_url)
+    clash = NewEvent(_started("clash"))
+    store.append_batch("clash", [clash])
+
+    def pending(run: str, events: list[Any], expected: int | None) -> Pending[Batch, list[int]]:
+        batch = prepare_batch(events, store.catalogue, store.max_payload_bytes)
+        return Pending(Batch(run, batch, expected))
+
+    try:
+        for round_, clashing in enumerate([False, True]):
+            runs = [f"p{round_}-{n}" for n in range(3)]
+            firsts = [
+                pending(run, [_started(run), StepStarted(step="a", step_index=0)], 0)
+                for run in runs
+            ]
+            stale = pending(runs[0], [StepStarted(step="b", step_index=1)], 0)
+            resent = pending("clash", [clash], None)  # at the end: its insert meets the id
+            group = [firsts[0], stale, *([resent] if clashing else []), *firsts[1:]]
+            store._writer._commit_group(group)
+            assert pipelined[-1] is not clashing
+            assert isinstance(stale.error, Conflict) and stale.error.current == 2
+            for run, first in zip(runs, firsts, strict=True):
+                assert [e.position for e in store.read_run(run)] == first.result
+            if clashing:
+                assert resent.result is None and resent.error is not None
+        assert len(store.read_run("clash")) == 1
     finally:
         store.close()
