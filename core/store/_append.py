@@ -118,9 +118,7 @@ class BatchWriter:
         self._pg_pool: Pool | None = None if self._sqlite else engine.pool.recreate()
         self._park = ConnectionPark(lambda: self._appending_pool)
         # Concurrent appends in this process share commits (see ._group).
-        self._group: GroupCommit[Batch, list[int]] = GroupCommit(
-            self._commit_group, in_flight=1 if self._sqlite else 2
-        )
+        self._group: GroupCommit[Batch, list[int]] = GroupCommit(self._commit_group)
 
     @property
     def _appending_pool(self) -> Pool:

@@ -10,9 +10,8 @@ a batch that fails its version check or clashes on an event id fails alone -- an
 caller returns only after the commit holding its batch is durable: acknowledgement still means
 durable, and a crash loses only batches nobody was told were stored.
 
-Leadership passes on after every commit, so no caller waits for more than the commits under way
-and the one holding its batch. On PostgreSQL two commits may be under way at once (see
-:class:`GroupCommit`).
+Leadership passes on after every commit, so no caller waits for more than the commit under way
+and the one holding its batch.
 """
 
 from __future__ import annotations
@@ -33,8 +32,8 @@ class Pending(Generic[T, R]):
     item: T
     result: R | None = None
     error: BaseException | None = None
-    group: list[Pending[T, R]] | None = None
-    """Set when this caller is to lead: the batches it commits (its own first)."""
+    lead: bool = False
+    """Set when the lead is handed to this caller (it then commits the queue)."""
     done: threading.Event = field(default_factory=threading.Event)
 
     def outcome(self) -> R:
@@ -49,44 +48,32 @@ class GroupCommit(Generic[T, R]):
 
     ``commit`` stores a group in one transaction and sets each :class:`Pending`'s ``result``
     or ``error``; an exception it raises becomes the error of every batch it held.
-
-    ``in_flight`` commits may run at once (each on a connection of its own): a writer that
-    finds fewer leading leads at once, the others queue. Two suit a server that orders the
-    transactions itself (PostgreSQL: the second waits, inside the server, on the position lock
-    the first holds until it is durable, so it starts the moment the first ends, with no round
-    trip in between); one suits SQLite, whose ``BEGIN IMMEDIATE`` would wait by polling.
     """
 
-    def __init__(
-        self, commit: Callable[[list[Pending[T, R]]], None], *, in_flight: int = 1
-    ) -> None:
+    def __init__(self, commit: Callable[[list[Pending[T, R]]], None]) -> None:
         self._commit = commit
-        self._most = in_flight
         self._lock = threading.Lock()
         self._queue: list[Pending[T, R]] = []
-        self._leaders = 0
-        """Commits under way, and leads handed to callers not yet awake."""
+        self._leading = False
 
     def submit(self, item: T) -> R:
         """Store ``item`` (in a group commit if others are appending); its result once durable."""
         mine: Pending[T, R] = Pending(item)
         with self._lock:
             self._queue.append(mine)
-            if self._leaders < self._most:
-                self._leaders += 1
-                mine.group, self._queue = self._queue, []
-        if mine.group is None:
+            lead = not self._leading
+            self._leading = True
+        if not lead:
             mine.done.wait()
-            if mine.group is None:  # committed in another caller's group
+            if not mine.lead:
                 return mine.outcome()
         self._lead(mine)
         return mine.outcome()
 
     def _lead(self, mine: Pending[T, R]) -> None:
-        """Commit ``mine``'s group (with whatever queued since it was handed the lead), then hand
-        the lead on with the queue, or give it up."""
+        """Commit the queue (it holds ``mine``), then hand the lead on or give it up."""
         with self._lock:
-            group, self._queue = [*(mine.group or [mine]), *self._queue], []
+            group, self._queue = self._queue, []
         try:
             self._commit(group)
         except BaseException as exc:  # every batch of the group failed with its transaction
@@ -95,15 +82,15 @@ class GroupCommit(Generic[T, R]):
                     pending.error = exc if pending is mine else _for_others(exc)
         finally:
             with self._lock:
-                successor = self._queue[0] if self._queue else None
-                if successor is not None:
-                    successor.group, self._queue = self._queue, []
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.lead = True
+                    successor.done.set()
                 else:
-                    self._leaders -= 1
-            if successor is not None:
-                successor.done.set()
+                    self._leading = False
             for pending in group:
                 if pending is not mine:
+                    pending.lead = False
                     pending.done.set()
 
 
