@@ -76,7 +76,11 @@ def pg_pipelined(dbapi: Any, dialect: Any, group: list[Pending[Batch, list[int]]
     fails alone with its :class:`Conflict`. No savepoint is needed for that, only for a batch
     that *raises* (an event id stored already): then the transaction rolls back whole, nothing
     of the group is stored, and False sends the group again batch by batch, each in a nested
-    transaction. False too, untouched, for a group holding a batch sent in chunks (huge)."""
+    transaction. False too, untouched, for a group holding a batch sent in chunks (huge), or
+    when the client library has no pipeline mode."""
+    pipeline = getattr(dialect.loaded_dbapi, "Pipeline", None)
+    if pipeline is None or not pipeline.is_supported():  # libpq before 14: no pipeline mode
+        return False
     now = datetime.now(UTC)
     statements = []
     for pending in group:
