@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from steplog.bench._agents import StubStore
 from steplog.bench.append import BenchCase, WrongRowsError, _interleaved_rates, make_workload
 from steplog.bench.append_baselines import (
     Written,
@@ -25,7 +26,7 @@ from steplog.bench.append_baselines import (
     steplog_sqlite,
 )
 from steplog.bench.rebuild import PassResult, RebuildBench
-from steplog.bench.record import RecordBench, _measure, _StubStore
+from steplog.bench.record import RecordBench, _measure
 from steplog.bench.ui import PageTiming
 
 
@@ -107,12 +108,12 @@ def test_record_passes_store_every_event_once_and_the_stub_none(tmp_path: Path) 
 def test_record_stops_when_the_stub_pass_records_other_batches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = _StubStore.append_batch
+    real = StubStore.append_batch
 
     def drop_the_first_event(self, run_id, events, expected_version=None):  # type: ignore[no-untyped-def]
         return real(self, run_id, list(events)[1:] or events, expected_version)
 
-    monkeypatch.setattr(_StubStore, "append_batch", drop_the_first_event)
+    monkeypatch.setattr(StubStore, "append_batch", drop_the_first_event)
     with pytest.raises(RuntimeError, match="stub pass recorded other batches"):
         _measure(tmp_path, "invoice-extraction", "sim-v2", 1)
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -222,5 +223,62 @@ def test_sigkill_never_loses_an_acknowledged_append(store_url: str) -> None:
     try:
         stored = {e.run_id for e in store.read_all()}
         assert set(acked) <= stored, sorted(set(acked) - stored)[:5]
+    finally:
+        store.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("pipelines", [True, False], ids=["pipeline", "libpq-without-pipeline"])
+def test_a_postgres_group_is_one_pipeline_and_a_clash_sends_it_batch_by_batch(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, pipelines: bool
+) -> None:
+    """A group goes as one pipeline (no savepoints): a stale version fails its batch alone. A
+    batch that raises (an event id stored already) rolls the pipelined transaction back, and
+    the group is sent again batch by batch, where only that batch fails: every other batch of
+    the group is stored once. A libpq without pipeline mode sends every group batch by batch,
+    with the same outcome."""
+    import psycopg
+
+    from steplog.store import _pg_write
+    from steplog.store._append import prepare_batch
+    from steplog.store._sqlite_write import Batch, Conflict
+
+    pipelined: list[bool] = []
+    real = _pg_write.pg_pipelined
+
+    def recorded(*args: Any) -> bool:
+        pipelined.append(real(*args))
+        return pipelined[-1]
+
+    monkeypatch.setattr(_pg_write, "pg_pipelined", recorded)
+    if not pipelines:
+        monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
+    store = EventStore.open(pg_url)
+    tag = uuid.uuid4().hex[:8]  # the schema may be shared with other tests
+    clash = NewEvent(_started("clash"))
+    store.append_batch(f"clash-{tag}", [clash])
+
+    def pending(run: str, events: list[Any], expected: int | None) -> Pending[Batch, list[int]]:
+        batch = prepare_batch(events, store.catalogue, store.max_payload_bytes)
+        return Pending(Batch(run, batch, expected))
+
+    try:
+        for round_, clashing in enumerate([False, True]):
+            runs = [f"p{round_}-{n}-{tag}" for n in range(3)]
+            firsts = [
+                pending(run, [_started(run), StepStarted(step="a", step_index=0)], 0)
+                for run in runs
+            ]
+            stale = pending(runs[0], [StepStarted(step="b", step_index=1)], 0)
+            resent = pending(f"clash-{tag}", [clash], None)  # at the end: its insert meets the id
+            group = [firsts[0], stale, *([resent] if clashing else []), *firsts[1:]]
+            store._writer._commit_group(group)
+            assert pipelined[-1] is (pipelines and not clashing)
+            assert isinstance(stale.error, Conflict) and stale.error.current == 2
+            for run, first in zip(runs, firsts, strict=True):
+                assert [e.position for e in store.read_run(run)] == first.result
+            if clashing:
+                assert resent.result is None and resent.error is not None
+        assert len(store.read_run(f"clash-{tag}")) == 1
     finally:
         store.close()

@@ -195,21 +195,17 @@ def test_postgres_single_event_appends_keep_the_batch_contract(
 ) -> None:
     """A batch of one goes through ``steplog_append_one`` (migration 0008): same positions,
     stored row, version check, re-send and clash answers as ``steplog_append``."""
-    from steplog.store import _append as store_append
+    from steplog.store import _pg_write
 
     calls: list[str] = []
-    real_one, real_many = store_append._pg_call_one, store_append._pg_call
+    real = _pg_write.pg_statement
 
-    def one(*args: Any) -> int:
-        calls.append("one")
-        return real_one(*args)
+    def statement(*args: Any) -> tuple[str, tuple[Any, ...]]:
+        sql, params = real(*args)
+        calls.append("one" if sql == _pg_write.PG_APPEND_ONE else "many")
+        return sql, params
 
-    def many(*args: Any) -> int:
-        calls.append("many")
-        return real_many(*args)
-
-    monkeypatch.setattr(store_append, "_pg_call_one", one)
-    monkeypatch.setattr(store_append, "_pg_call", many)
+    monkeypatch.setattr(_pg_write, "pg_statement", statement)
     store = EventStore.open(pg_url)
     try:
         run, other = f"r-{uuid.uuid4().hex}", f"o-{uuid.uuid4().hex}"
@@ -245,9 +241,9 @@ def test_postgres_single_event_appends_keep_the_batch_contract(
 def test_postgres_huge_batch_is_chunked_in_one_transaction(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import steplog.store._append as store_append
+    import steplog.store._pg_write as pg_write
 
-    monkeypatch.setattr(store_append, "_PG_CHUNK_EVENTS", 7)
+    monkeypatch.setattr(pg_write, "PG_CHUNK_EVENTS", 7)
     store = EventStore.open(pg_url)
     try:
         run = f"r-{uuid.uuid4().hex}"

@@ -21,53 +21,22 @@ comes back to cold caches), which the ratio charges to the harness.
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from ..events import Event
 from ..harness.batch import plan_runs
 from ..harness.runner import launch
 from ..harness.scenario import get_scenario
-from ..store import AppendResult, EventStore, NewEvent
+from ..store import EventStore
+from ._agents import CapturingStore, StubStore, capturing, stored_events
 
 TARGET = 0.8
-
-
-class _CapturingStore(EventStore):
-    """An event store that remembers every batch appended to it."""
-
-    batches: list[tuple[str, list[NewEvent], int | None]]
-
-    def append_batch(
-        self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None = None
-    ) -> AppendResult:
-        captured = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
-        self.batches.append((run_id, captured, expected_version))
-        return super().append_batch(run_id, captured, expected_version)
-
-
-class _StubStore(_CapturingStore):
-    """Keeps every batch like :class:`_CapturingStore` and writes nothing: the harness with no
-    commit to wait for (the store's own work on the batches is the baseline's, measured apart)."""
-
-    stored = 0
-
-    def append_batch(
-        self, run_id: str, events: Sequence[Event | NewEvent], expected_version: int | None = None
-    ) -> AppendResult:
-        captured = [e if isinstance(e, NewEvent) else NewEvent(e) for e in events]
-        self.batches.append((run_id, captured, expected_version))
-        first = self.stored + 1
-        self.stored += len(captured)
-        return AppendResult(list(range(first, first + len(captured))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,8 +109,7 @@ def _measure(folder: Path, scenario: str, version: str, runs: int) -> _Sample:
     pass over the same runs."""
     spec = get_scenario(scenario)
     plans = plan_runs(spec, model_version=version, runs=runs, seed=1)
-    harness = _CapturingStore(EventStore.open(str(folder / "harness.db")).engine)
-    harness.batches = []
+    harness = capturing(CapturingStore, folder / "harness.db")
     baseline = EventStore.open(str(folder / "append.db"))
     harness_seconds = append_seconds = harness_cpu = append_cpu = 0.0
     for plan in plans:  # run by run, each run's batches replayed at once: load hits both alike
@@ -160,11 +128,10 @@ def _measure(folder: Path, scenario: str, version: str, runs: int) -> _Sample:
     baseline.close()
     count = sum(len(events) for _, events, _ in harness.batches)
     for name in ("harness.db", "append.db"):
-        stored = _stored(folder / name)
+        stored = stored_events(folder / name)
         if stored != count:
             raise RuntimeError(f"{name} holds {stored:,} events; {count:,} were appended")
-    stub = _StubStore(EventStore.open(str(folder / "stub.db")).engine)
-    stub.batches = []
+    stub = capturing(StubStore, folder / "stub.db")
     cpu = time.process_time()
     for plan in plans:
         launch(stub, spec, instance_id=plan.instance_id, model_version=version,
@@ -173,15 +140,10 @@ def _measure(folder: Path, scenario: str, version: str, runs: int) -> _Sample:
     stub.close()
     if [len(b) for _, b, _ in stub.batches] != [len(b) for _, b, _ in harness.batches]:
         raise RuntimeError("the stub pass recorded other batches than the real one")
-    if _stored(folder / "stub.db") != 0:
+    if stored_events(folder / "stub.db") != 0:
         raise RuntimeError("the stub store wrote events")
     return _Sample(harness_seconds, append_seconds, harness_cpu, append_cpu, stub_cpu, count,
                    len(harness.batches))  # fmt: skip
-
-
-def _stored(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
-        return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
 
 
 def _warm_up(folder: Path, scenario: str, version: str) -> None:

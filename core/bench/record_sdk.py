@@ -35,7 +35,15 @@ from typing import Any
 from ..errors import SteplogError
 from ..recorder import record_run
 from ..store import EventStore
-from .record import _CapturingStore, _stored, _StubStore
+from ._agents import (
+    CapturingStore,
+    StubStore,
+    answered_in_process,
+    capturing,
+    decorated_agent,
+    openai_agent,
+    stored_events,
+)
 
 TARGET_US = 20.0
 
@@ -81,10 +89,8 @@ class SdkRecordBench:
 
 def _openai_agent(steps: int) -> Callable[[str, bool], Any]:
     """The ``bench replay --sdk`` agent: three concurrent chat completions per step."""
-    from .replay_sdk import _agent
-
     url = "http://127.0.0.1:9/v1"  # never reached: answered inside the process
-    alone, recorded = _agent(url, steps, 3, alone=True), _agent(url, steps, 3)
+    alone, recorded = openai_agent(url, steps, 3, alone=True), openai_agent(url, steps, 3)
     return lambda task, record: (recorded if record else alone)(task)
 
 
@@ -96,9 +102,7 @@ def _openai_answered() -> Iterator[None]:
         raise SteplogError(
             "bench record --sdk needs the openai package (pip install openai)"
         ) from None
-    from .replay_sdk import _answered_in_process
-
-    with _answered_in_process():
+    with answered_in_process():
         yield
 
 
@@ -106,11 +110,9 @@ def _measure(
     folder: Path, name: str, agent: Callable[[str, bool], Any], runs: int
 ) -> SdkRecordBench:
     """Alone, recorded and append, run by run; checks both stores hold every event."""
-    recorded_store = _CapturingStore(EventStore.open(str(folder / f"{name}.db")).engine)
-    recorded_store.batches = []
+    recorded_store = capturing(CapturingStore, folder / f"{name}.db")
     baseline = EventStore.open(str(folder / f"{name}-append.db"))
-    stub = _StubStore(EventStore.open(str(folder / f"{name}-stub.db")).engine)
-    stub.batches = []
+    stub = capturing(StubStore, folder / f"{name}-stub.db")
     alone, recorded, append, no_commit = [], [], [], []
 
     def record(task: str, seed: int, store: EventStore) -> float:
@@ -139,7 +141,7 @@ def _measure(
     stub.close()
     count = sum(len(events) for _, events, _ in recorded_store.batches)
     for path in (folder / f"{name}.db", folder / f"{name}-append.db"):
-        if (stored := _stored(path)) != count:
+        if (stored := stored_events(path)) != count:
             raise RuntimeError(f"{path.name} holds {stored:,} events; {count:,} were appended")
 
     def ms(values: list[float]) -> float:
@@ -154,9 +156,7 @@ def run_sdk_record_benchmark(*, runs: int = 20, steps: int = 50) -> list[SdkReco
     """The decorated agent and the zero-code openai agent, each ``runs`` runs of ``steps``."""
     with tempfile.TemporaryDirectory(prefix="steplog-bench-record-sdk-") as tmp:
         folder = Path(tmp)
-        from .replay_sdk import _decorated_agent
-
-        decorated = _measure(folder, "decorated", _decorated_agent(steps), runs)
+        decorated = _measure(folder, "decorated", decorated_agent(steps), runs)
         with _openai_answered():
             zero_code = _measure(folder, "openai-zero-code", _openai_agent(steps), runs)
     return [decorated, zero_code]

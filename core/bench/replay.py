@@ -65,6 +65,30 @@ class ReplayBench:
     agent: str | None = None
     """Which agent (``--sdk``: the zero-code openai one or the decorated one)."""
 
+    @classmethod
+    def of(
+        cls,
+        sizes: list[int],
+        reads: list[float],
+        replays: list[float],
+        identical: int,
+        *,
+        checks: list[float] | None = None,
+        agents: list[float] | None = None,
+        agent: str | None = None,
+    ) -> ReplayBench:
+        """From per-run samples: the mean run size, the median of each timing."""
+        return cls(
+            len(sizes),
+            statistics.mean(sizes),
+            statistics.median(reads),
+            statistics.median(replays),
+            identical,
+            None if checks is None else statistics.median(checks),
+            None if agents is None else statistics.median(agents),
+            agent,
+        )
+
     @property
     def agent_ratio_to_read(self) -> float | None:
         """The agent alone in reads: the floor under any replay of it (the client's work)."""
@@ -150,14 +174,7 @@ def run_replay_benchmark(*, runs: int = 20) -> ReplayBench:
                 os.environ.pop(ENV_SCENARIOS, None)
             else:
                 os.environ[ENV_SCENARIOS] = previous
-    return ReplayBench(
-        runs,
-        statistics.mean(sizes),
-        statistics.median(reads),
-        statistics.median(replays),
-        identical,
-        statistics.median(checks),
-    )
+    return ReplayBench.of(sizes, reads, replays, identical, checks=checks)
 
 
 @dataclass(frozen=True, slots=True)

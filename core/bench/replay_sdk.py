@@ -16,10 +16,7 @@ load from elsewhere falls on all three alike; the read is the faster of two back
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import statistics
 import tempfile
 import threading
 import time
@@ -30,32 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SteplogError
-from ..recorder import model_call, record_run, register_agent, tool_call
-from ..recorder import step as recorded_step
+from ..recorder import record_run, register_agent
 from ..replay import replay
 from ..store import EventStore
+from ._agents import answer, answered_in_process, decorated_agent, openai_agent
 from .replay import ReplayBench
 
 AGENT = "bench-sdk-openai"
 DECORATED = "bench-sdk-decorated"
-
-
-def _answer(body: dict[str, Any]) -> dict[str, Any]:
-    text = str((body.get("messages") or [{}])[-1].get("content", ""))
-    return {
-        "id": "chatcmpl-bench",
-        "object": "chat.completion",
-        "created": 1700000000,
-        "model": body.get("model", "bench"),
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": f"ok: {text}"},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
-    }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -66,8 +45,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-        answer = _answer(body)
-        data = json.dumps(answer).encode()
+        data = json.dumps(answer(body)).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
@@ -86,87 +64,6 @@ def _fake_openai() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-class _Step:
-    output: Any = None
-
-
-def _agent(base_url: str, steps: int, fanout: int, *, alone: bool = False) -> Any:
-    import openai
-
-    def step(name: str) -> Any:  # the agent alone: outside any run
-        return contextlib.nullcontext(_Step()) if alone else recorded_step(name)
-
-    def agent(task: str) -> dict[str, Any]:
-        async def main() -> dict[str, Any]:
-            client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
-            notes: list[str] = []
-            for index in range(steps):
-                with step(f"step_{index:02d}") as s:
-                    replies = await asyncio.gather(
-                        *(
-                            client.chat.completions.create(
-                                model="bench-model",
-                                messages=[{"role": "user", "content": f"{task} {index}.{k}"}],
-                            )
-                            for k in range(fanout)
-                        )
-                    )
-                    notes = [r.choices[0].message.content or "" for r in replies]
-                    s.output = {"notes": notes}
-            await client.close()
-            return {"last": notes}
-
-        return asyncio.run(main())
-
-    return agent
-
-
-def _decorated_agent(steps: int) -> Callable[[str, bool], Any]:
-    """A plain-Python agent: per step one model call and two tool calls, each a tiny function."""
-
-    @model_call("bench-model")
-    def ask(prompt: str) -> dict[str, Any]:
-        return {"text": prompt.upper(), "tokens": len(prompt)}
-
-    @tool_call("lookup")
-    def lookup(key: str, limit: int = 3) -> list[str]:
-        return [f"{key}-{i}" for i in range(limit)]
-
-    def agent(task: str, recorded: bool) -> Any:
-        answer: Any = None
-        for index in range(steps):
-            with recorded_step(f"step_{index:02d}") if recorded else contextlib.nullcontext() as s:
-                reply = ask(f"{task} {index}")
-                found = lookup(reply["text"]) + lookup(task, limit=2)
-                answer = {"reply": reply["text"], "found": found}
-                if s is not None:
-                    s.output = answer
-        return answer
-
-    return agent
-
-
-@contextmanager
-def _answered_in_process() -> Iterator[None]:
-    """Every request of the openai client answered by the fake server's handler logic, inside
-    the process (no socket): for timing the agent alone."""
-    import openai._base_client as base
-
-    httpx = base.httpx2 if hasattr(base, "httpx2") else base.httpx  # type: ignore[attr-defined]
-    transport = httpx.AsyncHTTPTransport
-    original = transport.handle_async_request
-
-    async def answer(self: Any, request: Any) -> Any:
-        body = json.loads(request.content or b"{}")
-        return httpx.Response(200, json=_answer(body))
-
-    transport.handle_async_request = answer
-    try:
-        yield
-    finally:
-        transport.handle_async_request = original
 
 
 def _measure(
@@ -205,15 +102,7 @@ def _measure(
         started = time.process_time()
         alone(f"task-{index}")
         agents.append(time.process_time() - started)
-    return ReplayBench(
-        runs,
-        statistics.mean(sizes),
-        statistics.median(reads),
-        statistics.median(replays),
-        identical,
-        agent_seconds_per_run=statistics.median(agents),
-        agent=name,
-    )
+    return ReplayBench.of(sizes, reads, replays, identical, agents=agents, agent=name)
 
 
 def run_sdk_replay_benchmark(
@@ -227,17 +116,17 @@ def run_sdk_replay_benchmark(
         raise SteplogError(
             "bench replay --sdk needs the openai package (pip install openai)"
         ) from None
-    decorated = _decorated_agent(steps)
+    decorated = decorated_agent(steps)
 
     def openai_alone(task: str) -> Any:
-        with _answered_in_process():
+        with answered_in_process():
             return agent_alone(task)
 
-    agent_alone = _agent("http://127.0.0.1:9/v1", steps, fanout, alone=True)
+    agent_alone = openai_agent("http://127.0.0.1:9/v1", steps, fanout, alone=True)
     with tempfile.TemporaryDirectory(prefix="steplog-bench-sdk-") as tmp, _fake_openai() as url:
         store = EventStore.open(str(Path(tmp) / "sdk.db"))
         try:
-            zero_code = _measure(store, AGENT, _agent(url, steps, fanout), openai_alone, runs)
+            zero_code = _measure(store, AGENT, openai_agent(url, steps, fanout), openai_alone, runs)
             plain = _measure(
                 store,
                 DECORATED,

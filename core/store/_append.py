@@ -45,6 +45,7 @@ from ..models import events_table
 from ._driver import wrapped
 from ._group import GroupCommit, Pending
 from ._park import ConnectionPark
+from ._pg_write import write_pg
 from ._prepare import (
     NewEvent,
     Prepared,
@@ -56,8 +57,7 @@ from ._prepare import (
     sqlite_rows,
     utc,
 )
-from ._sqlite_write import COLUMN_NAMES, SQLITE_INSERT, Batch, Conflict, sqlite_append
-from ._sqlite_write import sqlite_append_alone as _sqlite_append_alone
+from ._sqlite_write import COLUMN_NAMES, SQLITE_INSERT, Batch, Conflict, write_sqlite
 
 if TYPE_CHECKING:
     from ..events import Catalogue
@@ -68,20 +68,6 @@ POSITION_LOCK_SQL: Final = (
     # One lock per events table (its OID), so stores in other schemas never wait on each other.
     "SELECT pg_advisory_xact_lock((x'57E9106'::bigint << 32) | 'events'::regclass::oid::bigint)"
 )
-_PG_APPEND: Final = (
-    "SELECT steplog_append(%s::text, %s::integer, %s::timestamptz, %s::text, %s::text, "
-    "%s::text, %s::text, %s::text)"
-)
-"""The server-side append (migration 0007): one statement, one round trip in autocommit."""
-_PG_APPEND_ONE: Final = (
-    "SELECT steplog_append_one(%s::text, %s::integer, %s::timestamptz, %s::uuid, %s::text, "
-    "%s::integer, %s::timestamptz, %s::jsonb)"
-)
-"""A single event's append (migration 0008): its columns as scalars, one ``VALUES`` row."""
-_PG_CHUNK_EVENTS: Final = 10_000
-_PG_CHUNK_CHARS: Final = 64 * 1024 * 1024
-"""A larger batch is sent in chunks (PostgreSQL caps a JSON document's size), one function call
-each, inside one explicit transaction: still atomic."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +194,7 @@ class BatchWriter:
             pool, pooled = self._park.take()
             dbapi = pooled.dbapi_connection
             try:
-                (_write_sqlite if self._sqlite else _write_pg)(dbapi, dialect, group)
+                (write_sqlite if self._sqlite else write_pg)(dbapi, dialect, group)
                 dialect.do_commit(pooled)  # PostgreSQL: autocommit, committed already
             except BaseException:
                 for pending in group:
@@ -280,138 +266,6 @@ class BatchWriter:
                     f"{row.seq}, {row.type}) with different content; event ids must be unique"
                 )
         return [rows[item.event_id].position for item in batch]
-
-
-def _pg_append(
-    dbapi: Any, run_id: str, batch: PreparedBatch, expected_version: int | None
-) -> list[int]:
-    """``batch`` through ``steplog_append`` on an autocommit connection: one statement (its own
-    transaction), or one explicit transaction around a huge batch's chunks."""
-    if not dbapi.autocommit:
-        dbapi.autocommit = True
-    now = datetime.now(UTC)
-    if len(batch) == 1:
-        first = _pg_call_one(dbapi, run_id, expected_version, now, batch)
-        return [first]
-    parts = list(_pg_chunks(batch))
-    if len(parts) == 1:
-        first = _pg_call(dbapi, run_id, expected_version, now, batch)
-    else:
-        with dbapi.transaction():
-            first = _pg_call(dbapi, run_id, expected_version, now, parts[0])
-            version = None if expected_version is None else expected_version + len(parts[0])
-            for part in parts[1:]:
-                _pg_call(dbapi, run_id, version, now, part)
-                version = None if version is None else version + len(part)
-    return list(range(first, first + len(batch)))
-
-
-def _write_sqlite(dbapi: Any, dialect: Any, group: list[Pending[Batch, list[int]]]) -> None:
-    """SQLite: ``BEGIN IMMEDIATE`` (the write lock), then the group's batches (see
-    :meth:`BatchWriter._commit_group`); the caller commits."""
-    dbapi.execute("BEGIN IMMEDIATE")
-    if len(group) == 1:
-        group[0].result = sqlite_append(dbapi, *group[0].item)
-        return
-    for pending in group:
-        _sqlite_append_alone(dbapi, dialect, pending)
-
-
-def _write_pg(dbapi: Any, dialect: Any, group: list[Pending[Batch, list[int]]]) -> None:
-    """PostgreSQL: a lone batch is one ``steplog_append`` call in autocommit (its own
-    transaction, one round trip); a group is one transaction, each batch in a nested one."""
-    if len(group) == 1:
-        group[0].result = _pg_append(dbapi, *group[0].item)
-        return
-    if not dbapi.autocommit:
-        dbapi.autocommit = True
-    with dbapi.transaction():
-        for pending in group:
-            _pg_append_alone(dbapi, dialect, pending)
-
-
-def _pg_append_alone(dbapi: Any, dialect: Any, pending: Pending[Batch, list[int]]) -> None:
-    """One batch of a group in a nested transaction (a savepoint): stored, or rolled back
-    with its error kept."""
-    try:
-        with dbapi.transaction():
-            pending.result = _pg_append(dbapi, *pending.item)
-    except Conflict as conflict:
-        pending.error = conflict
-    except dialect.loaded_dbapi.IntegrityError as exc:  # an event id stored already
-        pending.error = wrapped(dialect, "append", (), exc, gone=False)
-
-
-def _pg_call(
-    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: PreparedBatch
-) -> int:
-    """One ``steplog_append`` call: the first position (a stale version raises Conflict)."""
-    times = None
-    if batch.times.count(None) != len(batch):
-        times = (
-            "{"
-            + ",".join("NULL" if at is None else utc(at).isoformat() for at in batch.times)
-            + "}"
-        )
-    params = (
-        run_id,
-        expected_version,
-        now,
-        "{" + ",".join(batch.hexes) + "}",
-        json.dumps(list(batch.types)),
-        "{" + ",".join(map(str, batch.versions)) + "}",
-        times,
-        "[" + ",".join(batch.payloads) + "]",
-    )
-    return _pg_first_position(dbapi, _PG_APPEND, params)
-
-
-def _pg_call_one(
-    dbapi: Any, run_id: str, expected_version: int | None, now: datetime, batch: PreparedBatch
-) -> int:
-    """:func:`_pg_call` for a batch of one event, through ``steplog_append_one``: no arrays
-    for the server to parse and unnest."""
-    ((type_name, _, version),) = batch.kinds
-    (at,) = batch.times
-    params = (
-        run_id,
-        expected_version,
-        now,
-        batch.hexes[0],
-        type_name,
-        version,
-        None if at is None else utc(at),
-        batch.payloads[0],
-    )
-    return _pg_first_position(dbapi, _PG_APPEND_ONE, params)
-
-
-def _pg_first_position(dbapi: Any, sql: str, params: tuple[Any, ...]) -> int:
-    """Run one of the append functions; the batch's first position (a stale expected version,
-    which the function answers with ``-1 - current version``, raises :class:`Conflict`)."""
-    with dbapi.cursor() as cursor:
-        cursor.execute(sql, params)
-        (first,) = cursor.fetchone()
-    if first < 0:  # nothing inserted: the run's version was not the expected one
-        raise Conflict(-1 - first)
-    return int(first)
-
-
-def _pg_chunks(batch: PreparedBatch) -> Iterable[PreparedBatch]:
-    """``batch`` in parts of at most ``_PG_CHUNK_EVENTS`` events and about ``_PG_CHUNK_CHARS``
-    characters of payload (one part, itself, almost always)."""
-    sizes = list(map(len, batch.payloads))
-    if len(batch) <= _PG_CHUNK_EVENTS and sum(sizes) < _PG_CHUNK_CHARS:
-        yield batch
-        return
-    start = 0
-    size = 0
-    for index, length in enumerate(sizes):
-        if index > start and (index - start >= _PG_CHUNK_EVENTS or size + length > _PG_CHUNK_CHARS):
-            yield batch.part(start, index)
-            start, size = index, 0
-        size += length
-    yield batch.part(start, len(sizes))
 
 
 def insert_rows(

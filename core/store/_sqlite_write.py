@@ -66,6 +66,17 @@ def sqlite_append_alone(dbapi: Any, dialect: Any, pending: Pending[Batch, list[i
     dbapi.execute("RELEASE steplog_batch")
 
 
+def write_sqlite(dbapi: Any, dialect: Any, group: list[Pending[Batch, list[int]]]) -> None:
+    """SQLite: ``BEGIN IMMEDIATE`` (the write lock), then the group's batches (see
+    :meth:`._append.BatchWriter._commit_group`); the caller commits."""
+    dbapi.execute("BEGIN IMMEDIATE")
+    if len(group) == 1:
+        group[0].result = sqlite_append(dbapi, *group[0].item)
+        return
+    for pending in group:
+        sqlite_append_alone(dbapi, dialect, pending)
+
+
 __all__ = [
     "COLUMN_NAMES",
     "SQLITE_INSERT",
@@ -73,4 +84,5 @@ __all__ = [
     "Conflict",
     "sqlite_append",
     "sqlite_append_alone",
+    "write_sqlite",
 ]
