@@ -113,6 +113,21 @@ class RegressionMember(_ReadModel):
     error_type: str | None = None
 
 
+class FailureCounts(_ReadModel):
+    """Failed runs counted by their (normalised) failed step and by error type, most first
+    (``steplog failures --group-by step|error_type``)."""
+
+    by_step: dict[str, int] = Field(default_factory=dict)
+    by_error_type: dict[str, int] = Field(default_factory=dict)
+
+
+class RegressionSetSize(_ReadModel):
+    """A regression set and how many runs it holds (one row of ``steplog regression list``)."""
+
+    name: str
+    runs: int
+
+
 class ProcessMetrics(_ReadModel):
     """Process metrics of one (scenario, model version, task type) group over finished runs
     (``steplog metrics``): completion, first-step accuracy, mid-run correction, cost."""

@@ -196,7 +196,7 @@ def set_form(run_id: str) -> None:
     """Add a failed run to a regression set (new or existing)."""
     with st.form("regression", border=True):
         st.markdown("**Add to a regression set**")
-        existing = list(cached(regression_sets))
+        existing = [s.name for s in cached(regression_sets)]
         name = st.text_input(
             "regression set",
             key="set_name",

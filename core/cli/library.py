@@ -53,7 +53,7 @@ def failures_cmd(
         refresh(store)
         if group_by is not None:
             found = distributions(store, scenario=scenario, model_version=model_version)
-            counts = found["step" if group_by == "step" else "error_type"]
+            counts = found.by_step if group_by == "step" else found.by_error_type
             if as_json:
                 _print_json({"group_by": group_by, "failed_runs": counts})
                 return
@@ -218,10 +218,10 @@ def regression_list(db: DbOption = None, as_json: JsonOption = False) -> None:
         refresh(store)
         sets = regression_sets(store)
     if as_json:
-        _print_json({"sets": [{"name": name, "runs": size} for name, size in sets.items()]})
+        _print_json({"sets": [{"name": s.name, "runs": s.runs} for s in sets]})
         return
-    for name, size in sets.items():
-        console.print(f"{name}  {size} run(s)", highlight=False)
+    for size in sets:
+        console.print(f"{size.name}  {size.runs} run(s)", highlight=False)
 
 
 @regression_app.command("show")

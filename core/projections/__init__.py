@@ -18,12 +18,14 @@ from .._lazy import lazy_exports
 if TYPE_CHECKING:
     from ._models import RunFailure, RunStateView, StepView, run_state_of
     from .queries import (
+        distributions,
         get_failure,
         list_failures,
         list_runs,
         metrics,
         refresh,
         regression_set,
+        regression_sets,
         related_runs,
         run_summary,
     )
@@ -33,6 +35,7 @@ __all__ = [
     "RunFailure",
     "RunStateView",
     "StepView",
+    "distributions",
     "failures",
     "get_failure",
     "list_failures",
@@ -40,6 +43,7 @@ __all__ = [
     "metrics",
     "refresh",
     "regression_set",
+    "regression_sets",
     "related_runs",
     "run_state_of",
     "run_summary",
@@ -52,12 +56,14 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
         {
             "._models": ("RunFailure", "RunStateView", "StepView", "run_state_of"),
             ".queries": (
+                "distributions",
                 "get_failure",
                 "list_failures",
                 "list_runs",
                 "metrics",
                 "refresh",
                 "regression_set",
+                "regression_sets",
                 "related_runs",
                 "run_summary",
             ),

@@ -25,7 +25,14 @@ from ..models import checkpoints_table
 from ..models import failure_signatures_table as sig_t
 from ..models import regression_members_table as members_t
 from ..models import run_summaries_table as runs_t
-from ..read_models import FailureSample, ProcessMetrics, RegressionMember, RunSummary
+from ..read_models import (
+    FailureCounts,
+    FailureSample,
+    ProcessMetrics,
+    RegressionMember,
+    RegressionSetSize,
+    RunSummary,
+)
 from ..store import EventStore, classify, explain
 
 if TYPE_CHECKING:
@@ -292,7 +299,7 @@ def get_failure(store: EventStore, signature: str) -> FailureSample:
 
 def distributions(
     store: EventStore, *, scenario: str | None = None, model_version: str | None = None
-) -> dict[str, dict[str, int]]:
+) -> FailureCounts:
     """Failed runs by (normalised) failed step and by error type."""
     base = select(runs_t).where(
         runs_t.c.status.in_(("failed", "aborted")),
@@ -316,7 +323,7 @@ def distributions(
                 label = normalize_step(key) if name == "step" else (key or "(none)")
                 counts[label] = counts.get(label, 0) + int(count)
         result[name] = dict(sorted(counts.items(), key=lambda kv: -kv[1]))
-    return result
+    return FailureCounts(by_step=result["step"], by_error_type=result["error_type"])
 
 
 # --- metrics ---------------------------------------------------------------------------------
@@ -394,15 +401,17 @@ def _ratio(numerator: Any, denominator: Any) -> float | None:
 # --- regression sets -------------------------------------------------------------------------
 
 
-def regression_sets(store: EventStore) -> dict[str, int]:
-    """Regression set names with their sizes."""
+def regression_sets(store: EventStore) -> list[RegressionSetSize]:
+    """The regression sets with their sizes, by name."""
     query = (
         select(members_t.c.set_name, func.count())
         .group_by(members_t.c.set_name)
         .order_by(members_t.c.set_name)
     )
     with store.engine.connect() as conn:
-        return {name: int(count) for name, count in conn.execute(query)}
+        return [
+            RegressionSetSize(name=name, runs=int(count)) for name, count in conn.execute(query)
+        ]
 
 
 def regression_set(store: EventStore, name: str) -> list[RegressionMember]:

@@ -122,7 +122,7 @@ def set_members(store: EventStore, set_name: str) -> list[RegressionMember]:
     refresh(store)
     members = regression_set(store, set_name)
     if not members:
-        known = ", ".join(sorted(regression_sets(store))) or "none"
+        known = ", ".join(s.name for s in regression_sets(store)) or "none"
         raise SteplogError(f"no regression set {set_name!r} (or it is empty); sets: {known}")
     return members
 

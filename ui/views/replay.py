@@ -127,7 +127,7 @@ def render() -> None:
 
 def _regression_sets() -> None:
     st.subheader("Regression sets")
-    sets = cached(regression_sets)
+    sets = {s.name: s.runs for s in cached(regression_sets)}
     if not sets:
         st.caption("No regression set yet: add failed runs from a run's page.")
         return
