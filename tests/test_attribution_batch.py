@@ -144,12 +144,12 @@ def test_batch_over_a_signature_against_planted_steps(store: EventStore, planted
     assert {a.run_id: a.decisive_step for a in results} == truth
     assert all(a.forks_reused == 0 for a in results)
     [group] = histogram(results, runs)
-    assert group["signature"] == signature and group["runs"] == 4 and group["decisive"] == 4
-    decisive = {row["step"]: row["decisive"] for row in group["steps"] if row["decisive"]}
-    failure = {row["step"]: row["failure"] for row in group["steps"] if row["failure"]}
+    assert group.signature == signature and group.runs == 4 and group.decisive == 4
+    decisive = {row.step: row.decisive for row in group.steps if row.decisive}
+    failure = {row.step: row.failure for row in group.steps if row.failure}
     assert decisive == dict(Counter(truth.values()))
     assert failure == {29: 4}  # every planted error surfaces at the last step
-    assert group["decided_before_failure"] == sum(1 for t in truth.values() if t < 29)
+    assert group.decided_before_failure == sum(1 for t in truth.values() if t < 29)
     # read back from the log: the same curves, no forking
     back = attributions_of(store, list(truth))
     for found in results:

@@ -36,17 +36,29 @@ def test_an_agent_is_blamed_when_significantly_above_each_other() -> None:
     # By hand: Wilson 95% for 2/2 is [0.3424, 1], for 0/2 [0, 0.6576]; Newcombe's lower limit of
     # the difference 1 - sqrt(0.6576^2 + 0.6576^2) = 0.0700 > 0. For 1/1 vs 0/1 (Wilson
     # [0.2065, 1] and [0, 0.7935]): 1 - sqrt(2 * 0.7935^2) = -0.1222 < 0, not significant.
-    top = AgentPoint("coder", 2, 2)
+    top = AgentPoint(agent="coder", rescued=2, forks=2)
     assert (round(top.interval.low, 4), top.interval.high) == (0.3424, 1.0)
-    assert above_all(top, [AgentPoint(a, 0, 2) for a in ("planner", "verifier")])
-    assert not above_all(AgentPoint("coder", 1, 1), [AgentPoint("planner", 0, 1)])
-    assert not above_all(top, [AgentPoint("planner", 1, 2)])  # 2/2 vs 1/2: not significant
-    assert not above_all(AgentPoint("coder", 0, 5), [AgentPoint("planner", 0, 5)])
-    assert not above_all(top, [AgentPoint("planner", 0, 0)])  # nothing measured to compare
+    assert above_all(
+        top, [AgentPoint(agent=a, rescued=0, forks=2) for a in ("planner", "verifier")]
+    )
+    assert not above_all(
+        AgentPoint(agent="coder", rescued=1, forks=1),
+        [AgentPoint(agent="planner", rescued=0, forks=1)],
+    )
+    assert not above_all(
+        top, [AgentPoint(agent="planner", rescued=1, forks=2)]
+    )  # 2/2 vs 1/2: not significant
+    assert not above_all(
+        AgentPoint(agent="coder", rescued=0, forks=5),
+        [AgentPoint(agent="planner", rescued=0, forks=5)],
+    )
+    assert not above_all(
+        top, [AgentPoint(agent="planner", rescued=0, forks=0)]
+    )  # nothing measured to compare
     # alone (the only agent acting from the step on): one completed fork settles it, as past
     # the failure step, whose future is the recorded (failed) run
-    assert above_all(AgentPoint("coder", 1, 3), [])
-    shown = AgentPoint("planner", 0, 0, acts=False).as_dict()
+    assert above_all(AgentPoint(agent="coder", rescued=1, forks=3), [])
+    shown = AgentPoint(agent="planner", rescued=0, forks=0, acts=False).as_dict()
     assert shown["rate"] is None and shown["ci"] is None and shown["acts"] is False
 
 
@@ -87,7 +99,7 @@ def test_no_single_agent_when_two_rescue_alike_or_none_does() -> None:
     assert len(calls) == 40 and all(p.forks == 10 for p in points)
     _, never = _agents({}, seed=3)
     assert settle(never, AGENTS, forks=4) == (  # type: ignore[arg-type]
-        tuple(AgentPoint(a, 0, 4) for a in AGENTS),
+        tuple(AgentPoint(agent=a, rescued=0, forks=4) for a in AGENTS),
         None,
     )
     with pytest.raises(ValueError, match="forks must be >= 1"):

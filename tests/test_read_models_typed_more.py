@@ -34,6 +34,17 @@ PURE = {
 }
 """Public functions that may return a dataclass or tuple: pure computations, no store read."""
 
+STORE_WRITERS = {
+    "steplog.attribution.forkable.load_forkable": "loads a run's fold for forking it (input)",
+    "steplog.attribution.run.check_attributable": "refuses a run before forking: fold + step",
+    "steplog.attribution.run.rescuer_versions": "the role -> version map a fork runs under",
+    "steplog.attribution.readback.recorded_forks": "the forks' outcomes the read-back folds",
+    "steplog.attribution.readback.attributions_of": "the read-back index by run id (of models)",
+    "steplog.chaos.profile.recorded_chaos_forks": "which chaos forks are done, to reuse them",
+}
+"""Public functions that take the store but are the packages' own plumbing -- the input of a
+fork or a fold, never a record handed to a caller -- with why."""
+
 PENDING: dict[str, str] = {}
 """Readers not converted yet (issue 33): xfail(strict), so converting one fails until it leaves
 this list, and nothing new can hide here."""
@@ -234,3 +245,46 @@ def test_models_built_unvalidated_equal_validated_ones(seeded: str, tmp_path: Pa
         again = type(model).model_validate(model.model_dump())
         assert again == model
         assert again.model_dump() == model.model_dump()
+
+
+def _store_readers() -> list[tuple[str, Any]]:
+    """Every public function of every public module (no ``_`` in its path) of the packages that
+    takes the store: readers, whether or not the package's ``__all__`` lists them."""
+    import pkgutil
+
+    found = []
+    for package in PACKAGES:
+        root = importlib.import_module(package)
+        names = [package] + [
+            f"{package}.{info.name}"
+            for info in pkgutil.iter_modules(root.__path__)
+            if not info.name.startswith("_")
+        ]
+        for module_name in names:
+            module = importlib.import_module(module_name)
+            for name, value in vars(module).items():
+                if name.startswith("_") or not inspect.isfunction(value):
+                    continue
+                if value.__module__ != module_name:
+                    continue  # imported here, judged where it is defined
+                hints = " ".join(str(a) for k, a in value.__annotations__.items() if k != "return")
+                if "EventStore" in hints or "StoreLike" in hints:
+                    found.append((f"{module_name}.{name}", value))
+    return found
+
+
+READERS_ANYWHERE = _store_readers()
+
+
+@pytest.mark.parametrize(
+    "name,function",
+    [pytest.param(n, f, id=n) for n, f in READERS_ANYWHERE if n not in STORE_WRITERS],
+)
+def test_every_public_function_that_takes_the_store_returns_read_models(
+    name: str, function: Any
+) -> None:
+    """The rule beyond ``__all__``: a public module's function that takes the store and returns
+    something returns read models (or None, or plain scalars)."""
+    annotation = _returns(function)
+    wrong = {cls.__name__: why for cls in _classes(annotation) if (why := _wrong(cls))}
+    assert wrong == {}, name

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SteplogError
+from .curve import ReadModel
 from .readback import attributions_of, preferred
 from .result import Attribution
 from .run import attribute, check_attributable
@@ -27,8 +28,7 @@ Progress = Callable[[int, int, str], None]
 """``progress(done, total, run_id)``: called before each run is attributed and once at the end."""
 
 
-@dataclass(frozen=True, slots=True)
-class FailedRun:
+class FailedRun(ReadModel):
     """A run to attribute, with the failure signature it was filed under."""
 
     run_id: str
@@ -62,7 +62,7 @@ def runs_of_signature(store: EventStore, signature: str, *, limit: int = 100) ->
     if not run_ids:
         raise SteplogError(f"signature {view.signature[:12]} has no failed runs to attribute")
     label = f"{view.step}: {view.error_type}"
-    return [FailedRun(r, view.signature, label) for r in run_ids]
+    return [FailedRun(run_id=r, signature=view.signature, failure=label) for r in run_ids]
 
 
 def runs_of_set(store: EventStore, name: str) -> list[FailedRun]:
@@ -73,16 +73,18 @@ def runs_of_set(store: EventStore, name: str) -> list[FailedRun]:
     members = regression_set(store, name)
     if not members:
         raise SteplogError(f"no regression set {name!r} (or it is empty)")
-    return [FailedRun(m.run_id, *_signature_of(store, m.run_id)) for m in members]
+    return [_failed_run(store, m.run_id) for m in members]
 
 
-def _signature_of(store: EventStore, run_id: str) -> tuple[str | None, str]:
+def _failed_run(store: EventStore, run_id: str) -> FailedRun:
     from ..projections.queries import run_summary
 
     row = run_summary(store, run_id)
     if row is None:
-        return None, "None: None"
-    return row.signature, f"{row.failed_step}: {row.error_type}"
+        return FailedRun(run_id=run_id, signature=None, failure="None: None")
+    return FailedRun(
+        run_id=run_id, signature=row.signature, failure=f"{row.failed_step}: {row.error_type}"
+    )
 
 
 def attribute_many(
@@ -115,7 +117,31 @@ def attribute_many(
     return results
 
 
-def histogram(results: Sequence[Attribution], runs: Sequence[FailedRun]) -> list[dict[str, Any]]:
+class StepCount(ReadModel):
+    """One step of a histogram: runs decided there, runs seen to fail there."""
+
+    step: int
+    decisive: int
+    failure: int
+
+
+class SignatureHistogram(ReadModel):
+    """Where one failure signature's attributed runs were decided, next to where they failed."""
+
+    signature: str | None
+    failure: str
+    """The signature's failed step and error type."""
+    runs: int
+    decisive: int
+    plateau: int
+    not_rescuable: int
+    decided_before_failure: int
+    steps: list[StepCount]
+
+
+def histogram(
+    results: Sequence[Attribution], runs: Sequence[FailedRun]
+) -> list[SignatureHistogram]:
     """Per failure signature: decisive steps against recorded failure steps, step by step."""
     filed = {run.run_id: run for run in runs}
     groups: dict[str | None, list[Attribution]] = {}
@@ -131,25 +157,23 @@ def histogram(results: Sequence[Attribution], runs: Sequence[FailedRun]) -> list
             1 for a in members if a.decisive_step is not None and a.decisive_step < a.failure_step
         )
         shown.append(
-            {
-                "signature": signature,
-                "failure": filed[members[0].run_id].failure,
-                "runs": len(members),
-                "decisive": verdicts["decisive"],
-                "plateau": verdicts["plateau"],
-                "not_rescuable": verdicts["not_rescuable"],
-                "decided_before_failure": before,
-                "steps": [
-                    {"step": s, "decisive": decisive[s], "failure": failure[s]} for s in steps
-                ],
-            }
+            SignatureHistogram(
+                signature=signature,
+                failure=filed[members[0].run_id].failure,
+                runs=len(members),
+                decisive=verdicts["decisive"],
+                plateau=verdicts["plateau"],
+                not_rescuable=verdicts["not_rescuable"],
+                decided_before_failure=before,
+                steps=[StepCount(step=s, decisive=decisive[s], failure=failure[s]) for s in steps],
+            )
         )
     return shown
 
 
 def recorded_histogram(
     store: EventStore, signature: str, *, rescuer: str | None = None, limit: int = 1000
-) -> dict[str, Any] | None:
+) -> SignatureHistogram | None:
     """The histogram of ``signature`` from its runs' recorded attributions (no forking), or
     ``None`` when none of its runs has one (or there is no such signature)."""
     try:
@@ -174,7 +198,7 @@ class Batch:
     results: Sequence[Attribution]
 
     @property
-    def histograms(self) -> list[dict[str, Any]]:
+    def histograms(self) -> list[SignatureHistogram]:
         """Per failure signature (see :func:`histogram`)."""
         return histogram(self.results, self.runs)
 
@@ -200,7 +224,7 @@ class Batch:
             "rescuer": self.rescuer,
             "forks_per_step": self.forks_per_step,
             "runs": [{**a.as_dict(), "signature": filed[a.run_id].signature} for a in self.results],
-            "histogram": self.histograms,
+            "histogram": [group.model_dump() for group in self.histograms],
             "forks_spent": sum(a.located.forks_spent for a in self.results),
             "forks_reused": sum(a.forks_reused for a in self.results),
             "forks_new": sum(a.forks_new or 0 for a in self.results),

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import SteplogError
 from ..stats.proportions import difference, proportion
 from ..stats.results import Interval
 from ..store import EventStore
+from .curve import ReadModel
 from .forkable import load_forkable
 from .result import Attribution, session_of
 from .run import attribute
@@ -42,8 +42,7 @@ def blame_seed(seed: int | None, step: int, agent: str, sample: int) -> int:
     return int.from_bytes(digest[:4], "big") % 2**31
 
 
-@dataclass(frozen=True, slots=True)
-class AgentPoint:
+class AgentPoint(ReadModel):
     """Forks at the blame step with one agent upgraded: how many ran, how many completed."""
 
     agent: str
@@ -97,7 +96,9 @@ def settle(
     outcomes: dict[str, list[bool]] = {agent: [] for agent in agents}
 
     def points() -> list[AgentPoint]:
-        return [AgentPoint(a, sum(seen), len(seen)) for a, seen in outcomes.items()]
+        return [
+            AgentPoint(agent=a, rescued=sum(seen), forks=len(seen)) for a, seen in outcomes.items()
+        ]
 
     def blamed() -> str | None:
         found = points()
@@ -116,8 +117,7 @@ def settle(
     return tuple(points()), None
 
 
-@dataclass(frozen=True, slots=True)
-class AgentBlame:
+class AgentBlame(ReadModel):
     """The answer for one multi-agent run: the decisive step, then the agent to blame."""
 
     attribution: Attribution
@@ -271,8 +271,16 @@ def blame(
     if found.verdict == "plateau":
         step = found.located.last_rescuable
     if step is None:
-        idle = tuple(AgentPoint(a, 0, 0, acts=False) for a in chosen)
-        return AgentBlame(found, None, None, failure_agent, idle, None, forks)
+        idle = tuple(AgentPoint(agent=a, rescued=0, forks=0, acts=False) for a in chosen)
+        return AgentBlame(
+            attribution=found,
+            step=None,
+            step_agent=None,
+            failure_agent=failure_agent,
+            agents=idle,
+            blamed=None,
+            forks_per_agent=forks,
+        )
     acting = acting_from(step)
     active = [a for a in chosen if a in acting]
     base = dict(events[0].payload.get("role_versions") or {})
@@ -303,8 +311,18 @@ def blame(
 
     measured, who = settle(fork, active, forks=forks, min_forks=min_forks)
     by_agent = {p.agent: p for p in measured}
-    points = tuple(by_agent.get(a, AgentPoint(a, 0, 0, acts=False)) for a in chosen)
-    return AgentBlame(found, step, recorded.get(step), failure_agent, points, who, forks)
+    points = tuple(
+        by_agent.get(a, AgentPoint(agent=a, rescued=0, forks=0, acts=False)) for a in chosen
+    )
+    return AgentBlame(
+        attribution=found,
+        step=step,
+        step_agent=recorded.get(step),
+        failure_agent=failure_agent,
+        agents=points,
+        blamed=who,
+        forks_per_agent=forks,
+    )
 
 
 def _recorded_agent_forks(

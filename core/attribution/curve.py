@@ -13,7 +13,7 @@ from ..stats.results import Interval
 _READ_CONFIG: Any = ConfigDict(frozen=True, defer_build=True)
 
 
-class _ReadModel(SQLModel):
+class ReadModel(SQLModel):
     """The base of the attribution's read models: frozen SQLModel models without a table,
     built on first use (an attribution forks runs: a validator per point costs nothing next to
     that)."""
@@ -21,7 +21,7 @@ class _ReadModel(SQLModel):
     model_config = _READ_CONFIG
 
 
-class RescuePoint(_ReadModel):
+class RescuePoint(ReadModel):
     """Forks at one step: how many ran, how many completed (were rescued)."""
 
     step: int

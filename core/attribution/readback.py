@@ -214,14 +214,6 @@ def as_dict(found: Attribution) -> dict[str, Any]:
     return {**found.as_dict(), "recorded": True}
 
 
-def recorded_view(
-    store: EventStore, run_id: str, rescuer: str | None = None
-) -> dict[str, Any] | None:
-    """The JSON form of ``run_id``'s recorded attribution (for pages), or ``None``."""
-    found = attribution_of(store, run_id, rescuer=rescuer)
-    return None if found is None else as_dict(found)
-
-
 def rescuers_of(store: EventStore, run_id: str) -> list[str]:
     """The rescuer versions ``run_id`` has a recorded attribution onto."""
     return sorted({version for _, version in recorded_forks(store, [run_id])})

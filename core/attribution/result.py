@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from .curve import _ReadModel
+from .curve import ReadModel
 from .search import Located, Verdict
 
 
@@ -21,7 +21,7 @@ def session_of(run_id: str, rescuer: str) -> str:
     return f"attribute:{run_id}:{rescuer}"
 
 
-class Attribution(_ReadModel):
+class Attribution(ReadModel):
     """The answer for one run: verdict, decisive step or plateau, the curve, forks spent."""
 
     run_id: str

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .curve import RescuePoint, _ReadModel, above
+from .curve import ReadModel, RescuePoint, above
 
 Verdict = Literal["decisive", "plateau", "not_rescuable"]
 Fork = Callable[[int, int], bool]
@@ -75,7 +75,7 @@ class _Samples:
         return sum(len(v) for v in self.outcomes.values())
 
 
-class Located(_ReadModel):
+class Located(ReadModel):
     """What the search found: the verdict, where, the probed curve and the forks spent.
 
     Two are equal when they found the same (``probed`` and ``unprobed_checked`` say how the

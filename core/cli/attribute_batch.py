@@ -1,13 +1,13 @@
 """``steplog attribute --signature SIG | --set NAME``: attribution over many failed runs."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from ._shared import _opened, _print_json, console, description_column, err_console
 
 if TYPE_CHECKING:
-    from ..attribution.batch import Batch
+    from ..attribution.batch import Batch, SignatureHistogram
 
 BAR = 30
 
@@ -80,24 +80,24 @@ def _print_batch(batch: "Batch") -> None:
     console.print(batch.summary, highlight=False, markup=False)
 
 
-def _histogram(group: dict[str, Any]) -> Table:
+def _histogram(group: "SignatureHistogram") -> Table:
     """Decisive steps against failure steps, one row per step, as bars."""
-    signature = str(group["signature"] or "(no signature)")[:12]
+    signature = str(group.signature or "(no signature)")[:12]
     title = (
-        f"{signature} {group['failure']}: {group['runs']} run(s), {group['decisive']} decisive "
-        f"({group['decided_before_failure']} before the failure step), {group['plateau']} "
-        f"plateau, {group['not_rescuable']} not rescuable"
+        f"{signature} {group.failure}: {group.runs} run(s), {group.decisive} decisive "
+        f"({group.decided_before_failure} before the failure step), {group.plateau} "
+        f"plateau, {group.not_rescuable} not rescuable"
     )
     table = Table(
         "step", "decisive", "", "failure", "", title=title, box=None, title_justify="left"
     )
-    top = max([1, *(max(s["decisive"], s["failure"]) for s in group["steps"])])
-    for row in group["steps"]:
+    top = max([1, *(max(s.decisive, s.failure) for s in group.steps)])
+    for row in group.steps:
         table.add_row(
-            str(row["step"]),
-            str(row["decisive"]),
-            "#" * round(BAR * row["decisive"] / top),
-            str(row["failure"]),
-            "#" * round(BAR * row["failure"] / top),
+            str(row.step),
+            str(row.decisive),
+            "#" * round(BAR * row.decisive / top),
+            str(row.failure),
+            "#" * round(BAR * row.failure / top),
         )
     return table

@@ -192,15 +192,15 @@ def _decisive_steps(signature: str) -> None:
         return
     st.markdown("**Decisive steps** (from recorded attributions)")
     rows = [
-        {"step": row["step"], "kind": kind, "runs": row[kind]}
-        for row in group["steps"]
+        {"step": row.step, "kind": kind, "runs": getattr(row, kind)}
+        for row in group.steps
         for kind in ("decisive", "failure")
     ]
     st.vega_lite_chart(pd.DataFrame(rows), charts.decisive_histogram_chart(), width="stretch")
     st.caption(  # numbers only: nothing to make inert
-        f"{group['runs']} attributed run(s): {group['decisive']} with a decisive step "
-        f"({group['decided_before_failure']} before the step that failed), "
-        f"{group['plateau']} plateau, {group['not_rescuable']} not rescuable"
+        f"{group.runs} attributed run(s): {group.decisive} with a decisive step "
+        f"({group.decided_before_failure} before the step that failed), "
+        f"{group.plateau} plateau, {group.not_rescuable} not rescuable"
     )
 
 

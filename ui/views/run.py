@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from steplog.attribution.readback import recorded_view, rescuers_of
+from steplog.attribution.readback import attribution_of, rescuers_of
 from steplog.projections.queries import (
     regression_sets_of_run,
     related_runs,
@@ -231,9 +231,10 @@ def _attribution(run_id: str, final) -> None:  # type: ignore[no-untyped-def]
     rescuer = rescuers[0]
     if len(rescuers) > 1:
         rescuer = st.selectbox("rescuer", rescuers, key="rescuer", bind="query-params")
-    found = cached(recorded_view, run_id, rescuer)
-    if found is None:
+    recorded = cached(attribution_of, run_id, rescuer=rescuer)
+    if recorded is None:
         return
+    found = recorded.as_dict()
     text(found["summary"])
     frame = pd.DataFrame(
         [
