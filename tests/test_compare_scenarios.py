@@ -12,6 +12,7 @@ from steplog.compare import compare, compare_view, scenario_decisions
 from steplog.errors import SteplogError
 from steplog.harness.batch import execute_all, plan_runs
 from steplog.harness.scenario import get_scenario
+from steplog.projections.queries import refresh
 from steplog.store import EventStore
 
 SCENARIOS = ("customer-service", "data-migration", "invoice-extraction", "nowhere")
@@ -39,6 +40,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Any:
                     raise RuntimeError("boom")
         except RuntimeError:
             pass
+    # the read models caught up here, not by whichever test of the module happens to run first
+    # (load_runs reads them as they are; under xdist a module's tests can split across workers)
+    refresh(opened)
     yield opened
     opened.close()
 
