@@ -193,7 +193,7 @@ class Playback:
         check_name: bool = True,
     ) -> dict[str, Any]:
         """:meth:`take` giving the recorded payload itself (not a copy: the caller must not
-        change it) when the first pending call of this kind (and name) in the step was made
+        change it) when the step's first pending call is of this kind (and name) and was made
         with the very request asked (the usual case for sequential code, decided without
         hashing); anything else is decided by :meth:`take`, which also words the divergence."""
         with self._lock:
