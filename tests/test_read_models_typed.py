@@ -8,14 +8,13 @@ import dataclasses
 import importlib
 import inspect
 import json
-import sys
-import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.return_types import all_read_models, named_classes, return_annotation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlmodel import SQLModel
@@ -104,25 +103,6 @@ NOT_READ_MODELS: dict[str, str] = {
 each with the reason."""
 
 
-def _returns(function: Callable[..., Any]) -> Any:
-    """``function``'s return annotation, resolved in its module (only the return: parameters
-    may name classes imported for type checking alone)."""
-    annotation = function.__annotations__["return"]
-    if isinstance(annotation, str):
-        annotation = eval(annotation, vars(sys.modules[function.__module__]))
-    return annotation
-
-
-def _classes(annotation: Any) -> set[Any]:
-    """The classes a return annotation names, through ``list[...]`` and ``X | None``."""
-    args = typing.get_args(annotation)
-    if not args:
-        return {annotation} - {types.NoneType}
-    origin = typing.get_origin(annotation)
-    own = set() if origin in (types.UnionType, typing.Union) else {origin}
-    return own.union(*(_classes(arg) for arg in args))
-
-
 def test_every_read_facade_of_steplog_all_is_covered() -> None:
     read_modules = {"projections.reads", "compare", "replay"}
     facades = {
@@ -137,7 +117,7 @@ def test_every_read_facade_of_steplog_all_is_covered() -> None:
     "function", [*READ_FACADE.values(), *READERS], ids=lambda f: f.__qualname__
 )
 def test_declared_return_types_are_sqlmodel_read_models(function: Callable[..., Any]) -> None:
-    returned = _classes(_returns(function)) - {list}
+    returned = named_classes(return_annotation(function)) - {list}
     assert returned, function
     for cls in returned:
         assert isinstance(cls, type) and issubclass(cls, SQLModel), (function, cls)
@@ -170,7 +150,7 @@ def test_public_functions_return_no_dict_dataclass_or_tuple(package: str) -> Non
     for qualified, function in functions:
         if qualified in NOT_READ_MODELS:
             continue
-        named = {c for c in _classes(_returns(function)) if _not_a_read_model(c)}
+        named = {c for c in named_classes(return_annotation(function)) if _not_a_read_model(c)}
         if named:
             wrong[qualified] = sorted(getattr(c, "__name__", str(c)) for c in named)
     assert wrong == {}, "return a SQLModel read model, or add to NOT_READ_MODELS with a reason"
@@ -195,7 +175,7 @@ def test_the_discovery_flags_dicts_dataclasses_and_named_tuples() -> None:
 def test_the_checker_sees_a_dict_in_a_union() -> None:
     def reader() -> list[dict[str, Any]] | None: ...
 
-    assert _classes(_returns(reader)) == {list, dict, str, Any}
+    assert named_classes(return_annotation(reader)) == {list, dict, str, Any}
 
 
 @pytest.fixture(scope="module")
@@ -211,11 +191,6 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> str:
     for version in ("sim-v1", "sim-v2"):
         execute_all(url, plan_runs(spec, model_version=version, runs=8, seed=0))
     return url
-
-
-def _all_sqlmodel(value: Any) -> bool:
-    items = value if isinstance(value, list) else [value]
-    return bool(items) and all(isinstance(item, SQLModel) for item in items)
 
 
 def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> None:
@@ -277,7 +252,7 @@ def test_read_apis_return_sqlmodel_instances(seeded: str, tmp_path: Path) -> Non
         READ_FACADE
     ) | {"replay.replay", "compare.compare"}
     wrong = {
-        name: type(value).__name__ for name, value in found.items() if not _all_sqlmodel(value)
+        name: type(value).__name__ for name, value in found.items() if not all_read_models(value)
     }
     assert wrong == {}
     # what came back is what the store holds, not placeholders

@@ -9,13 +9,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import sys
-import types
 import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.return_types import all_read_models, named_classes, return_annotation
 from sqlmodel import SQLModel
 
 from steplog.store import EventStore
@@ -34,7 +33,7 @@ PURE = {
 }
 """Public functions that may return a dataclass or tuple: pure computations, no store read."""
 
-STORE_WRITERS = {
+PLUMBING = {
     "steplog.attribution.forkable.load_forkable": "loads a run's fold for forking it (input)",
     "steplog.attribution.run.check_attributable": "refuses a run before forking: fold + step",
     "steplog.attribution.run.rescuer_versions": "the role -> version map a fork runs under",
@@ -58,28 +57,6 @@ def _public_functions(package: str) -> list[tuple[str, Any]]:
         if inspect.isfunction(value):
             found.append((f"{package}.{name}", value))
     return found
-
-
-def _returns(function: Any) -> Any:
-    """``function``'s return annotation, resolved in its module (only the return: parameters
-    may name classes imported for type checking alone)."""
-    annotation = function.__annotations__["return"]
-    if isinstance(annotation, str):
-        namespace = {**vars(sys.modules[function.__module__])}
-        annotation = eval(annotation, namespace)
-    return annotation
-
-
-def _classes(annotation: Any) -> set[Any]:
-    """The classes a return annotation names, through generics and unions."""
-    args = typing.get_args(annotation)
-    if not args:
-        return {annotation} - {types.NoneType}
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        return {type(arg) for arg in args}
-    own = set() if origin in (types.UnionType, typing.Union) else {origin}
-    return own.union(*(_classes(arg) for arg in args))
 
 
 def _wrong(cls: Any) -> str | None:
@@ -125,8 +102,8 @@ def test_the_allowlists_name_public_functions() -> None:
 )
 def test_public_functions_return_read_models(name: str, function: Any) -> None:
     assert "return" in function.__annotations__, f"{name} declares no return type"
-    annotation = _returns(function)
-    wrong = {cls.__name__: why for cls in _classes(annotation) if (why := _wrong(cls))}
+    annotation = return_annotation(function)
+    wrong = {cls.__name__: why for cls in named_classes(annotation) if (why := _wrong(cls))}
     assert wrong == {}, name
 
 
@@ -141,7 +118,7 @@ def test_the_checker_sees_what_it_must_refuse() -> None:
     def reader() -> None: ...
 
     reader.__annotations__["return"] = list[dict[str, Any]] | tuple[Kept, Pair] | None
-    found = {cls.__name__: _wrong(cls) for cls in _classes(_returns(reader))}
+    found = {cls.__name__: _wrong(cls) for cls in named_classes(return_annotation(reader))}
     assert {k: v for k, v in found.items() if v} == {
         "dict": "a dict",
         "tuple": "a tuple",
@@ -165,11 +142,6 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> str:
     for version in ("sim-v1", "sim-v2"):
         execute_all(url, plan_runs(spec, model_version=version, runs=12, seed=0))
     return url
-
-
-def _typed(value: Any) -> bool:
-    items = value if isinstance(value, list) else [value]
-    return bool(items) and all(isinstance(item, SQLModel) for item in items)
 
 
 def test_readers_return_sqlmodel_instances(seeded: str) -> None:
@@ -200,7 +172,9 @@ def test_readers_return_sqlmodel_instances(seeded: str) -> None:
         )
     finally:
         store.close()
-    wrong = {name: type(value).__name__ for name, value in found.items() if not _typed(value)}
+    wrong = {
+        name: type(value).__name__ for name, value in found.items() if not all_read_models(value)
+    }
     assert wrong == {}
     # what came back is what the store holds
     report = found["modes_report"]
@@ -278,13 +252,13 @@ READERS_ANYWHERE = _store_readers()
 
 @pytest.mark.parametrize(
     "name,function",
-    [pytest.param(n, f, id=n) for n, f in READERS_ANYWHERE if n not in STORE_WRITERS],
+    [pytest.param(n, f, id=n) for n, f in READERS_ANYWHERE if n not in PLUMBING],
 )
 def test_every_public_function_that_takes_the_store_returns_read_models(
     name: str, function: Any
 ) -> None:
     """The rule beyond ``__all__``: a public module's function that takes the store and returns
     something returns read models (or None, or plain scalars)."""
-    annotation = _returns(function)
-    wrong = {cls.__name__: why for cls in _classes(annotation) if (why := _wrong(cls))}
+    annotation = return_annotation(function)
+    wrong = {cls.__name__: why for cls in named_classes(annotation) if (why := _wrong(cls))}
     assert wrong == {}, name
