@@ -220,13 +220,22 @@ def test_a_request_trickling_in_is_cut_at_its_total_deadline(store: EventStore) 
 
 
 def _slow_request(server: OtlpReceiver, length: int) -> socket.socket:
-    """A request that declared ``length`` bytes and sent one: it holds a slot until closed."""
+    """A request that declared ``length`` bytes and sent one: it holds a slot until closed.
+
+    It is returned once the receiver holds both its slot and its declared bytes: the slot is
+    taken before the body is read and the bytes a moment later, so waiting on the slot alone
+    let a loaded machine send the next request in between (a flaky 200 where 503 was due).
+    """
     host, port = server.server_address[:2]
     sock = socket.create_connection((host, port), timeout=30)
     sock.sendall(head(f"Content-Length: {length}") + b"{")
     deadline = time.monotonic() + 10
-    while server.admission.requests == 0 and time.monotonic() < deadline:
+    admission = server.admission
+    while (admission.requests == 0 or admission.inflight < length) and (
+        time.monotonic() < deadline
+    ):
         time.sleep(0.01)
+    assert admission.requests == 1 and admission.inflight >= length, "the slow request stalled"
     return sock
 
 
