@@ -49,6 +49,7 @@ from ..store import EventStore
 from .disk import grouped, table_bytes
 from .ingest_client import (
     SPANS_PER_REQUEST,
+    BacklogWatcher,
     build_requests,
     events_per_trace,
     free_port,
@@ -72,13 +73,20 @@ class Found:
     traces_found: int
     events_found: int
     spans_left_staged: int
+    traces_revised: int = 0  # found runs mapped again (spans came after the run was assembled)
 
 
 def find_sent(url: str, trace_ids: list[str], events_each: int) -> Found:
-    """Look every sent trace up by its run id: a trace is found when its run holds
-    ``events_each`` events, the last of them terminal; spans of sent traces still staged are
-    counted too. Other runs in the store are not counted."""
-    from sqlalchemy import case, func, select
+    """Look every sent trace up by its run id: a trace is found when its run, as it now reads,
+    holds ``events_each`` events, the last of them terminal; spans of sent traces still staged
+    are counted too. Other runs in the store are not counted.
+
+    A run reads from its last ``RunRevised`` on when it has one (that event takes
+    ``RunStarted``'s place): spans that reach the receiver after their run was assembled (a
+    request pushed back while the next one, holding the trace's root, went through) revise it,
+    and the revision holds the whole trace. A trace assembled twice from the same spans would
+    still be caught: its run would hold two runs' worth of events with no revision between."""
+    from sqlalchemy import and_, case, func, or_, select
 
     from ..ingest.otlp.genai import run_id_for
     from ..models import events_table, staged_spans_table
@@ -86,20 +94,32 @@ def find_sent(url: str, trace_ids: list[str], events_each: int) -> Found:
 
     e, s = events_table.c, staged_spans_table.c
     engine = create_engine_for(url)
-    found = events = staged = 0
+    found = events = staged = revised = 0
     terminal = ("RunCompleted", "RunFailed")
     try:
         with engine.connect() as conn:
             for start in range(0, len(trace_ids), 500):
                 chunk = trace_ids[start : start + 500]
                 runs = [run_id_for(t) for t in chunk]
+                revisions = dict(
+                    conn.execute(
+                        select(e.run_id, func.max(e.position))
+                        .where(e.run_id.in_(runs), e.type == "RunRevised")
+                        .group_by(e.run_id)
+                    ).all()
+                )
+                revised += len(revisions)
+                current = or_(
+                    e.run_id.in_([run for run in runs if run not in revisions]),
+                    *(and_(e.run_id == run, e.position >= at) for run, at in revisions.items()),
+                )
                 query = (
                     select(
                         e.run_id,
                         func.count(),
                         func.sum(case((e.type.in_(terminal), 1), else_=0)),
                     )
-                    .where(e.run_id.in_(runs))
+                    .where(current)
                     .group_by(e.run_id)
                 )
                 for _, count, ends in conn.execute(query):
@@ -115,7 +135,7 @@ def find_sent(url: str, trace_ids: list[str], events_each: int) -> Found:
                 )
     finally:
         engine.dispose()
-    return Found(found, events, staged)
+    return Found(found, events, staged, revised)
 
 
 def run_ingest_benchmark(
@@ -127,11 +147,14 @@ def run_ingest_benchmark(
     workers: int = 1,
     assemblers: int = 1,
     receivers: int = 1,
+    backpressure_seconds: float | None = None,
+    backpressure_min_spans: int | None = None,
     progress: Callable[[str], None] = lambda message: None,
 ) -> IngestBench:
     """Measure the parse-and-discard receiver, then ``steplog serve`` (``receivers`` processes
-    on one store, the client spreading its connections over them); watch runs appear; look up
-    every trace sent."""
+    on one store, the client spreading its connections over them, with ``serve``'s
+    backpressure options when given); watch runs appear and the staged backlog; look up every
+    trace sent."""
     load_before = os.getloadavg()[0]
     traces = max(1, int(rate * seconds) // spans_per_trace)
     progress(f"encoding {traces:,} traces of {spans_per_trace} spans")
@@ -147,13 +170,15 @@ def run_ingest_benchmark(
         before = _last_position(url)
         watcher = _RunWatcher(url, after=before)
         serve_url = with_application(url)
-        with _receivers(serve_url, receivers, workers=workers, assemblers=assemblers) as (
-            ports,
-            pids,
-        ):
+        backpressure = _backpressure_options(backpressure_seconds, backpressure_min_spans)
+        with _receivers(
+            serve_url, receivers, workers=workers, assemblers=assemblers, options=backpressure
+        ) as (ports, pids):
             meter = CpuMeter(url, pids)
+            backlog = BacklogWatcher(ports)
             try:
                 watcher.start()
+                backlog.start()
                 meter.start()
                 progress(
                     f"sending {sum(counts):,} spans at {rate:,}/s for {seconds:g} s"
@@ -168,10 +193,12 @@ def run_ingest_benchmark(
                 lag = time.perf_counter() - lag_started
                 cpu = meter.finish()
                 watcher.stop_and_join()
+                backlog.stop_and_join()
                 found = find_sent(url, trace_ids, events_per_trace(spans_per_trace))
                 disk = grouped(table_bytes(url))
             finally:
                 watcher.stop_and_join()
+                backlog.stop_and_join()
                 meter.finish()
     visible = visibility_lags(trace_ids, spans_per_trace, result.acknowledged_at, watcher.seen_at)
     sent_runs = {f"otel-{t}" for t in trace_ids}
@@ -187,6 +214,9 @@ def run_ingest_benchmark(
         p50_latency_ms=statistics.median(result.latencies_ms),
         p99_latency_ms=percentile(result.latencies_ms, 0.99),
         failed_requests=result.failed_requests,
+        pushed_back_requests=result.pushed_back,
+        largest_backlog_spans=backlog.largest,
+        backlog_bound_spans=backlog.bound_at_largest,
         assembly_lag_seconds=lag,
         assembly_spans_per_second=steady_assembly_rate(seen, spans_per_trace, sending_started),
         first_visible_seconds=min(seen) - sending_started if seen else None,
@@ -199,6 +229,7 @@ def run_ingest_benchmark(
         events_expected=expected,
         events_found=found.events_found,
         spans_left_staged=found.spans_left_staged,
+        traces_revised=found.traces_revised,
         assemblers=assemblers,
         receivers=receivers,
         store="fresh" if before == 0 else f"existing: {before:,} events before",
@@ -209,9 +240,15 @@ def run_ingest_benchmark(
     )
 
 
+def _backpressure_options(seconds: float | None, min_spans: int | None) -> list[str]:
+    """``steplog serve``'s backpressure options for the values given (none: its defaults)."""
+    options = [] if seconds is None else ["--backpressure-seconds", f"{seconds:g}"]
+    return options + ([] if min_spans is None else ["--backpressure-min-spans", str(min_spans)])
+
+
 @contextmanager
 def _receivers(
-    url: str, count: int, *, workers: int, assemblers: int
+    url: str, count: int, *, workers: int, assemblers: int, options: list[str] | None = None
 ) -> Iterator[tuple[list[int], list[int]]]:
     """``count`` ``steplog serve`` processes on one store, each on a port of its own, as several
     hosts behind a load balancer would be; yields their ports and process ids, stops them all
@@ -221,10 +258,10 @@ def _receivers(
     try:
         for _ in range(count):
             port = free_port()
-            options = ["--port", str(port), "--workers", str(workers)]
-            options += ["--assemblers", str(assemblers)]
+            flags = ["--port", str(port), "--workers", str(workers)]
+            flags += ["--assemblers", str(assemblers), *(options or [])]
             server = subprocess.Popen(
-                [sys.executable, "-m", "steplog.cli", "serve", "--db", url, *options],
+                [sys.executable, "-m", "steplog.cli", "serve", "--db", url, *flags],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

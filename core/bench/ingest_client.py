@@ -1,12 +1,15 @@
 """The ingest benchmark's client: OTLP requests built ahead (gzip, 512 spans each, as the SDK's
-batch processor sends them), sent at a fixed span rate over keep-alive connections; and the
-baseline it is measured against, a receiver that parses each request and discards it.
+batch processor sends them), sent at a fixed span rate over keep-alive connections, a request
+pushed back (503 + ``Retry-After``) sent again after the delay it names, as OTLP exporters do;
+a watcher of the receivers' staged backlog (``/health``); and the baseline it is all measured
+against, a receiver that parses each request and discards it.
 """
 
 from __future__ import annotations
 
 import gzip
 import http.client
+import json
 import random
 import socket
 import subprocess
@@ -22,6 +25,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 
 SPANS_PER_REQUEST = 512
 
+RETRY_FOR = 120.0
+"""Seconds the client keeps sending a pushed-back request again before counting it failed (the
+OTLP exporters' own retry budgets are of this order)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ClientResult:
@@ -34,6 +41,7 @@ class ClientResult:
     seconds: float
     latencies_ms: list[float]
     acknowledged_at: list[float | None]  # perf_counter time of each request's 200
+    pushed_back: int = 0  # 503 + Retry-After answers, each followed by the request sent again
 
     @property
     def spans_per_second(self) -> float:
@@ -136,13 +144,13 @@ def send_at_rate(
         at += count / rate
     lock = threading.Lock()
     next_index = 0
-    acknowledged = failed = 0
+    acknowledged = failed = pushed_back = 0
     latencies: list[float] = []
     acknowledged_at: list[float | None] = [None] * len(bodies)
     start = time.perf_counter()
 
     def worker(port: int) -> None:
-        nonlocal next_index, acknowledged, failed
+        nonlocal next_index, acknowledged, failed, pushed_back
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         while True:
             with lock:
@@ -154,15 +162,25 @@ def send_at_rate(
             if delay > 0:
                 time.sleep(delay)
             began = time.perf_counter()
-            ok = _post(conn, bodies[index])
-            if not ok:  # one reconnect and retry, as exporters do
-                conn.close()
+            reconnected, waits = False, 0
+            while True:
+                status, retry_after = _post(conn, bodies[index])
+                if status == 503 and retry_after is not None:
+                    waits += 1  # pushed back: wait as told, then the same request again
+                    if time.perf_counter() + retry_after - began > RETRY_FOR:
+                        break
+                    time.sleep(retry_after)
+                    continue
+                if status == 200 or reconnected:
+                    break
+                conn.close()  # one reconnect and retry, as exporters do
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                ok = _post(conn, bodies[index])
+                reconnected = True
             answered = time.perf_counter()
             with lock:
                 latencies.append((answered - began) * 1000)
-                if ok:
+                pushed_back += waits
+                if status == 200:
                     acknowledged += counts[index]
                     acknowledged_at[index] = answered
                 else:
@@ -184,10 +202,13 @@ def send_at_rate(
         time.perf_counter() - start,
         latencies,
         acknowledged_at,
+        pushed_back,
     )
 
 
-def _post(conn: http.client.HTTPConnection, body: bytes) -> bool:
+def _post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, float | None]:
+    """The answer's status (0: none, the connection failed) and its ``Retry-After`` in seconds
+    (``None``: absent or not a number of seconds)."""
     try:
         conn.request(
             "POST",
@@ -197,9 +218,59 @@ def _post(conn: http.client.HTTPConnection, body: bytes) -> bool:
         )
         response = conn.getresponse()
         response.read()
-        return response.status == 200
+        retry_after = response.getheader("Retry-After")
+        try:
+            seconds = float(retry_after) if retry_after is not None else None
+        except ValueError:
+            seconds = None
+        return response.status, seconds
     except (OSError, http.client.HTTPException):
-        return False
+        return 0, None
+
+
+class BacklogWatcher(threading.Thread):
+    """Reads each receiver's ``/health`` every ``every`` seconds and keeps the largest staged
+    backlog it reported and the bound it stood against then. (A receiver counts its backlog
+    anyway, once a second; reading it costs one request.)
+    """
+
+    def __init__(self, ports: list[int], every: float = 1.0) -> None:
+        super().__init__(daemon=True)
+        self.ports, self.every = ports, every
+        self.largest: int | None = None
+        self.bound_at_largest: int | None = None
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            for port in self.ports:
+                backlog = _backlog_of(port)
+                spans, bound = backlog.get("spans"), backlog.get("bound")
+                if not isinstance(spans, int):
+                    continue
+                if self.largest is None or spans > self.largest:
+                    self.largest = spans
+                    self.bound_at_largest = bound if isinstance(bound, int) else None
+            self._stopping.wait(self.every)
+
+    def stop_and_join(self) -> None:
+        if self.is_alive():
+            self._stopping.set()
+            self.join()
+
+
+def _backlog_of(port: int) -> dict[str, object]:
+    """The ``backlog`` section of a receiver's ``/health`` (empty: no answer or none in it)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/health")
+        report = json.loads(conn.getresponse().read())
+    except (OSError, http.client.HTTPException, ValueError):
+        return {}
+    finally:
+        conn.close()
+    backlog = report.get("backlog") if isinstance(report, dict) else None
+    return backlog if isinstance(backlog, dict) else {}
 
 
 def serve_discarding() -> None:

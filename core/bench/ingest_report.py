@@ -29,7 +29,7 @@ class IngestBench:
     baseline_spans_per_second: float
     p50_latency_ms: float
     p99_latency_ms: float
-    failed_requests: int
+    failed_requests: int  # not acknowledged, pushed back beyond the client's retry budget too
     assembly_lag_seconds: float
     assembly_spans_per_second: float  # steady state: see steady_assembly_rate
     first_visible_seconds: float | None  # from the first send to the first run visible
@@ -49,6 +49,16 @@ class IngestBench:
     disk_bytes: dict[str, int]  # the store's bytes on disk by group (see bench.disk)
     assembler_cpu_seconds: float | None = None  # the assembler processes' (see bench.ingest_cpu)
     database_cpu_seconds: float | None = None  # the benchmark's PostgreSQL backends'
+    pushed_back_requests: int = 0  # 503 + Retry-After answers (each request then sent again)
+    largest_backlog_spans: int | None = None  # staged spans, the most any /health reported
+    backlog_bound_spans: int | None = None  # the backpressure bound when it was the largest
+    traces_revised: int = 0  # found runs mapped again: some spans came after they were assembled
+
+    @property
+    def sustainable_spans_per_second(self) -> float:
+        """The rate the receiver can sustain: the lesser of what it acknowledged and what it
+        assembled in steady state (pushed back, it acknowledges no more than it assembles)."""
+        return min(self.spans_per_second, self.assembly_spans_per_second)
 
     def us_per_span(self, seconds: float | None) -> float | None:
         """CPU ``seconds`` per span acknowledged, in microseconds."""
@@ -113,6 +123,7 @@ class IngestBench:
             "ratio": self.ratio,
             "assembly_ratio": self.assembly_ratio,
             "bytes_per_span": self.bytes_per_span,
+            "sustainable_spans_per_second": self.sustainable_spans_per_second,
             "conditions": self.conditions,
         }
 

@@ -345,6 +345,17 @@ def bench_ingest(
             "spreads its connections over them as a load balancer would.",
         ),
     ] = 1,
+    backpressure_seconds: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="steplog serve --backpressure-seconds (default: serve's, 60); a small bound "
+            "with a high --rate shows the receiver pushing back.",
+        ),
+    ] = None,
+    backpressure_min_spans: Annotated[
+        int | None, typer.Option(min=1, help="steplog serve --backpressure-min-spans.")
+    ] = None,
     db: Annotated[
         str | None,
         typer.Option(
@@ -367,6 +378,8 @@ def bench_ingest(
         workers=workers,
         assemblers=assemblers,
         receivers=receivers,
+        backpressure_seconds=backpressure_seconds,
+        backpressure_min_spans=backpressure_min_spans,
         progress=lambda message: err_console.print(message, highlight=False),
     )
     if as_json:
@@ -386,7 +399,8 @@ def bench_ingest(
         f"{report.assembly_ratio:.2f}x the baseline, {report.receivers} receiver(s) x "
         f"{report.assemblers} assembler(s)); "
         f"{report.events_found:,} of {report.events_expected:,} events "
-        f"({report.events_missing} missing, {report.spans_left_staged} span(s) left staged), "
+        f"({report.events_missing} missing, {report.spans_left_staged} span(s) left staged, "
+        f"{report.traces_revised} run(s) revised for spans that came after them), "
         f"{report.assembly_lag_seconds:.1f} s after the last acknowledgement",
         highlight=False,
     )
@@ -402,6 +416,7 @@ def bench_ingest(
         f"{'keeps up' if report.keeps_up else 'DOES NOT keep up'}; {report.conditions}",
         highlight=False,
     )
+    console.print(_backlog_line(report), highlight=False)
     console.print(_assembly_cpu_line(report), highlight=False)
     spans = max(1, report.spans_acknowledged)
     parts = ", ".join(f"{group} {size / spans:,.0f}" for group, size in report.disk_bytes.items())
@@ -409,6 +424,20 @@ def bench_ingest(
         f"disk: {report.bytes_per_span:,.0f} bytes per span acknowledged ({parts}; target "
         "<= 1,500)",
         highlight=False,
+    )
+
+
+def _backlog_line(report: "IngestBench") -> str:
+    """Backpressure: requests pushed back, the largest staged backlog, the sustainable rate."""
+    largest = report.largest_backlog_spans
+    backlog = "-" if largest is None else f"{largest:,} spans"
+    if largest is not None and report.backlog_bound_spans is not None:
+        backlog += f" (bound {report.backlog_bound_spans:,})"
+    return (
+        f"backpressure: {report.pushed_back_requests:,} answer(s) 503 + Retry-After, each "
+        f"request sent again after it; largest staged backlog {backlog}; sustainable "
+        f"{report.sustainable_spans_per_second:,.0f} spans/s (the lesser of acknowledged and "
+        "assembled)"
     )
 
 
