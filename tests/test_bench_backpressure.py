@@ -19,7 +19,7 @@ from steplog.bench.ingest import events_per_trace, find_sent
 from steplog.bench.ingest_client import BacklogWatcher, build_requests, send_at_rate
 from steplog.bench.ingest_report import IngestBench
 from steplog.cli import app
-from steplog.cli.ingest import _backlog_line
+from steplog.cli.bench_ingest import _backlog_line
 from steplog.ingest.otlp.pipeline import OtlpIngest
 from steplog.ingest.otlp.spans import decode_protobuf
 from steplog.ingest.redaction import default_redactor

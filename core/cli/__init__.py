@@ -29,6 +29,7 @@ TOPICS = (
     "serve",
     "store_cmds",
     "bench",
+    "bench_ingest",
     "guide",
 )
 for _topic in TOPICS:
