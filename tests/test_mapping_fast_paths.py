@@ -7,6 +7,7 @@ input raises the same error -- as the code it replaced (kept here as the referen
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -27,6 +28,9 @@ from steplog.events import (
     StepStarted,
     ToolCalled,
 )
+from steplog.ingest.otlp.attributes import usage_of
+from steplog.ingest.otlp.span_model import Span
+from steplog.ingest.otlp.values import first_float, first_int, json_or_text
 
 # --- events built by their validator ------------------------------------------------------------
 
@@ -154,3 +158,153 @@ def test_validator_clamps_and_refuses_as_the_constructor_does() -> None:
     with pytest.raises(ValidationError) as constructed:
         ToolCalled(call_index=-1, tool="")
     assert str(caught.value) == str(constructed.value)
+
+
+# --- usage: only the names a span carries are read -----------------------------------------------
+
+_USAGE_NAMES = [
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "gen_ai.usage.details.cache_read_tokens",
+    "llm.token_count.prompt_details.cache_read",
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "gen_ai.usage.details.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+    "gen_ai.usage.cost",
+    "llm.cost.total",
+    "operation.cost",
+    "gen_ai.cost",
+]
+
+
+def _usage_by_name(attrs: dict[str, Any]) -> tuple[Any, ...]:
+    """What ``usage_of`` read before, name by name."""
+    return (
+        first_int(
+            attrs,
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.prompt_tokens",
+            "llm.token_count.prompt",
+        ),
+        first_int(
+            attrs,
+            "gen_ai.usage.output_tokens",
+            "gen_ai.usage.completion_tokens",
+            "llm.token_count.completion",
+        ),
+        first_int(
+            attrs,
+            "gen_ai.usage.cache_read.input_tokens",
+            "gen_ai.usage.cache_read_input_tokens",
+            "gen_ai.usage.details.cache_read_tokens",
+            "llm.token_count.prompt_details.cache_read",
+        ),
+        first_int(
+            attrs,
+            "gen_ai.usage.reasoning.output_tokens",
+            "gen_ai.usage.reasoning_tokens",
+            "gen_ai.usage.details.reasoning_tokens",
+            "llm.token_count.completion_details.reasoning",
+        ),
+        first_float(attrs, "gen_ai.usage.cost", "llm.cost.total", "operation.cost", "gen_ai.cost"),
+    )
+
+
+def _span(attrs: dict[str, Any]) -> Span:
+    return Span("1" * 32, "2" * 16, None, "chat", 1, 1, 2, attrs)
+
+
+_usage_values = st.one_of(
+    st.integers(-5, 2**64),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["", "12", "1.5", "x", "inf", "-3", "nan"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([*_USAGE_NAMES, "gen_ai.operation.name", "input.value", "other"]),
+        _usage_values,
+    )
+)
+def test_usage_reads_what_reading_every_name_read(attrs: dict[str, Any]) -> None:
+    usage = usage_of(_span(attrs))
+    assert repr(tuple(usage)) == repr(_usage_by_name(attrs))  # repr: NaN equals itself
+    assert [type(v) for v in usage] == [type(v) for v in _usage_by_name(attrs)]
+    assert usage.input_tokens == usage[0] and usage.cost_usd == usage[4]
+
+
+# --- JSON text read by json.loads' own scanner ----------------------------------------------------
+
+
+def _json_or_text_by_loads(value: Any) -> Any:
+    """What ``json_or_text`` did before: json.loads."""
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+    return value
+
+
+_documents = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=10,
+)
+_tails = st.sampled_from(["", " ", "\n", " \t\r\n", "x", ",", "]", "}", " 1", "{}", "\x00"])
+
+
+@st.composite
+def _texts_like_json(draw: st.DrawFn) -> Any:
+    kind = draw(st.integers(0, 4))
+    if kind == 0:  # a JSON object or array as a serializer writes it, maybe with a tail
+        document = draw(st.dictionaries(st.text(max_size=4), _documents) | st.lists(_documents))
+        text = json.dumps(document, indent=draw(st.sampled_from([None, 1])))
+        return text + draw(_tails)
+    if kind == 1:  # a broken one: cut or spliced
+        text = json.dumps(draw(st.lists(_documents, min_size=1)))
+        cut_at = draw(st.integers(0, len(text)))
+        return text[:cut_at] + draw(_tails)
+    if kind == 2:  # anything starting like one
+        return draw(st.sampled_from("{[")) + draw(st.text(max_size=12))
+    if kind == 3:  # JSON-ish corner cases
+        return draw(
+            st.sampled_from(
+                [
+                    "[NaN, Infinity, -Infinity]",
+                    '{"a": 1, "a": 2}',
+                    "[1e400, -0.0, 1E-400]",
+                    '["\\ud800"]',
+                    "[" * 5000 + "]" * 5000,
+                    "[" + "9" * 5000 + "]",
+                    '{"a": 1}  \n',
+                    "[1] [2]",
+                    "[]",
+                    "{}",
+                    "[",
+                    '{"a"}',
+                ]
+            )
+        )
+    return draw(st.one_of(st.text(max_size=8), st.integers(), st.none(), st.lists(st.integers())))
+
+
+@settings(max_examples=600, deadline=None)
+@given(_texts_like_json())
+def test_json_or_text_reads_what_json_loads_read(value: Any) -> None:
+    got, want = json_or_text(value), _json_or_text_by_loads(value)
+    assert type(got) is type(want)
+    assert repr(got) == repr(want)  # repr: NaN equals itself, dict order counts
+    if isinstance(want, str):
+        assert got is value or got == value

@@ -13,7 +13,7 @@ import ast
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..provider_errors import readable_error
 from .span_model import Span, SpanEvent
@@ -239,8 +239,9 @@ def unwrap_call(value: Any) -> Any:
 # --- usage -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(NamedTuple):
+    """Tokens and cost of a model call (a tuple: built at C speed, once per model call)."""
+
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
@@ -248,39 +249,50 @@ class Usage:
     cost_usd: float
 
 
+_INPUT_TOKENS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
+_OUTPUT_TOKENS = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+)
+_CACHED_TOKENS = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "gen_ai.usage.details.cache_read_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+_REASONING_TOKENS = (
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "gen_ai.usage.details.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+)
+_COST = ("gen_ai.usage.cost", "llm.cost.total", "operation.cost", "gen_ai.cost")
+_USAGE_NAMES = frozenset(
+    [*_INPUT_TOKENS, *_OUTPUT_TOKENS, *_CACHED_TOKENS, *_REASONING_TOKENS, *_COST]
+)
+NO_USAGE = Usage(0, 0, 0, 0, 0.0)
+
+
 def usage_of(span: Span) -> Usage:
-    """Tokens and cost of a model call, under any of the names in use."""
+    """Tokens and cost of a model call, under any of the names in use: for each, the first of
+    its names that holds a count (a cost), else 0. A span carries few of the names: one set
+    intersection finds which, and only those are read."""
     attrs = span.attributes
+    present = _USAGE_NAMES.intersection(attrs)
+    if not present:
+        return NO_USAGE
+    disjoint = present.isdisjoint
     return Usage(
-        input_tokens=first_int(
-            attrs,
-            "gen_ai.usage.input_tokens",
-            "gen_ai.usage.prompt_tokens",
-            "llm.token_count.prompt",
-        ),
-        output_tokens=first_int(
-            attrs,
-            "gen_ai.usage.output_tokens",
-            "gen_ai.usage.completion_tokens",
-            "llm.token_count.completion",
-        ),
-        cached_input_tokens=first_int(
-            attrs,
-            "gen_ai.usage.cache_read.input_tokens",
-            "gen_ai.usage.cache_read_input_tokens",
-            "gen_ai.usage.details.cache_read_tokens",
-            "llm.token_count.prompt_details.cache_read",
-        ),
-        reasoning_tokens=first_int(
-            attrs,
-            "gen_ai.usage.reasoning.output_tokens",
-            "gen_ai.usage.reasoning_tokens",
-            "gen_ai.usage.details.reasoning_tokens",
-            "llm.token_count.completion_details.reasoning",
-        ),
-        cost_usd=first_float(
-            attrs, "gen_ai.usage.cost", "llm.cost.total", "operation.cost", "gen_ai.cost"
-        ),
+        0 if disjoint(_INPUT_TOKENS) else first_int(attrs, *_INPUT_TOKENS),
+        0 if disjoint(_OUTPUT_TOKENS) else first_int(attrs, *_OUTPUT_TOKENS),
+        0 if disjoint(_CACHED_TOKENS) else first_int(attrs, *_CACHED_TOKENS),
+        0 if disjoint(_REASONING_TOKENS) else first_int(attrs, *_REASONING_TOKENS),
+        0.0 if disjoint(_COST) else first_float(attrs, *_COST),
     )
 
 
