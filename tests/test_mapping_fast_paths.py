@@ -28,6 +28,7 @@ from steplog.events import (
     StepStarted,
     ToolCalled,
 )
+from steplog.ingest.ids import stable_event_id_of, stable_event_ids
 from steplog.ingest.otlp.attributes import usage_of
 from steplog.ingest.otlp.span_model import Span
 from steplog.ingest.otlp.values import first_float, first_int, json_or_text
@@ -308,3 +309,42 @@ def test_json_or_text_reads_what_json_loads_read(value: Any) -> None:
     assert repr(got) == repr(want)  # repr: NaN equals itself, dict order counts
     if isinstance(want, str):
         assert got is value or got == value
+
+
+# --- event ids from a kept hash state ----------------------------------------------------------
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(max_size=200),
+    st.lists(
+        st.tuples(st.integers(-(2**60), 2**60) | st.integers(0, 2**48), st.text(max_size=40)),
+        max_size=4,
+    ),
+)
+def test_ids_from_a_prefix_are_the_joined_identitys(
+    prefix: str, ids: list[tuple[int, str]]
+) -> None:
+    """``stable_event_ids(prefix)(ms, rest)`` is ``stable_event_id_of(ms, prefix + rest)`` --
+    also for times out of the 48-bit range, long identities (past a hash block) and several ids
+    from one maker (each starts from the prefix's state)."""
+    of = stable_event_ids(prefix)
+    for unix_ms, rest in ids:
+        made = of(unix_ms, rest)
+        want = stable_event_id_of(unix_ms, prefix + rest)
+        assert made == want and made.int == want.int and made.version == 7
+        assert str(made) == str(want) and made.is_safe is want.is_safe
+
+
+@pytest.mark.parametrize("given", [1, "", "notes", [], 0.5])
+def test_clamped_that_is_not_notes_is_refused_not_a_type_error(given: Any) -> None:
+    """Found by the property above: ``clamped`` that is not a mapping made the clamping step
+    raise TypeError (``dict(1)``) instead of validation refusing it; a falsy one (``""``) was
+    even replaced by the notes. Now validation says what is wrong, whatever else is."""
+    for fields in (
+        {"call_index": 0, "tool": "t", "clamped": given},
+        {"call_index": 0, "tool": "t", "clamped": given, "latency_ms": -1.0},
+    ):
+        with pytest.raises(ValidationError) as caught:
+            ToolCalled(**fields)
+        assert "clamped" in str(caught.value)

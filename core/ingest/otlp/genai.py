@@ -46,7 +46,7 @@ from ...events import (
     ToolCalled,
 )
 from ...store import NewEvent
-from ..ids import stable_event_id_of
+from ..ids import stable_event_ids
 from .activity import active_steps, is_phantom
 from .attributes import (
     ErrorInfo,
@@ -135,7 +135,8 @@ class _Builder:
         self._errors: dict[str, ErrorInfo] = {}
         self._failures: dict[int | None, ErrorInfo] = {}
         self._errored: dict[str, list[Span]] = {}
-        self._id_prefix = f"{self.trace_id}\x1f"
+        self._id_of = stable_event_ids(f"{self.trace_id}\x1f")  # stable_event_id's identity
+        self._times: dict[int, datetime] = {}  # events share times: a step starts with its call
 
     def _error(self, span: Span) -> ErrorInfo:
         found = self._errors.get(span.span_id)
@@ -144,12 +145,14 @@ class _Builder:
         return found
 
     def add(self, event: Event, time_ns: int, span_id: str, role: str) -> None:
-        key = f"{self._id_prefix}{span_id}\x1f{role}"  # stable_event_id's identity, joined
+        at = self._times.get(time_ns)
+        if at is None:
+            at = self._times[time_ns] = _fromtimestamp(time_ns / 1e9, UTC)
         # NewEvent(event, event_id=..., recorded_at=...), without the frozen class's checks
         new = _new(NewEvent)
         _set_event(new, event)
-        _set_id(new, stable_event_id_of(time_ns // 1_000_000, key))
-        _set_at(new, _fromtimestamp(time_ns / 1e9, UTC))
+        _set_id(new, self._id_of(time_ns // 1_000_000, f"{span_id}\x1f{role}"))
+        _set_at(new, at)
         self.events.append(new)
 
     def build(self) -> MappedRun:
