@@ -29,9 +29,17 @@ from steplog.events import (
     ToolCalled,
 )
 from steplog.ingest.ids import stable_event_id_of, stable_event_ids
-from steplog.ingest.otlp.attributes import usage_of
+from steplog.ingest.otlp.attributes import (
+    INPUT_NAMES,
+    OUTPUT_NAMES,
+    input_object,
+    input_of,
+    output_object,
+    output_of,
+    usage_of,
+)
 from steplog.ingest.otlp.span_model import Span
-from steplog.ingest.otlp.values import first_float, first_int, json_or_text
+from steplog.ingest.otlp.values import as_dict, first_float, first_int, json_or_text
 
 # --- events built by their validator ------------------------------------------------------------
 
@@ -348,3 +356,31 @@ def test_clamped_that_is_not_notes_is_refused_not_a_type_error(given: Any) -> No
         with pytest.raises(ValidationError) as caught:
             ToolCalled(**fields)
         assert "clamped" in str(caught.value)
+
+
+# --- a step's input and output: {} at once where no name is there --------------------------------
+
+_io_values = st.one_of(
+    st.none(),
+    st.just(""),
+    st.integers(),
+    st.text(max_size=6),
+    st.sampled_from(['{"a": 1}', "[1, 2]", "{", "[]", "{}"]),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from([*INPUT_NAMES, *OUTPUT_NAMES, "gen_ai.operation.name", "other"]),
+        _io_values,
+    )
+)
+def test_input_and_output_objects_are_as_dict_of_input_and_output(attrs: dict[str, Any]) -> None:
+    span = _span(attrs)
+    assert input_object(span) == as_dict(input_of(span))
+    assert output_object(span) == as_dict(output_of(span))
+    if not set(INPUT_NAMES) & attrs.keys():  # a fresh {} each time, as as_dict made
+        assert input_object(span) is not input_object(span)

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from ..provider_errors import readable_error
 from .span_model import Span, SpanEvent
 from .values import (
+    as_dict,
     first,
     first_float,
     first_int,
@@ -380,14 +381,35 @@ def _from_events(
     return found or None
 
 
+INPUT_NAMES = ("gen_ai.input.messages", "input.value")
+"""Where a span's input is, first first (:func:`input_of`)."""
+OUTPUT_NAMES = ("gen_ai.output.messages", "output.value", "final_result")
+"""Where a span's output is, first first (:func:`output_of`)."""
+_INPUT_NAMES = frozenset(INPUT_NAMES)
+_OUTPUT_NAMES = frozenset(OUTPUT_NAMES)
+
+
 def input_of(span: Span) -> Any:
-    return json_or_text(first(span.attributes, "gen_ai.input.messages", "input.value"))
+    return json_or_text(first(span.attributes, *INPUT_NAMES))
 
 
 def output_of(span: Span) -> Any:
-    return json_or_text(
-        first(span.attributes, "gen_ai.output.messages", "output.value", "final_result")
-    )
+    return json_or_text(first(span.attributes, *OUTPUT_NAMES))
+
+
+def input_object(span: Span) -> dict[str, Any]:
+    """``as_dict(input_of(span))``: ``{}`` at once for a span that names no input (most step
+    spans: tool and model calls say what they sent otherwise)."""
+    if _INPUT_NAMES.isdisjoint(span.attributes):
+        return {}
+    return as_dict(input_of(span))
+
+
+def output_object(span: Span) -> dict[str, Any]:
+    """``as_dict(output_of(span))``, likewise."""
+    if _OUTPUT_NAMES.isdisjoint(span.attributes):
+        return {}
+    return as_dict(output_of(span))
 
 
 # --- errors ----------------------------------------------------------------------------------

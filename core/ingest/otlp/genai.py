@@ -52,9 +52,11 @@ from .attributes import (
     ErrorInfo,
     call_kind,
     error_of,
+    input_object,
     input_of,
     model_of,
     operation,
+    output_object,
     output_of,
     tool_args_of,
     tool_name_of,
@@ -302,7 +304,7 @@ class _Builder:
     def _add_step(self, index: int, step: Span, *, fatal: bool) -> None:
         name = self.names[index]
         started = StepStarted.__pydantic_validator__.validate_python(
-            {"step": name, "step_index": index, "input": as_dict(input_of(step))}
+            {"step": name, "step_index": index, "input": input_object(step)}
         )
         self.add(started, step.start_ns, step.span_id, "step-started")
         calls = self.calls.by_start
@@ -359,7 +361,7 @@ class _Builder:
                     "step": name,
                     "step_index": index,
                     "attempt": len(recovered) + 1,
-                    "output": as_dict(output_of(step)),
+                    "output": output_object(step),
                 }
             ),
             end,
