@@ -34,12 +34,21 @@ from steplog.ingest.otlp.attributes import (
     OUTPUT_NAMES,
     input_object,
     input_of,
+    model_request,
+    model_response,
     output_object,
     output_of,
     usage_of,
 )
 from steplog.ingest.otlp.span_model import Span
-from steplog.ingest.otlp.values import as_dict, first_float, first_int, json_or_text
+from steplog.ingest.otlp.values import (
+    as_dict,
+    first,
+    first_float,
+    first_int,
+    json_or_text,
+    unflatten,
+)
 
 # --- events built by their validator ------------------------------------------------------------
 
@@ -384,3 +393,63 @@ def test_input_and_output_objects_are_as_dict_of_input_and_output(attrs: dict[st
     assert output_object(span) == as_dict(output_of(span))
     if not set(INPUT_NAMES) & attrs.keys():  # a fresh {} each time, as as_dict made
         assert input_object(span) is not input_object(span)
+
+
+# --- a model call's request and response ---------------------------------------------------------
+
+
+def _messages_before(span: Span, side: str) -> Any:
+    """``model_request``/``model_response`` as they read before (first(), then json_or_text of
+    the fallback even when it is absent)."""
+    request = side == "request"
+    keys = (
+        ("gen_ai.input.messages", "gen_ai.prompt")
+        if request
+        else ("gen_ai.output.messages", "gen_ai.completion")
+    )
+    flattened = (
+        ("llm.input_messages", "gen_ai.prompt")
+        if request
+        else ("llm.output_messages", "gen_ai.completion")
+    )
+    attrs = span.attributes
+    found = first(attrs, *keys)
+    if found is not None:
+        return json_or_text(found)
+    for key in attrs:
+        if key.startswith(tuple(f"{prefix}." for prefix in flattened)):
+            for prefix in flattened:
+                flat = unflatten(attrs, prefix)
+                if flat is not None:
+                    return flat
+            break
+    if span.events:
+        return (model_request if request else model_response)(span)  # unchanged part
+    return json_or_text(attrs.get("input.value" if request else "output.value"))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "gen_ai.input.messages",
+                "gen_ai.prompt",
+                "gen_ai.output.messages",
+                "gen_ai.completion",
+                "llm.input_messages.0.message.role",
+                "llm.output_messages.0.message.content",
+                "gen_ai.prompt.0.content",
+                "gen_ai.completion.0.content",
+                "input.value",
+                "output.value",
+                "other",
+            ]
+        ),
+        _io_values,
+    )
+)
+def test_request_and_response_read_as_before(attrs: dict[str, Any]) -> None:
+    span = _span(attrs)
+    assert repr(model_request(span)) == repr(_messages_before(span, "request"))
+    assert repr(model_response(span)) == repr(_messages_before(span, "response"))

@@ -312,7 +312,7 @@ def model_request(span: Span) -> Any:
         ("llm.input_messages", "gen_ai.prompt"),
         "gen_ai.input.messages",
         ("gen_ai.content.prompt", "gen_ai.prompt"),
-        lambda name: name.endswith(".message") and name.startswith("gen_ai."),
+        _is_message_event,
         "input.value",
     )
 
@@ -328,7 +328,7 @@ def model_response(span: Span) -> Any:
         ("llm.output_messages", "gen_ai.completion"),
         "gen_ai.output.messages",
         ("gen_ai.content.completion", "gen_ai.completion"),
-        lambda name: name == "gen_ai.choice",
+        _is_choice_event,
         "output.value",
     )
 
@@ -344,9 +344,10 @@ def _messages(
 ) -> Any:
     """One side of a model call, from the first place that has it (see :func:`model_request`)."""
     attrs = span.attributes
-    found = first(attrs, *keys)
-    if found is not None:
-        return json_or_text(found)
+    for key in keys:  # first(attrs, *keys), inline: this runs twice for every model call
+        found = attrs.get(key)
+        if found not in (None, ""):
+            return json_or_text(found)
     markers = _MARKERS.get(flattened) or _MARKERS.setdefault(
         flattened, tuple(f"{prefix}." for prefix in flattened)
     )
@@ -361,7 +362,16 @@ def _messages(
         found = _from_events(span.events, details_key, content_event, is_message_event)
         if found is not None:
             return found
-    return json_or_text(attrs.get(fallback))
+    found = attrs.get(fallback)
+    return None if found is None else json_or_text(found)
+
+
+def _is_message_event(name: str) -> bool:
+    return name.endswith(".message") and name.startswith("gen_ai.")
+
+
+def _is_choice_event(name: str) -> bool:
+    return name == "gen_ai.choice"
 
 
 def _from_events(
