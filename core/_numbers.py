@@ -80,7 +80,10 @@ def clamp_measures(model: type[BaseModel], data: Any) -> dict[str, Any] | None:
     if not isinstance(data, Mapping):
         return None
     fixed = dict(data)
-    notes: dict[str, str] = dict(fixed.get("clamped") or {})
+    given = fixed.get("clamped")
+    if given is not None and not isinstance(given, Mapping):
+        return None  # not notes at all (``clamped=1`` was a TypeError here): refused as it is
+    notes: dict[str, str] = dict(given or {})
     for name, (low, high, integral) in clamped_ranges(model).items():
         value = fixed.get(name)
         if isinstance(value, bool) or not isinstance(value, int | float):

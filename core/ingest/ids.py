@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Callable
 
 _blake2b = hashlib.blake2b
 _from_bytes = int.from_bytes
@@ -41,3 +42,27 @@ def stable_event_id_of(unix_ms: int, key: str) -> uuid.UUID:
     _set_int(made, value)
     _set_safe(made, _UNKNOWN)
     return made
+
+
+def stable_event_ids(prefix: str) -> Callable[[int, str], uuid.UUID]:
+    """``of(unix_ms, rest)``, the id :func:`stable_event_id_of` gives ``(unix_ms, prefix +
+    rest)``, for a mapping that makes many ids sharing ``prefix`` (a trace's id): the hash
+    state after ``prefix`` is kept and copied for each id, which costs less than making a
+    hasher (its keyword arguments parsed) and encoding the whole identity every time."""
+    copy = _blake2b(prefix.encode(), digest_size=10).copy
+    from_bytes, new_uuid, uuid_class = _from_bytes, _new_uuid, _UUID
+    set_int, set_safe, unknown = _set_int, _set_safe, _UNKNOWN
+    high = 0xFFF << 64
+    low, top, fixed = _RAND_LOW, _MAX_MILLIS, _FIXED
+
+    def of(unix_ms: int, rest: str) -> uuid.UUID:
+        hasher = copy()
+        hasher.update(rest.encode())
+        rand = from_bytes(hasher.digest())  # 80 bits, big-endian; 74 are used
+        millis = unix_ms if 0 <= unix_ms <= top else max(0, min(unix_ms, top))
+        made = new_uuid(uuid_class)  # the layout of stable_event_id_of, in fewer operations
+        set_int(made, (millis << 80) | fixed | (rand >> 4 & high) | (rand & low))
+        set_safe(made, unknown)
+        return made
+
+    return of

@@ -13,11 +13,12 @@ import ast
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..provider_errors import readable_error
 from .span_model import Span, SpanEvent
 from .values import (
+    as_dict,
     first,
     first_float,
     first_int,
@@ -239,8 +240,9 @@ def unwrap_call(value: Any) -> Any:
 # --- usage -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(NamedTuple):
+    """Tokens and cost of a model call (a tuple: built at C speed, once per model call)."""
+
     input_tokens: int
     output_tokens: int
     cached_input_tokens: int
@@ -248,39 +250,50 @@ class Usage:
     cost_usd: float
 
 
+_INPUT_TOKENS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
+_OUTPUT_TOKENS = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+)
+_CACHED_TOKENS = (
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_read_input_tokens",
+    "gen_ai.usage.details.cache_read_tokens",
+    "llm.token_count.prompt_details.cache_read",
+)
+_REASONING_TOKENS = (
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.usage.reasoning_tokens",
+    "gen_ai.usage.details.reasoning_tokens",
+    "llm.token_count.completion_details.reasoning",
+)
+_COST = ("gen_ai.usage.cost", "llm.cost.total", "operation.cost", "gen_ai.cost")
+_USAGE_NAMES = frozenset(
+    [*_INPUT_TOKENS, *_OUTPUT_TOKENS, *_CACHED_TOKENS, *_REASONING_TOKENS, *_COST]
+)
+NO_USAGE = Usage(0, 0, 0, 0, 0.0)
+
+
 def usage_of(span: Span) -> Usage:
-    """Tokens and cost of a model call, under any of the names in use."""
+    """Tokens and cost of a model call, under any of the names in use: for each, the first of
+    its names that holds a count (a cost), else 0. A span carries few of the names: one set
+    intersection finds which, and only those are read."""
     attrs = span.attributes
+    present = _USAGE_NAMES.intersection(attrs)
+    if not present:
+        return NO_USAGE
+    disjoint = present.isdisjoint
     return Usage(
-        input_tokens=first_int(
-            attrs,
-            "gen_ai.usage.input_tokens",
-            "gen_ai.usage.prompt_tokens",
-            "llm.token_count.prompt",
-        ),
-        output_tokens=first_int(
-            attrs,
-            "gen_ai.usage.output_tokens",
-            "gen_ai.usage.completion_tokens",
-            "llm.token_count.completion",
-        ),
-        cached_input_tokens=first_int(
-            attrs,
-            "gen_ai.usage.cache_read.input_tokens",
-            "gen_ai.usage.cache_read_input_tokens",
-            "gen_ai.usage.details.cache_read_tokens",
-            "llm.token_count.prompt_details.cache_read",
-        ),
-        reasoning_tokens=first_int(
-            attrs,
-            "gen_ai.usage.reasoning.output_tokens",
-            "gen_ai.usage.reasoning_tokens",
-            "gen_ai.usage.details.reasoning_tokens",
-            "llm.token_count.completion_details.reasoning",
-        ),
-        cost_usd=first_float(
-            attrs, "gen_ai.usage.cost", "llm.cost.total", "operation.cost", "gen_ai.cost"
-        ),
+        0 if disjoint(_INPUT_TOKENS) else first_int(attrs, *_INPUT_TOKENS),
+        0 if disjoint(_OUTPUT_TOKENS) else first_int(attrs, *_OUTPUT_TOKENS),
+        0 if disjoint(_CACHED_TOKENS) else first_int(attrs, *_CACHED_TOKENS),
+        0 if disjoint(_REASONING_TOKENS) else first_int(attrs, *_REASONING_TOKENS),
+        0.0 if disjoint(_COST) else first_float(attrs, *_COST),
     )
 
 
@@ -299,7 +312,7 @@ def model_request(span: Span) -> Any:
         ("llm.input_messages", "gen_ai.prompt"),
         "gen_ai.input.messages",
         ("gen_ai.content.prompt", "gen_ai.prompt"),
-        lambda name: name.endswith(".message") and name.startswith("gen_ai."),
+        _is_message_event,
         "input.value",
     )
 
@@ -315,7 +328,7 @@ def model_response(span: Span) -> Any:
         ("llm.output_messages", "gen_ai.completion"),
         "gen_ai.output.messages",
         ("gen_ai.content.completion", "gen_ai.completion"),
-        lambda name: name == "gen_ai.choice",
+        _is_choice_event,
         "output.value",
     )
 
@@ -331,9 +344,10 @@ def _messages(
 ) -> Any:
     """One side of a model call, from the first place that has it (see :func:`model_request`)."""
     attrs = span.attributes
-    found = first(attrs, *keys)
-    if found is not None:
-        return json_or_text(found)
+    for key in keys:  # first(attrs, *keys), inline: this runs twice for every model call
+        found = attrs.get(key)
+        if found not in (None, ""):
+            return json_or_text(found)
     markers = _MARKERS.get(flattened) or _MARKERS.setdefault(
         flattened, tuple(f"{prefix}." for prefix in flattened)
     )
@@ -348,7 +362,16 @@ def _messages(
         found = _from_events(span.events, details_key, content_event, is_message_event)
         if found is not None:
             return found
-    return json_or_text(attrs.get(fallback))
+    found = attrs.get(fallback)
+    return None if found is None else json_or_text(found)
+
+
+def _is_message_event(name: str) -> bool:
+    return name.endswith(".message") and name.startswith("gen_ai.")
+
+
+def _is_choice_event(name: str) -> bool:
+    return name == "gen_ai.choice"
 
 
 def _from_events(
@@ -368,14 +391,35 @@ def _from_events(
     return found or None
 
 
+INPUT_NAMES = ("gen_ai.input.messages", "input.value")
+"""Where a span's input is, first first (:func:`input_of`)."""
+OUTPUT_NAMES = ("gen_ai.output.messages", "output.value", "final_result")
+"""Where a span's output is, first first (:func:`output_of`)."""
+_INPUT_NAMES = frozenset(INPUT_NAMES)
+_OUTPUT_NAMES = frozenset(OUTPUT_NAMES)
+
+
 def input_of(span: Span) -> Any:
-    return json_or_text(first(span.attributes, "gen_ai.input.messages", "input.value"))
+    return json_or_text(first(span.attributes, *INPUT_NAMES))
 
 
 def output_of(span: Span) -> Any:
-    return json_or_text(
-        first(span.attributes, "gen_ai.output.messages", "output.value", "final_result")
-    )
+    return json_or_text(first(span.attributes, *OUTPUT_NAMES))
+
+
+def input_object(span: Span) -> dict[str, Any]:
+    """``as_dict(input_of(span))``: ``{}`` at once for a span that names no input (most step
+    spans: tool and model calls say what they sent otherwise)."""
+    if _INPUT_NAMES.isdisjoint(span.attributes):
+        return {}
+    return as_dict(input_of(span))
+
+
+def output_object(span: Span) -> dict[str, Any]:
+    """``as_dict(output_of(span))``, likewise."""
+    if _OUTPUT_NAMES.isdisjoint(span.attributes):
+        return {}
+    return as_dict(output_of(span))
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ long values cut. Pure and total: a missing or odd value gives ``None``/``0``."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import json.scanner
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic_core import to_json
@@ -87,9 +88,23 @@ def text_or_none(value: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
+_scan: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    json.JSONDecoder()  # type: ignore[arg-type]  # (typeshed takes the scanner class for its context)
+)
+"""The scanner ``json.loads`` runs (its C one), as its default decoder makes it."""
+
+
 def json_or_text(value: Any) -> Any:
+    """``value`` read as JSON when it is a text that looks like a JSON object or array and is
+    one (as ``json.loads`` reads it), else ``value`` itself."""
     if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
+        try:  # json.loads without its three Python frames: the text starts with its value
+            found, end = _scan(value, 0)
+            if end == len(value):
+                return found
+        except (StopIteration, ValueError, RecursionError):
+            pass
+        try:  # trailing whitespace, or an error: json.loads decides
             return json.loads(value)
         except (ValueError, RecursionError):  # not JSON after all, or an absurd integer
             return value
