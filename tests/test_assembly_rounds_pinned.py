@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import zlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +137,53 @@ def test_assembly_stores_the_pinned_bytes(
         print(store.engine.dialect.name, got)
     engine = "sqlite" if sqlite else "postgresql"
     assert {k: got[k] for k in ("events", "archive")} == PINNED[engine]
+
+
+def test_a_round_runs_with_the_collector_paused(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cyclic collector is off for the whole round (mapping, preparing, the transaction),
+    back on after it, also when the round raises; a caller that had it off keeps it off."""
+    import gc
+
+    from steplog.ingest.otlp import rounds
+
+    sqlite = store.engine.dialect.name == "sqlite"
+    first, _ = _mapping_cases()
+    loaded = {spans[0].trace_id: spans for spans in first[:3]}
+    ingest = OtlpIngest(store, default_redactor(), clock=lambda: NOW)
+    _stage(ingest, list(loaded.values()), sqlite)
+    context = rounds.RoundContext(store, "otlp:test", timedelta(seconds=600), lambda: NOW)
+    seen: list[bool] = []
+    real_map, real_flush = rounds.map_trace, rounds._Writer._flush
+
+    def mapping(spans: list[Span]) -> Any:
+        seen.append(gc.isenabled())
+        return real_map(spans)
+
+    def flush(writer: Any, position: int) -> None:
+        seen.append(gc.isenabled())
+        real_flush(writer, position)
+
+    monkeypatch.setattr(rounds, "map_trace", mapping)
+    monkeypatch.setattr(rounds._Writer, "_flush", flush)
+    assert gc.isenabled()
+    outcome = rounds.assemble_round(context, loaded)
+    assert outcome.report.appended > 0 and len(seen) == 4 and not any(seen)
+    assert gc.isenabled()
+
+    def broken(writer: Any, position: int) -> None:
+        raise RuntimeError("the round fails")
+
+    monkeypatch.setattr(rounds._Writer, "_flush", broken)
+    _stage(ingest, [first[3]], sqlite)
+    with pytest.raises(RuntimeError, match="the round fails"):
+        rounds.assemble_round(context, {first[3][0].trace_id: first[3]})
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(RuntimeError):
+            rounds.assemble_round(context, {first[3][0].trace_id: first[3]})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
