@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..events import Catalogue, Event
 
 _tuple_new = tuple.__new__
+_contains = operator.contains
 _event_of = operator.attrgetter("event")
 _id_of = operator.attrgetter("event_id")
 _at_of = operator.attrgetter("recorded_at")
@@ -157,7 +158,7 @@ def prepare_batch(
     except (ValueError, UnicodeError) as exc:
         raise _reject(news, known, None, limit) or InvalidEventError(str(exc)) from None
     # A str of n characters encodes to at most 4n bytes: count exactly only near the limit.
-    if max(map(len, payloads)) > limit // 4 or any("\\u0000" in payload for payload in payloads):
+    if max(map(len, payloads)) > limit // 4 or any(map(_contains, payloads, repeat("\\u0000"))):
         problem = _reject(news, known, payloads, limit)
         if problem is not None:
             raise problem

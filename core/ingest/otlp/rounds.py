@@ -28,6 +28,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from pydantic import ValidationError
@@ -59,6 +60,8 @@ from .span_model import Span
 from .tree import has_one_root
 
 _CHUNK = 400
+_span_id_of = attrgetter("span_id")
+_span_id_of_row = itemgetter(1)
 _COPY_EVENTS = (
     "COPY events (position, event_id, run_id, seq, type, schema_version, recorded_at, payload) "
     "FROM STDIN (FORMAT BINARY)"
@@ -199,25 +202,43 @@ class _Writer:
 
     def _claim(self, traces: list[str], loaded: dict[str, list[Span]]) -> dict[str, list[Span]]:
         """Delete the staged spans of ``traces``; return them by trace (read spans reused, spans
-        staged since the read decoded)."""
-        mark = "?" if self.store._sqlite else "%s"
-        known = {(s.trace_id, s.span_id): s for spans in loaded.values() for s in spans}
-        claimed: dict[str, list[Span]] = {}
+        staged since the read decoded), in the order the deletion returned the traces.
+
+        The rows come straight from the driver (no SQLAlchemy row each). A trace whose rows
+        are exactly the spans read -- every round's case -- is its read list as it is; only
+        one that changed since the read is rebuilt span by span: the spans read in the order
+        they were read in, new ones last."""
+        store, conn = self.store, self.conn
+        mark = "?" if store._sqlite else "%s"
+        returned: dict[str, list[Any]] = {}
         for start in range(0, len(traces), _CHUNK):
             part = traces[start : start + _CHUNK]
-            rows = self.conn.exec_driver_sql(
+            sql = (
                 f"DELETE FROM otlp_spans WHERE trace_id IN ({', '.join([mark] * len(part))}) "
-                "RETURNING trace_id, span_id, body",
-                tuple(part),
-            ).all()
-            for trace_id, span_id, body in rows:
-                span = known.get((trace_id, span_id))
-                if span is None:
-                    span = Span.from_compact(from_json(body))
-                claimed.setdefault(trace_id, []).append(span)
-        for trace_id, spans in claimed.items():  # the order they were read in, new ones last
-            order = {s.span_id: i for i, s in enumerate(loaded.get(trace_id, ()))}
+                "RETURNING trace_id, span_id, body"
+            )
+            for row in store._fetch(conn, sql, part):
+                rows = returned.get(row[0])
+                if rows is None:
+                    returned[row[0]] = [row]
+                else:
+                    rows.append(row)
+        claimed: dict[str, list[Span]] = {}
+        for trace_id, rows in returned.items():
+            read = loaded.get(trace_id, [])
+            if len(rows) == len(read) and set(map(_span_id_of_row, rows)) == set(
+                map(_span_id_of, read)
+            ):  # span ids are unique within a trace (the staging table's key)
+                claimed[trace_id] = list(read)
+                continue
+            known = {s.span_id: s for s in read}
+            spans = []
+            for _, span_id, body in rows:
+                span = known.get(span_id)
+                spans.append(Span.from_compact(from_json(body)) if span is None else span)
+            order = {s.span_id: i for i, s in enumerate(read)}
             spans.sort(key=lambda s: order.get(s.span_id, len(order)))
+            claimed[trace_id] = spans
         return claimed
 
     def _existing_runs(self, run_ids: list[str]) -> set[str]:
