@@ -179,3 +179,34 @@ def test_round_rows_are_the_rows_of_each_batch() -> None:
         ),
     ]
     assert list(pg.rows(1))[1][6].tzinfo is UTC
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, 7), min_size=1, max_size=12),
+    moments=st.lists(
+        st.datetimes(
+            min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=ZONES
+        ),
+        min_size=8,
+        max_size=8,
+    ),
+    folds=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_round_rows_times_are_each_events_own(
+    picks: list[int], moments: list[datetime], folds: list[bool]
+) -> None:
+    """The times a SQLite round queues (each UTC time formatted once per batch) are each
+    event's own text: repeated times, no time (``now``), naive, zoned, either side of a fold."""
+    given: list[datetime | None] = [
+        m.replace(fold=int(f)) for m, f in zip(moments, folds, strict=True)
+    ]
+    given[0] = None
+    given[1] = moments[2].replace(tzinfo=UTC)  # the wall clock of another pick, in UTC
+    times = [given[i] for i in picks]
+    now = datetime(2026, 5, 6, 7, 8, 9, tzinfo=UTC)
+    news = [NewEvent(step(i), recorded_at=at) for i, at in enumerate(times)]
+    rows = RoundRows(sqlite=True)
+    rows.add("r", 0, prepare_batch(news, catalogue, LIMIT), now)
+    want = [_isoformat_sqlite_datetime(now if at is None else at) for at in times]
+    assert [row[6] for row in rows.rows(1)] == want

@@ -380,8 +380,24 @@ class RoundRows:
         self.versions += batch.versions
         self.payloads += batch.payloads
         stamp = self._stamp if self._now is now else self._stamp_of(now)
-        at_of = sqlite_datetime if sqlite else utc
-        self.times += [stamp if at is None else at_of(at) for at in batch.times]
+        if not sqlite:
+            self.times += [stamp if at is None else utc(at) for at in batch.times]
+            return
+        # A run's events share their times (a span's end ends a call and its step): each UTC
+        # time is formatted once per batch. Only UTC ones are looked up: times of one other
+        # zone compare equal across a DST fold (by their wall clocks), their texts do not.
+        texts: dict[datetime, str] = {}
+        column = self.times
+        for at in batch.times:
+            if at is None:
+                column.append(stamp)
+            elif at.tzinfo is UTC:
+                text = texts.get(at)
+                if text is None:
+                    text = texts[at] = sqlite_datetime(at)
+                column.append(text)
+            else:
+                column.append(sqlite_datetime(at))
 
     def _stamp_of(self, now: datetime) -> Any:
         """``now`` as the time column holds it (kept: a round queues many runs at one ``now``)."""
