@@ -182,4 +182,20 @@ def test_assembly_in_isolation_assembles_every_staged_trace_and_reports_its_cpu(
     assert cost.client_cpu_seconds > 0 and cost.total_us_per_span >= cost.client_us_per_span
     if db is None:
         assert cost.server_cpu_seconds is None
+        assert "database included (SQLite runs in the assembler)" in cost.line()
+    elif cost.server_cpu_seconds is not None:  # a server on this machine: its CPU is read
+        assert f"database {cost.server_us_per_span:.1f} us/span CPU" in cost.line()
     assert "target <= 55" in cost.line()
+
+
+def test_assembly_line_says_when_the_database_is_not_measured() -> None:
+    """The line always says where the database's CPU is: a remote PostgreSQL server's cannot
+    be read, and the line says so rather than print a total that looks complete."""
+    from steplog.bench.ingest_assembly import AssemblyCost
+
+    remote = AssemblyCost("postgresql", 100, 10, 290, 0.005, None, 0.1)
+    assert "database not measured" in remote.line() and "total 50.0 us/span" in remote.line()
+    local = AssemblyCost("postgresql", 100, 10, 290, 0.005, 0.002, 0.1)
+    assert "database 20.0 us/span CPU" in local.line() and "total 70.0 us/span" in local.line()
+    sqlite = AssemblyCost("sqlite", 100, 10, 290, 0.005, None, 0.1)
+    assert "database included (SQLite runs in the assembler)" in sqlite.line()

@@ -69,6 +69,15 @@ def _plans_of_queue_statements(store: EventStore) -> list[tuple[str, str]]:
 def test_an_assembly_round_reads_and_claims_the_backlog_by_index(fresh_store: EventStore) -> None:
     ingest = _stage(fresh_store, 400)  # 1,200 staged spans, no statistics
     plans = _plans_of_queue_statements(fresh_store)
+    real_fetch = fresh_store._fetch
+
+    def fetch(conn: Any, sql: str, params: Any) -> list[Any]:  # the claim: driver-level
+        if "otlp_spans" in sql or "otlp_traces" in sql:
+            plan = real_fetch(conn, "EXPLAIN " + sql, params)
+            plans.append((sql, "\n".join(row[0] for row in plan)))
+        return real_fetch(conn, sql, params)
+
+    fresh_store._fetch = fetch  # type: ignore[method-assign]
     assert ingest.assemble().runs == 400
     kinds = {statement.split()[0].upper() for statement, _ in plans}
     assert kinds == {"SELECT", "DELETE"}, plans  # the reads, the claim: all seen

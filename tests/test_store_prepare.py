@@ -4,13 +4,26 @@ second walk only to name the first event that fails a check, in batch order."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from steplog.errors import InvalidEventError, PayloadTooLargeError
 from steplog.events import StepCompleted, StepStarted, catalogue
-from steplog.store import NewEvent, Prepared, batch_rows, prepare, prepare_batch, sqlite_rows
+from steplog.store import (
+    NewEvent,
+    Prepared,
+    RoundRows,
+    batch_rows,
+    prepare,
+    prepare_batch,
+    sqlite_datetime,
+    sqlite_rows,
+    utc,
+)
 
 LIMIT = 2_000
 
@@ -76,3 +89,124 @@ def test_unknown_classes_and_repeated_ids_name_their_event() -> None:
             catalogue,
             LIMIT,
         )
+
+
+def _isoformat_sqlite_datetime(moment: datetime) -> str:
+    """``sqlite_datetime`` as it was written before issue 38 (the C ``isoformat``)."""
+    return utc(moment).isoformat(" ", "microseconds")[:26]
+
+
+ZONES = st.one_of(
+    st.none(),
+    st.just(UTC),
+    st.timezones(),
+    st.integers(-23 * 60, 23 * 60).map(lambda minutes: timezone(timedelta(minutes=minutes))),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=ZONES
+    ),
+    whole_second=st.booleans(),
+)
+def test_sqlite_datetime_writes_what_isoformat_wrote(moment: datetime, whole_second: bool) -> None:
+    """The fast formatting gives the text of the ``isoformat`` it replaced, for any time: naive
+    (taken as UTC), UTC, any other zone (converted), microsecond 0 included (still written)."""
+    if whole_second:
+        moment = moment.replace(microsecond=0)
+    assert sqlite_datetime(moment) == _isoformat_sqlite_datetime(moment)
+    before = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    assert utc(moment) == before and utc(moment).tzinfo is UTC  # utc()'s shortcut: the same
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        datetime(1, 1, 2, tzinfo=UTC),
+        datetime(999, 12, 31, 23, 59, 59, 999_999),
+        datetime(2026, 1, 1, tzinfo=UTC),
+        datetime(2026, 3, 29, 1, 30, 0, 5, tzinfo=ZoneInfo("Europe/Lisbon")),
+        datetime(2026, 7, 1, 0, 0, 0, 1, tzinfo=timezone(timedelta(hours=-9, minutes=-30))),
+    ],
+)
+def test_sqlite_datetime_edges(moment: datetime) -> None:
+    assert sqlite_datetime(moment) == _isoformat_sqlite_datetime(moment)
+    assert len(sqlite_datetime(moment)) == 26
+
+
+def test_round_rows_are_the_rows_of_each_batch() -> None:
+    """An assembly round's columns (:class:`RoundRows`) give, from any position, the rows the
+    per-batch formats give: SQLite's (:func:`batch_rows`) and the ``COPY`` columns."""
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2)))
+    now = datetime(2026, 5, 6, 7, 8, 9, 10, tzinfo=UTC)
+    first = prepare_batch([NewEvent(step(0)), NewEvent(step(1), recorded_at=at)], catalogue, LIMIT)
+    second = prepare_batch([NewEvent(step(2), recorded_at=now)], catalogue, LIMIT)
+    sqlite = RoundRows(sqlite=True)
+    sqlite.add("a", 0, first, now)
+    later = RoundRows(sqlite=True)
+    later.add("b", 7, second, now)
+    sqlite.extend(later)
+    now_text = sqlite_datetime(now)
+    want = batch_rows("a", 0, 40, first, now_text) + batch_rows("b", 7, 42, second, now_text)
+    assert list(sqlite.rows(40)) == want and len(sqlite) == 3
+    assert want[1][6] == "2026-01-02 01:04:05.000000"
+    pg = RoundRows(sqlite=False)
+    pg.add("a", 0, first, now)
+    pg.add("b", 7, second, now)
+    assert list(pg.rows(1)) == [
+        (
+            1,
+            first.ids[0],
+            "a",
+            0,
+            "StepStarted",
+            StepStarted.schema_version,
+            now,
+            first.payloads[0],
+        ),
+        (2, first.ids[1], "a", 1, "StepStarted", StepStarted.schema_version, at, first.payloads[1]),
+        (
+            3,
+            second.ids[0],
+            "b",
+            7,
+            "StepStarted",
+            StepStarted.schema_version,
+            now,
+            second.payloads[0],
+        ),
+    ]
+    assert list(pg.rows(1))[1][6].tzinfo is UTC
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, 7), min_size=1, max_size=12),
+    moments=st.lists(
+        st.datetimes(
+            min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=ZONES
+        ),
+        min_size=8,
+        max_size=8,
+    ),
+    folds=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_round_rows_times_are_each_events_own(
+    picks: list[int], moments: list[datetime], folds: list[bool]
+) -> None:
+    """The times a SQLite round queues (each UTC time formatted once per batch) are each
+    event's own text: repeated times, no time (``now``), naive, zoned, either side of a fold."""
+    given: list[datetime | None] = [
+        m.replace(fold=int(f)) for m, f in zip(moments, folds, strict=True)
+    ]
+    given[0] = None
+    given[1] = moments[2].replace(tzinfo=UTC)  # the wall clock of another pick, in UTC
+    times = [given[i] for i in picks]
+    now = datetime(2026, 5, 6, 7, 8, 9, tzinfo=UTC)
+    news = [NewEvent(step(i), recorded_at=at) for i, at in enumerate(times)]
+    rows = RoundRows(sqlite=True)
+    rows.add("r", 0, prepare_batch(news, catalogue, LIMIT), now)
+    want = [_isoformat_sqlite_datetime(now if at is None else at) for at in times]
+    assert [row[6] for row in rows.rows(1)] == want

@@ -63,15 +63,23 @@ class AssemblyCost:
     def total_us_per_span(self) -> float:
         return self.client_us_per_span + (self.server_us_per_span or 0.0)
 
-    def line(self) -> str:
-        server = self.server_us_per_span
-        db = "n/a (in process)" if server is None else f"{server:.1f}"
+    @property
+    def database_share(self) -> str:
+        """Where the database's CPU is in the figures: included (SQLite runs in the assembler's
+        process), measured (a PostgreSQL server on this machine), or not measured (a remote
+        server, whose processes' CPU cannot be read: the total is then the assembler's alone)."""
         if self.engine == "sqlite":
-            db = "in the assembler (SQLite)"
+            return "database included (SQLite runs in the assembler)"
+        server = self.server_us_per_span
+        if server is None:
+            return "database not measured (a remote server: total is the assembler's alone)"
+        return f"database {server:.1f} us/span CPU"
+
+    def line(self) -> str:
         return (
             f"assembly in isolation ({self.engine}, {self.spans:,} spans, {self.runs:,} runs, "
             f"{self.events:,} events): assembler {self.client_us_per_span:.1f} us/span CPU, "
-            f"database {db} us/span, total {self.total_us_per_span:.1f} us/span "
+            f"{self.database_share}, total {self.total_us_per_span:.1f} us/span "
             f"(target <= {TARGET_US_PER_SPAN:g}; baseline ~108 before issue 38), "
             f"wall {self.wall_seconds:.2f} s, load {os.getloadavg()[0]:.2f}"
         )

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ._append import GC_PAUSE_MIN_EVENTS as GC_PAUSE_MIN_EVENTS
     from ._append import SQLITE_INSERT as SQLITE_INSERT
     from ._append import AppendResult
+    from ._append import gc_paused as gc_paused
     from ._driver import copy_rows as copy_rows
     from ._engine import SQLITE_BUSY_TIMEOUT_MS as SQLITE_BUSY_TIMEOUT_MS
     from ._engine import WRITE_OPTION as WRITE_OPTION
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from ._prepare import MAX_RUN_ID_LENGTH as MAX_RUN_ID_LENGTH
     from ._prepare import NewEvent
     from ._prepare import Prepared as Prepared
+    from ._prepare import PreparedBatch as PreparedBatch
+    from ._prepare import RoundRows as RoundRows
     from ._prepare import batch_rows as batch_rows
     from ._prepare import check_run_id as check_run_id
     from ._prepare import not_in_catalogue as not_in_catalogue
@@ -71,7 +74,7 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "._append": ("AppendResult", "GC_PAUSE_MIN_EVENTS", "SQLITE_INSERT"),
+            "._append": ("AppendResult", "GC_PAUSE_MIN_EVENTS", "SQLITE_INSERT", "gc_paused"),
             "._opened": ("StoreLike", "opened"),
             "._engine": (
                 "SQLITE_BUSY_TIMEOUT_MS",
@@ -109,6 +112,8 @@ if not TYPE_CHECKING:  # mypy sees the imports above; at run time names load on 
                 "MAX_RUN_ID_LENGTH",
                 "NewEvent",
                 "Prepared",
+                "PreparedBatch",
+                "RoundRows",
                 "batch_rows",
                 "check_run_id",
                 "not_in_catalogue",

@@ -64,7 +64,7 @@ from ._event import RowDecoder, StoredEvent
 from ._event import recorded_at_of as recorded_at_of
 from ._faults import with_retries
 from ._migrations import ensure_schema
-from ._prepare import MAX_RUN_ID_LENGTH, check_run_id
+from ._prepare import MAX_RUN_ID_LENGTH, PreparedBatch, check_run_id
 from ._quarantine import QuarantinedInput
 
 if TYPE_CHECKING:  # the event models (pydantic) load on first use: reading needs none of them
@@ -268,6 +268,11 @@ class EventStore(RowDecoder):
     def _prepare(self, events: Sequence[Event | NewEvent]) -> list[Prepared]:
         """Validate, serialize and size-check a batch (see :func:`~._append.prepare`)."""
         return prepare(events, self.catalogue, self.max_payload_bytes)
+
+    def _prepare_batch(self, events: Sequence[Event | NewEvent]) -> PreparedBatch:
+        """:meth:`_prepare`, column by column (:func:`~._prepare.prepare_batch`): the form an
+        assembly round queues (:class:`~._prepare.RoundRows`), no record per event."""
+        return prepare_batch(events, self.catalogue, self.max_payload_bytes)
 
     @staticmethod
     def _lock_positions(conn: Connection) -> None:

@@ -46,16 +46,30 @@ class ArchivedTrace:
     assembled_at: datetime
 
 
+_LEVEL = 6
+_MEMORY_LEVEL = 6
+"""zlib's default is 8: a 32,768-entry hash table, zeroed for every trace compressed, which
+cost a quarter of the archive's compression CPU for traces of a few kilobytes. At 6 (8,192
+entries) the archive is as small (+0.05% on the bench's traces, +0.04% on the conformance
+corpus) and packing costs ~15% fewer instructions; the level stays 6 (at 3 the corpus's
+archive grew 15%). Any memory level decompresses the same (:func:`_unpack`)."""
+
+
+def _compress(data: bytes) -> bytes:
+    compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS, _MEMORY_LEVEL)
+    return compressor.compress(data) + compressor.flush()
+
+
 def pack(spans: Iterable[Span]) -> bytes:
     """``spans`` as an archive row holds them (compressed JSON of their compact forms)."""
-    return zlib.compress(to_json([s.to_compact() for s in spans]), level=6)
+    return _compress(to_json([s.to_compact() for s in spans]))
 
 
 def pack_bodies(bodies: Sequence[str]) -> bytes:
     """:func:`pack` of spans given as their staged bodies (each ``to_json`` of a span's
     compact form, as staged: the same bytes :func:`pack` would serialize, without decoding and
     encoding them again)."""
-    return zlib.compress(b"[" + ",".join(bodies).encode() + b"]", level=6)
+    return _compress(b"[" + ",".join(bodies).encode() + b"]")
 
 
 def _unpack(blob: bytes) -> list[Span]:

@@ -28,6 +28,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from pydantic import ValidationError
@@ -40,14 +41,13 @@ from ...store import (
     SQLITE_INSERT,
     EventStore,
     NewEvent,
-    Prepared,
+    PreparedBatch,
+    RoundRows,
     StoredEvent,
     copy_rows,
+    gc_paused,
     prefer_index_scans,
     quarantine_in,
-    sqlite_datetime,
-    sqlite_rows,
-    utc,
     with_retries,
     write_transaction,
 )
@@ -60,6 +60,8 @@ from .span_model import Span
 from .tree import has_one_root
 
 _CHUNK = 400
+_span_id_of = attrgetter("span_id")
+_span_id_of_row = itemgetter(1)
 _COPY_EVENTS = (
     "COPY events (position, event_id, run_id, seq, type, schema_version, recorded_at, payload) "
     "FROM STDIN (FORMAT BINARY)"
@@ -72,12 +74,12 @@ are serialized JSON already, ``Prepared.payload_json``, and sent as they are).""
 
 @dataclass(slots=True)
 class _Premapped:
-    """A trace mapped before the transaction: its run, its events' driver rows without their
-    positions (see :func:`_row_tails`), and its spans packed for the archive."""
+    """A trace mapped before the transaction: its run, its events' driver columns (without
+    their positions, known only under the position lock: :class:`RoundRows`), and its spans
+    packed for the archive."""
 
     run: MappedRun
-    batch: list[Prepared]
-    tails: list[tuple[Any, ...]]
+    rows: RoundRows
     packed: bytes
 
 
@@ -108,8 +110,21 @@ def assemble_round(
     ``bodies``: their staged bodies, in the same order, when the reader kept them).
 
     Every trace read is mapped before the transaction; one that turns out to be a run already
-    (late spans: rare) is handled inside it, from its archive, and its premapping dropped."""
+    (late spans: rare) is handled inside it, from its archive, and its premapping dropped.
+
+    The round runs with the cyclic garbage collector paused (:func:`~steplog.store.gc_paused`):
+    it allocates a few dozen objects per span that all live until the round ends, so every
+    young collection during it walked them for nothing -- a round makes no garbage cycles
+    (reference counting frees it all when it ends)."""
+    with gc_paused():
+        return _assemble_round(ctx, loaded, bodies)
+
+
+def _assemble_round(
+    ctx: RoundContext, loaded: dict[str, list[Span]], bodies: dict[str, list[str]] | None
+) -> Outcome:
     store = ctx.store
+    sqlite = store._sqlite
     premapped: dict[str, _Premapped] = {}
     now = ctx.clock()
     for trace_id, spans in loaded.items():
@@ -117,13 +132,14 @@ def assemble_round(
             continue
         try:
             run = map_trace(spans)
-            batch = store._prepare(run.events)
+            batch = store._prepare_batch(run.events)
         except Exception:  # decided (and quarantined) inside the transaction
             continue
-        tails = _row_tails(store._sqlite, run.run_id, 0, batch, now)
+        rows = RoundRows(sqlite)
+        rows.add(run.run_id, 0, batch, now)
         read = bodies.get(trace_id) if bodies is not None else None
         packed = archive.pack_bodies(read) if read else archive.pack(spans)
-        premapped[trace_id] = _Premapped(run, batch, tails, packed)
+        premapped[trace_id] = _Premapped(run, rows, packed)
 
     def attempt() -> Outcome:
         outcome = Outcome()
@@ -145,7 +161,8 @@ class _Writer:
         self.outcome = outcome
         self.report = outcome.report
         self.now = ctx.clock()
-        self.tails: list[tuple[Any, ...]] = []
+        self.rows = RoundRows(self.store._sqlite)
+        """The events the round appends, inserted by :meth:`_flush`."""
 
     def run(self, loaded: dict[str, list[Span]], premapped: dict[str, _Premapped]) -> None:
         store, conn = self.store, self.conn
@@ -167,9 +184,9 @@ class _Writer:
                 and trace_id not in archived
                 and ready.run.run_id not in existing
             ):
-                self.tails.extend(ready.tails)
+                self.rows.extend(ready.rows)
                 if not ready.run.phantom:  # a phantom trace is archived, not a run
-                    self.report.stored(ready.run.run_id, len(ready.batch), duplicate=False)
+                    self.report.stored(ready.run.run_id, len(ready.rows), duplicate=False)
                 fresh.append((trace_id, ready.run.run_id, spans))
                 packed[trace_id] = ready.packed
             elif trace_id in archived:
@@ -185,25 +202,43 @@ class _Writer:
 
     def _claim(self, traces: list[str], loaded: dict[str, list[Span]]) -> dict[str, list[Span]]:
         """Delete the staged spans of ``traces``; return them by trace (read spans reused, spans
-        staged since the read decoded)."""
-        mark = "?" if self.store._sqlite else "%s"
-        known = {(s.trace_id, s.span_id): s for spans in loaded.values() for s in spans}
-        claimed: dict[str, list[Span]] = {}
+        staged since the read decoded), in the order the deletion returned the traces.
+
+        The rows come straight from the driver (no SQLAlchemy row each). A trace whose rows
+        are exactly the spans read -- every round's case -- is its read list as it is; only
+        one that changed since the read is rebuilt span by span: the spans read in the order
+        they were read in, new ones last."""
+        store, conn = self.store, self.conn
+        mark = "?" if store._sqlite else "%s"
+        returned: dict[str, list[Any]] = {}
         for start in range(0, len(traces), _CHUNK):
             part = traces[start : start + _CHUNK]
-            rows = self.conn.exec_driver_sql(
+            sql = (
                 f"DELETE FROM otlp_spans WHERE trace_id IN ({', '.join([mark] * len(part))}) "
-                "RETURNING trace_id, span_id, body",
-                tuple(part),
-            ).all()
-            for trace_id, span_id, body in rows:
-                span = known.get((trace_id, span_id))
-                if span is None:
-                    span = Span.from_compact(from_json(body))
-                claimed.setdefault(trace_id, []).append(span)
-        for trace_id, spans in claimed.items():  # the order they were read in, new ones last
-            order = {s.span_id: i for i, s in enumerate(loaded.get(trace_id, ()))}
+                "RETURNING trace_id, span_id, body"
+            )
+            for row in store._fetch(conn, sql, part):
+                rows = returned.get(row[0])
+                if rows is None:
+                    returned[row[0]] = [row]
+                else:
+                    rows.append(row)
+        claimed: dict[str, list[Span]] = {}
+        for trace_id, rows in returned.items():
+            read = loaded.get(trace_id, [])
+            if len(rows) == len(read) and set(map(_span_id_of_row, rows)) == set(
+                map(_span_id_of, read)
+            ):  # span ids are unique within a trace (the staging table's key)
+                claimed[trace_id] = list(read)
+                continue
+            known = {s.span_id: s for s in read}
+            spans = []
+            for _, span_id, body in rows:
+                span = known.get(span_id)
+                spans.append(Span.from_compact(from_json(body)) if span is None else span)
+            order = {s.span_id: i for i, s in enumerate(read)}
             spans.sort(key=lambda s: order.get(s.span_id, len(order)))
+            claimed[trace_id] = spans
         return claimed
 
     def _existing_runs(self, run_ids: list[str]) -> set[str]:
@@ -217,23 +252,24 @@ class _Writer:
 
     # --- writing -------------------------------------------------------------------------------
 
-    def _append(self, run_id: str, seq: int, batch: list[Prepared]) -> None:
+    def _append(self, run_id: str, seq: int, batch: PreparedBatch) -> None:
         """Queue ``batch`` for run ``run_id`` from ``seq`` on (every queued event is inserted by
         :meth:`_flush`, in one statement, at the next positions)."""
-        self.tails.extend(_row_tails(self.store._sqlite, run_id, seq, batch, self.now))
+        self.rows.add(run_id, seq, batch, self.now)
 
     def _flush(self, position: int) -> None:
         """Insert the queued events from ``position`` on (under the position lock): one
         driver-level ``executemany`` for the whole round, in the form
-        :meth:`EventStore._insert` uses."""
-        if not self.tails:
+        :meth:`EventStore._insert` uses, or one ``COPY``; each row zipped from the round's
+        columns as it is sent."""
+        if not self.rows:
             return
-        rows = [(position + i, *tail) for i, tail in enumerate(self.tails)]
+        rows = self.rows.rows(position)
         if self.store._sqlite:
-            self.conn.exec_driver_sql(SQLITE_INSERT, rows)
+            self.conn.exec_driver_sql(SQLITE_INSERT, list(rows))
         else:  # COPY: psycopg's executemany sends a statement per row
             copy_rows(self.conn, _COPY_EVENTS, _COPY_TYPES, rows)
-        self.tails = []
+        self.rows = RoundRows(self.store._sqlite)
 
     def _read_run(self, run_id: str) -> list[StoredEvent]:
         store = self.store
@@ -260,7 +296,7 @@ class _Writer:
         if exists:
             return self._reconcile(mapped, spans)
         try:
-            batch = self.store._prepare(mapped.events)
+            batch = self.store._prepare_batch(mapped.events)
         except Exception as exc:  # the store refuses the run itself (e.g. too large)
             reason = f"the store refused the run of this trace: {_described(exc)}"
             self._quarantine_trace(trace_id, spans, reason)
@@ -333,7 +369,7 @@ class _Writer:
                 batch = list(mapped.events)
             else:
                 batch, _ = revision_batch(stored, run_id, mapped.events, "; ".join(parts))
-            prepared = self.store._prepare(batch) if batch else []
+            prepared = self.store._prepare_batch(batch) if batch else None
         except Exception as exc:  # a defect on one trace must not stop the round
             reason = f"cannot map the trace with its late spans to a run: {_described(exc)}"
             self._quarantine_trace(trace.trace_id, changed, reason)
@@ -366,28 +402,6 @@ class _Writer:
             raw=bad.raw,
         )
         self.report.quarantined.append(bad)
-
-
-def _row_tails(
-    sqlite: bool, run_id: str, seq: int, batch: list[Prepared], now: datetime
-) -> list[tuple[Any, ...]]:
-    """The driver rows of ``batch`` (run ``run_id`` from ``seq``), each without its leading
-    position, which is known only under the position lock: :func:`sqlite_rows`' format on
-    SQLite (``now`` where an event has no recorded time), the ``COPY`` columns on PostgreSQL."""
-    if sqlite:
-        return [row[1:] for row in sqlite_rows(run_id, seq, 0, batch, sqlite_datetime(now))]
-    return [
-        (
-            item.event_id,
-            run_id,
-            seq + i,
-            item.type,
-            item.schema_version,
-            now if item.recorded_at is None else utc(item.recorded_at),
-            item.payload_json,
-        )
-        for i, item in enumerate(batch)
-    ]
 
 
 def _span_ids_of(mapped: MappedRun, stored_ids: set[Any], spans: list[Span]) -> set[str]:
