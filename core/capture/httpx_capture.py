@@ -19,8 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from ..canonical import fingerprint
-from ..events import ModelCalled
-from ..recorder.calls import inside_call, serve, stored
+from ..recorder.calls import inside_call, model_called, serve, stored
 from ..recorder.context import RecordedRun, current_run, current_step_index, replaying_anywhere
 from ..recorder.divergence import Divergence
 
@@ -275,18 +274,19 @@ class _Capture:
         failure = None if error is None else stored(f"{type(error).__name__}: {error}")
         answer = stored(answer)
         step_index = self.step_index
+        called = fingerprint(model, canonical)
         self.run.recorder.record_call(
-            lambda index: ModelCalled(
-                step_index=step_index,
-                call_index=index,
-                fingerprint=fingerprint(model, canonical),
-                model=model,
-                request=canonical,
-                response=answer,
-                error=failure,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                latency_ms=latency,
+            lambda index: model_called(
+                step_index,
+                index,
+                called,
+                model,
+                canonical,
+                answer,
+                failure,
+                input_tokens,
+                output_tokens,
+                latency,
             )
         )
 

@@ -10,8 +10,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+from .._limits import MAX_COUNT, MAX_INDEX, MAX_MEASURE
 from ..canonical import fingerprint, jsonable, stable
-from ..events import ModelCalled, ToolCalled
+from ..events import ModelCalled, ToolCalled, unvalidated
 from ..redaction import recording_redactor
 from .context import (
     RecordedRun,
@@ -84,29 +85,22 @@ def tool_call(
         started: float,
         step_index: int | None,
     ) -> None:
-        common: dict[str, Any] = {
-            "step_index": step_index,
-            "fingerprint": fingerprint(tool, request),
-            "tool": tool,
-            "args": request,
-            "latency_ms": elapsed_ms(started),
-        }
+        called = fingerprint(tool, request)
+        latency = elapsed_ms(started)
         if error is not None:
             error_type, message = type(error).__name__, run.redactor.text(str(error))
             failure = {"error": message, "raised": stored(described(error))}
             run.recorder.record_call(
-                lambda index: ToolCalled(
-                    **common,
-                    call_index=index,
-                    status="error",
-                    error_type=error_type,
-                    result=failure,
+                lambda index: tool_called(
+                    step_index, index, called, tool, request, failure, "error", error_type, latency
                 )
             )
         else:
             value = stored(jsonable(result))
             run.recorder.record_call(
-                lambda index: ToolCalled(**common, call_index=index, result=value)
+                lambda index: tool_called(
+                    step_index, index, called, tool, request, value, "ok", None, latency
+                )
             )
 
     return _instrument(record, "ToolCalled", tool, encode, decode)
@@ -127,19 +121,145 @@ def record_model(
     failure = None if error is None else stored(f"{type(error).__name__}: {error}")
     if error is not None and body is None:  # what was raised, for a replay to raise it again
         body = stored({"raised": described(error)})
+    called = fingerprint(model, request)
+    latency = elapsed_ms(started)
     run.recorder.record_call(
-        lambda index: ModelCalled(
-            step_index=step_index,
-            call_index=index,
-            fingerprint=fingerprint(model, request),
-            model=model,
-            request=request,
-            response=body,
-            error=failure,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            latency_ms=elapsed_ms(started),
+        lambda index: model_called(
+            step_index,
+            index,
+            called,
+            model,
+            request,
+            body,
+            failure,
+            input_tokens,
+            output_tokens,
+            latency,
         )
+    )
+
+
+def model_called(
+    step_index: int | None,
+    call_index: int,
+    fingerprint: str | None,
+    model: str,
+    request: Any,
+    response: Any,
+    error: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    latency_ms: float,
+) -> ModelCalled:
+    """``ModelCalled(...)`` of these fields (the others left to their defaults), built without
+    validating again when validation would keep every field as it is: each of the exact type
+    it declares (``int`` not ``bool``, ``float`` not ``int``, ``str`` not a subclass) and in its
+    range (what :func:`~steplog.events._calls._MeasuredCall._in_range` would otherwise clamp),
+    the model named in ASCII (pydantic counts ``min_length`` on text it can encode); else
+    validated, with validation's errors and clamping. The same event either way (tests hold
+    the fast one equal to the validated one, and its JSON to the same bytes)."""
+    if (
+        (step_index is None or (type(step_index) is int and 0 <= step_index <= MAX_INDEX))
+        and type(call_index) is int
+        and 0 <= call_index <= MAX_INDEX
+        and (fingerprint is None or type(fingerprint) is str)
+        and type(model) is str
+        and model
+        and model.isascii()
+        and (error is None or type(error) is str)
+        and type(input_tokens) is int
+        and 0 <= input_tokens <= MAX_COUNT
+        and type(output_tokens) is int
+        and 0 <= output_tokens <= MAX_COUNT
+        and type(latency_ms) is float
+        and 0.0 <= latency_ms <= MAX_MEASURE  # NaN fails both comparisons
+    ):
+        return unvalidated(
+            ModelCalled,
+            {  # every field, in the model's order: the stored JSON is the validated one's
+                "step_index": step_index,
+                "call_index": call_index,
+                "fingerprint": fingerprint,
+                "clamped": None,
+                "model": model,
+                "request": request,
+                "response": response,
+                "error": error,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "latency_ms": latency_ms,
+                "cost_usd": 0.0,
+                "cached_input_tokens": 0,
+                "reasoning_tokens": 0,
+            },
+        )
+    return ModelCalled(
+        step_index=step_index,
+        call_index=call_index,
+        fingerprint=fingerprint,
+        model=model,
+        request=request,
+        response=response,
+        error=error,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        latency_ms=latency_ms,
+    )
+
+
+def tool_called(
+    step_index: int | None,
+    call_index: int,
+    fingerprint: str | None,
+    tool: str,
+    args: Any,
+    result: Any,
+    status: str,
+    error_type: str | None,
+    latency_ms: float,
+) -> ToolCalled:
+    """``ToolCalled(...)`` of these fields, built without validating again when validation
+    would keep every field as it is (as :func:`model_called`); else validated."""
+    if (
+        (step_index is None or (type(step_index) is int and 0 <= step_index <= MAX_INDEX))
+        and type(call_index) is int
+        and 0 <= call_index <= MAX_INDEX
+        and (fingerprint is None or type(fingerprint) is str)
+        and type(tool) is str
+        and tool
+        and tool.isascii()
+        and (status == "ok" or status == "error")
+        and type(status) is str
+        and (error_type is None or type(error_type) is str)
+        and type(latency_ms) is float
+        and 0.0 <= latency_ms <= MAX_MEASURE
+    ):
+        return unvalidated(
+            ToolCalled,
+            {
+                "step_index": step_index,
+                "call_index": call_index,
+                "fingerprint": fingerprint,
+                "clamped": None,
+                "tool": tool,
+                "args": args,
+                "result": result,
+                "status": status,
+                "error_type": error_type,
+                "latency_ms": latency_ms,
+                "error": None,
+            },
+        )
+    return ToolCalled(
+        step_index=step_index,
+        call_index=call_index,
+        fingerprint=fingerprint,
+        tool=tool,
+        args=args,
+        result=result,
+        status=status,  # validated: "ok" or "error"
+        error_type=error_type,
+        latency_ms=latency_ms,
     )
 
 
@@ -178,9 +298,11 @@ def stored(value: Any) -> Any:
     """``value`` (JSON-like) as a recording keeps it: secrets redacted, like every door's
     (:mod:`steplog.redaction`). Requests are redacted before they are fingerprinted, in a
     recording and in its replay alike, so a secret in a request never decides a match, and a
-    replay serves what was kept."""
+    replay serves what was kept. ``value`` is one the caller has just made (``jsonable``'s
+    output, a dict it built) and gives up: kept itself when it holds no secret
+    (:meth:`~steplog.redaction.Redactor.fresh`)."""
     run = current_run()
-    return (recording_redactor() if run is None else run.redactor).value(value)
+    return (recording_redactor() if run is None else run.redactor).fresh(value)
 
 
 _WARNED: set[str] = set()

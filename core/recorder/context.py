@@ -245,7 +245,7 @@ def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
                 step=name,
                 step_index=index,
                 attempt=current.attempt,
-                output=run.redactor.value(as_object(current.output)),
+                output=run.redactor.fresh(as_object(current.output)),
                 output_summary=None
                 if current.summary is None
                 else run.redactor.text(current.summary),

@@ -12,7 +12,7 @@ from typing import Any, Final
 from ..errors import SteplogError
 from ._kinds import KINDS, SECRET_KEY, Kind
 from ._lenient import redact_lenient
-from ._linear import unbounded_inside
+from ._linear import anchored, unbounded_inside
 from ._scan import MASK, Scanner, compile_pattern
 
 MAX_CACHED_KEY: Final = 256
@@ -24,6 +24,16 @@ _JSON_TOKEN: Final = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
 _JSON_OPENERS: Final = ("{", "[")
 _SCALARS: Final = frozenset({int, float, bool, type(None)})
 _JSON_CLOSERS: Final = ("}", "]")
+MAX_JOINED: Final = 1 << 20
+"""A value whose strings join to more bytes than this is redacted string by string (one scan
+of a joined text gains nothing at that size, and RE2's set keeps within its memory)."""
+_SEPARATOR: Final = "\n"
+"""What joins a value's strings for :meth:`Redactor.fresh`'s one scan: whitespace and no word
+character, so ``\\b`` and the ``(?:^|\\s)`` that starts a command-line kind hold at every
+string's edges in the joined text as they do in the string alone."""
+_JSON_START: Final = re.compile(r"(?:\A|\n)\s*[\[{]")
+"""Where a joined string may start with JSON (after what ``str.lstrip`` strips: Python's ``\\s``
+is the same set of characters): such strings are redacted structurally, one by one."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -33,9 +43,16 @@ class Redactor:
     kinds: tuple[Kind, ...] = KINDS
     scanner: Scanner = field(init=False, repr=False)
     _key: Callable[[str], tuple[str, bool]] = field(init=False, repr=False)
+    _joinable: bool = field(init=False, repr=False)
+    """No kind is anchored (bar ``(?:^|\\s)``): :meth:`fresh` may scan a value's strings joined."""
+    _plain_keys: set[str] = field(init=False, repr=False)
+    """Mapping keys known not to name a secret (:meth:`fresh`'s walk: one set lookup a key)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scanner", Scanner(self.kinds))
+        joinable = not any(anchored(kind.pattern) for kind in self.kinds)
+        object.__setattr__(self, "_joinable", joinable)
+        object.__setattr__(self, "_plain_keys", set())
         secret_key = compile_pattern(SECRET_KEY, where="the secret key names")
         redact = self.scanner.redact
 
@@ -119,6 +136,86 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.value(item) for item in value]
         return value
+
+    def fresh(self, value: Any) -> Any:
+        """``value`` redacted exactly as :meth:`value` redacts it, for a JSON-like value the
+        caller has just made and gives up (the recorder's :func:`~steplog.canonical.jsonable`
+        output): ``value`` itself, not a copy, when it holds no secret.
+
+        One scan instead of one a string: every string of ``value`` (keys too) is joined by a
+        newline and the joined text is scanned once by the set of every kind and base64 run
+        (:class:`~._scan.Scanner`); if nothing there can change -- no match, no backslash (an
+        escape the per-string path decodes), no string that starts as JSON (redacted
+        structurally), no key that names a secret, only plain ``dict``, ``list``, ``str`` and
+        scalars, at most :data:`MAX_JOINED` bytes -- nothing is replaced, and ``value`` is
+        returned. Otherwise, or when a kind is anchored (a ``^`` or ``$`` sees the joined text
+        differently), it is :meth:`value`'s. Exact: a match inside one string is a match of the
+        joined text (the newline around it is what its edges are alone, for ``\\b`` and
+        ``(?:^|\\s)``); a joined text may match where no string does (across two), which only
+        sends the value to :meth:`value`."""
+        kind = type(value)
+        if kind in _SCALARS:
+            return value
+        if kind is str:
+            return self.string(value)
+        strings: list[str] = []
+        if not self._joinable or not self._gather(value, strings):
+            return self.value(value)
+        joined = _SEPARATOR.join(strings)
+        if "\\" in joined or _JSON_START.search(joined) is not None:
+            return self.value(value)
+        data = joined.encode("utf-8", "surrogatepass")
+        if len(data) > MAX_JOINED or self.scanner.gate(data):
+            return self.value(value)
+        return value
+
+    def _gather(self, value: Any, strings: list[str]) -> bool:
+        """Append every string of a ``dict`` or ``list`` (keys too) to ``strings``; ``False``
+        when :meth:`fresh` cannot decide on the joined text (another type, a key that names a
+        secret, an OTLP pair whose name does, nesting past the interpreter's limit)."""
+        try:
+            return self._walk(value, strings)
+        except RecursionError:
+            return False
+
+    def _walk(self, value: Any, strings: list[str]) -> bool:
+        add, walk = strings.append, self._walk
+        if type(value) is dict:
+            if "key" in value and "value" in value:  # an OTLP pair: its name may mask it
+                name = value["key"]
+                if isinstance(name, str) and self.names_a_secret(name):
+                    return False
+            plain = self._plain_keys
+            for key, item in value.items():
+                if type(key) is str:
+                    if key not in plain and not self._plain_key(key):
+                        return False
+                    add(key)
+                elif isinstance(key, str):
+                    return False
+                kind = type(item)
+                if kind is str:
+                    add(item)
+                elif kind not in _SCALARS and not walk(item, strings):
+                    return False
+            return True
+        if type(value) is list:
+            for item in value:
+                kind = type(item)
+                if kind is str:
+                    add(item)
+                elif kind not in _SCALARS and not walk(item, strings):
+                    return False
+            return True
+        return False
+
+    def _plain_key(self, key: str) -> bool:
+        """Whether ``key`` names no secret (remembered, as :attr:`_key` remembers keys)."""
+        if self._key(key)[1]:
+            return False
+        if len(key) <= MAX_CACHED_KEY and len(self._plain_keys) < MAX_CACHED_KEYS:
+            self._plain_keys.add(key)
+        return True
 
     def document(self, raw: str) -> str:
         """Raw input kept for the quarantine, redacted structurally: parsed as JSON when it is

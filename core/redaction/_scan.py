@@ -151,12 +151,19 @@ class Scanner:
             self._gate.Add(kind.pattern.encode("utf-8"))
         self._base64_index = self._gate.Add(_BASE64_RUN)
         self._gate.Compile()
+        self._gate_match = self._gate._set.Match  # RE2's own call: a list, empty for none
+
+    def gate(self, data: bytes) -> bool:
+        """Whether ``data`` may hold a secret: a kind or a base64 run matches somewhere in it
+        (one pass of the set; when it does not, :meth:`redact` keeps a text without
+        backslashes as it is)."""
+        return bool(self._gate_match(data))
 
     # --- bytes ---------------------------------------------------------------------------------
 
     def _present(self, data: bytes) -> list[int]:
         """The indexes of the kinds (and base64 runs) ``data`` holds, in order."""
-        return sorted(self._gate.Match(data) or ())
+        return sorted(self._gate_match(data))
 
     def _matches(
         self, data: bytes, present: Sequence[int]
