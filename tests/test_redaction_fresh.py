@@ -11,6 +11,7 @@ same result, of the same types, and the value itself (not a copy) only when noth
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from typing import Any
@@ -59,6 +60,15 @@ HIDDEN = [escaped(example, how) for example in EXAMPLES.values() for how in "ux"
 ]
 """Secrets that only the per-string path finds: escaped whole (the decoded view), or JSON
 inside a string whose key names a secret (structural) -- the joined scan sees nothing there."""
+ENCODED = [
+    base64.b64encode(f"x {example} y".encode()).decode().rstrip("=")
+    for example in EXAMPLES.values()
+] + [
+    base64.b64encode(b"Bearer abcdefgh").decode(),  # a run of twenty, the shortest scanned
+    "/v1/chat/completions",
+    "c3VtbWFyeSBvZiB0aGUgcnVuIGVuZHMgaGVyZQ==",
+]
+"""Base64 runs, with a secret inside (found only decoded) and without."""
 
 
 def fragments() -> st.SearchStrategy[str]:
@@ -68,6 +78,7 @@ def fragments() -> st.SearchStrategy[str]:
         st.sampled_from(CONTEXTS),
         st.sampled_from(sorted(EXAMPLES.values())),
         st.sampled_from(HIDDEN),
+        st.sampled_from(ENCODED),
         generated_match(),
     )
 
@@ -207,3 +218,51 @@ _ADDED = Redactor.from_patterns([r"(?:^|\s)ab[0-9]{2}", r"\bxyz\b", r"x\Bq"])
 def test_fresh_with_added_patterns_redacts_exactly_as_value(value: Any) -> None:
     assert _ADDED._joinable
     assert_same(_ADDED, value)
+
+
+def pair_values() -> st.SearchStrategy[Any]:
+    """A request or response: a value, a string or a scalar at the top."""
+    return st.one_of(values(), strings(), SCALARS)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pair_values(), pair_values())
+def test_fresh_pair_redacts_each_exactly_as_value(first: Any, second: Any) -> None:
+    """A call's request and response scanned joined: each as ``value`` (or ``string``, at the
+    top) redacts it alone, and each kept itself only when nothing in it changed."""
+    for redactor in (R, _ADDED):
+        given_first, given_second = copy.deepcopy(first), copy.deepcopy(second)
+        got = redactor.fresh_pair(given_first, given_second)
+        expected = tuple(
+            redactor.string(v) if isinstance(v, str) else redactor.value(v)
+            for v in (copy.deepcopy(first), copy.deepcopy(second))
+        )
+        assert typed(got) == typed(expected), (first, second, got, expected)
+        for kept, original in zip(got, (given_first, given_second), strict=True):
+            if kept is original and not isinstance(original, str):
+                assert typed(redactor.value(original)) == typed(original)
+
+
+def test_fresh_pair_with_a_secret_in_one_keeps_the_other() -> None:
+    request = {"args": ["hello"], "kwargs": {}}
+    response = {"text": "key " + EXAMPLES["github_token"]}
+    kept, redacted = R.fresh_pair(request, copy.deepcopy(response))
+    assert kept is request and redacted == R.value(response) != response
+
+
+def test_strings_with_base64_runs_only_are_checked_one_by_one() -> None:
+    """A URL path of twenty letters is a base64 run: the joined scan then asks each string
+    long enough to hold one, as the per-string path would; a run that decodes to a secret is
+    still found."""
+    from steplog.redaction._scan import _BASE64_RUN, MIN_RUN
+
+    assert b"{%d," % MIN_RUN in _BASE64_RUN
+    request = {"method": "POST", "path": "/v1/chat/completions", "body": {"model": "m"}}
+    assert R.fresh(request) is request
+    hidden = base64.b64encode(f"token {EXAMPLES['github_token']} end".encode()).decode()
+    assert_same(R, {"path": "/v1/chat/completions", "data": hidden})
+    assert R.fresh({"data": hidden}) != {"data": hidden}
+    for encoded in ENCODED[: len(EXAMPLES) + 1]:  # each alone: runs as short as a secret's
+        for value in ({"path": "/v1/chat/completions", "data": encoded}, [encoded], {encoded: 1}):
+            assert_same(R, value)
+            assert R.fresh(copy.deepcopy(value)) != value, encoded

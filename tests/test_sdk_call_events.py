@@ -19,9 +19,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from steplog._limits import MAX_COUNT, MAX_INDEX, MAX_MEASURE
-from steplog.canonical import _CANONICAL
-from steplog.events import ModelCalled, ToolCalled
-from steplog.recorder.calls import model_called, tool_called
+from steplog.canonical import _CANONICAL, fingerprint, fingerprint_str_keyed, jsonable, stable
+from steplog.events import ModelCalled, StepCompleted, StepStarted, ToolCalled
+from steplog.recorder.built import model_called, step_completed, step_started, tool_called
+from steplog.recorder.calls import request_of
+from steplog.redaction import builtin_redactor
 
 SETTINGS = settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -186,3 +188,102 @@ def test_out_of_range_measures_are_still_clamped() -> None:
     odd = {"input_tokens": -5, "output_tokens": MAX_COUNT + 1, "latency_ms": math.inf}
     event = same_outcome(model_called, ModelCalled, {**MODEL_VALID, **odd})
     assert event.clamped and set(event.clamped) == set(odd)
+
+
+ARGUMENTS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=6),
+    st.builds(Sub, st.text(max_size=3)), st.frozensets(st.integers(0, 9), max_size=3),
+    st.lists(st.integers(0, 3), max_size=2), st.tuples(st.text(max_size=2)),
+    st.dictionaries(st.text(max_size=2), st.integers(0, 3), max_size=2),
+)  # fmt: skip
+
+
+def typed(value: Any) -> Any:
+    """``value`` with every node's exact type beside it (``==`` takes 1 for True, NaN for
+    nothing)."""
+    if isinstance(value, dict):
+        return ("dict", [(typed(k), typed(v)) for k, v in value.items()])
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [typed(item) for item in value])
+    if isinstance(value, float) and math.isnan(value):
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+@SETTINGS
+@given(
+    st.lists(ARGUMENTS, max_size=4).map(tuple),
+    st.dictionaries(st.text(max_size=4), ARGUMENTS, max_size=3),
+)
+def test_a_decorated_calls_request_is_the_walked_one(args: tuple[Any, ...], kwargs: Any) -> None:
+    """``request_of`` skips ``stable``'s walk for plain arguments: the same request."""
+    expected = jsonable(stable({"args": args, "kwargs": kwargs}))
+    assert typed(request_of(args, kwargs)) == typed(expected)
+
+
+STARTED_VALID: dict[str, Any] = {"step": "step_03", "step_index": 3, "role": None}
+COMPLETED_VALID: dict[str, Any] = {
+    "step": "step_03", "step_index": 3, "attempt": 1,
+    "output": {"reply": "X", "found": ["a", 1]}, "output_summary": None,
+}  # fmt: skip
+OUTPUT_EDGES = [
+    {}, {"a": 1}, {1: "a"}, {Sub("k"): 1}, {"a": {1: 2}}, [], None, "x", {"a": math.nan},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fast", "validated", "valid"),
+    [(step_started, StepStarted, STARTED_VALID), (step_completed, StepCompleted, COMPLETED_VALID)],
+)
+def test_every_edge_of_every_step_field(fast: Any, validated: Any, valid: dict[str, Any]) -> None:
+    """The SDK's StepStarted and StepCompleted, built as its call events are: each field at
+    each edge, the others valid, gives validation's outcome."""
+    event = same_outcome(fast, validated, valid)
+    assert event.model_fields_set == set(validated.model_fields)
+    for name in valid:
+        if name == "output":
+            edges: list[Any] = OUTPUT_EDGES
+        elif name in ("step_index", "attempt"):
+            edges = NUMBER_EDGES
+        else:
+            edges = STRING_EDGES
+        for edge in edges:
+            same_outcome(fast, validated, {**valid, name: edge})
+
+
+@SETTINGS
+@given(st.data())
+def test_step_events_are_the_validated_ones(data: st.DataObject) -> None:
+    fields = {
+        "step": MODEL_FIELDS["model"],
+        "step_index": (st.integers(0, MAX_INDEX), indexes()),
+        "attempt": (st.integers(1, MAX_INDEX), indexes()),
+        "output": (st.dictionaries(st.text(max_size=4), JSON, max_size=3), JSON),
+        "output_summary": MODEL_FIELDS["error"],
+    }
+    completed = drawn(data, fields)
+    same_outcome(step_completed, StepCompleted, completed)
+    started = {"step": completed["step"], "step_index": completed["step_index"]}
+    same_outcome(step_started, StepStarted, {**started, "role": completed["output_summary"]})
+
+
+@SETTINGS
+@given(
+    st.lists(ARGUMENTS, max_size=3).map(tuple),
+    st.dictionaries(st.text(max_size=4), ARGUMENTS, max_size=2),
+    st.one_of(JSON, st.dictionaries(st.integers(), JSON, max_size=2)),
+)
+def test_recorded_requests_fingerprint_as_jsonable_ones(
+    args: tuple[Any, ...], kwargs: Any, response: Any
+) -> None:
+    """The recorder fingerprints a redacted request with ``fingerprint_str_keyed`` (no
+    ``jsonable`` copy: what it redacted is ``jsonable``'s output, or ``request_of``'s, string
+    keyed): the fingerprint replay computes with ``fingerprint``."""
+    redactor = builtin_redactor()
+    for request in (
+        redactor.fresh(request_of(args, kwargs)),
+        redactor.fresh(jsonable(response)),
+        redactor.fresh_pair(request_of(args, kwargs), jsonable(response))[0],
+        redactor.value(jsonable({"args": list(args), "x": response})),
+    ):
+        assert fingerprint_str_keyed("m", request) == fingerprint("m", request)

@@ -18,8 +18,9 @@ import time
 from types import ModuleType
 from typing import Any
 
-from ..canonical import fingerprint
-from ..recorder.calls import inside_call, model_called, serve, stored
+from ..canonical import fingerprint_str_keyed
+from ..recorder.built import model_called
+from ..recorder.calls import inside_call, serve, stored
 from ..recorder.context import RecordedRun, current_run, current_step_index, replaying_anywhere
 from ..recorder.divergence import Divergence
 
@@ -258,7 +259,6 @@ class _Capture:
         self.recorded = True
         self.run.open_calls.pop(id(self), None)
         model, raw = _request_of(self.request, self.body)
-        canonical = stored(raw)
         answer: dict[str, Any] | None = None
         input_tokens = output_tokens = 0
         if self.response is not None:
@@ -272,9 +272,9 @@ class _Capture:
             input_tokens, output_tokens = _tokens(parsed)
         latency = round((time.perf_counter() - self.started) * 1000, 3)
         failure = None if error is None else stored(f"{type(error).__name__}: {error}")
-        answer = stored(answer)
+        canonical, answer = self.run.redactor.fresh_pair(raw, answer)  # one scan for both
         step_index = self.step_index
-        called = fingerprint(model, canonical)
+        called = fingerprint_str_keyed(model, canonical)  # JSON: string keys
         self.run.recorder.record_call(
             lambda index: model_called(
                 step_index,

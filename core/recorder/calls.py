@@ -8,12 +8,12 @@ import inspect
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
-from .._limits import MAX_COUNT, MAX_INDEX, MAX_MEASURE
-from ..canonical import fingerprint, jsonable, stable
-from ..events import ModelCalled, ToolCalled, unvalidated
+from ..canonical import fingerprint_str_keyed, jsonable, stable
+from ..events import ModelCalled, ToolCalled
 from ..redaction import recording_redactor
+from .built import model_called, tool_called
 from .context import (
     RecordedRun,
     current_run,
@@ -27,7 +27,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 Recorder = Callable[[RecordedRun, Any, Any, "BaseException | None", float, "int | None"], None]
-"""(run, request, response, error, perf_counter at the start, step index at the start)."""
+"""(run, request, response, error, perf_counter at the start, step index at the start); the
+request as :func:`request_of` made it, redacted by the recorder with the response (one scan for
+both: :meth:`~steplog.redaction.Redactor.fresh_pair`)."""
 
 inside_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "steplog_inside_call", default=False
@@ -85,18 +87,21 @@ def tool_call(
         started: float,
         step_index: int | None,
     ) -> None:
-        called = fingerprint(tool, request)
         latency = elapsed_ms(started)
+        redactor = run.redactor
         if error is not None:
-            error_type, message = type(error).__name__, run.redactor.text(str(error))
-            failure = {"error": message, "raised": stored(described(error))}
+            request = redactor.fresh(request)
+            called = fingerprint_str_keyed(tool, request)
+            error_type, message = type(error).__name__, redactor.text(str(error))
+            failure = {"error": message, "raised": redactor.fresh(described(error))}
             run.recorder.record_call(
                 lambda index: tool_called(
                     step_index, index, called, tool, request, failure, "error", error_type, latency
                 )
             )
         else:
-            value = stored(jsonable(result))
+            request, value = redactor.fresh_pair(request, jsonable(result))
+            called = fingerprint_str_keyed(tool, request)
             run.recorder.record_call(
                 lambda index: tool_called(
                     step_index, index, called, tool, request, value, "ok", None, latency
@@ -115,14 +120,20 @@ def record_model(
     started: float,
     step_index: int | None,
 ) -> None:
-    """Buffer one ``ModelCalled`` of ``run`` (made in step ``step_index``)."""
-    input_tokens, output_tokens = usage(response)
-    body = stored(jsonable(response))
-    failure = None if error is None else stored(f"{type(error).__name__}: {error}")
-    if error is not None and body is None:  # what was raised, for a replay to raise it again
-        body = stored({"raised": described(error)})
-    called = fingerprint(model, request)
+    """Buffer one ``ModelCalled`` of ``run`` (made in step ``step_index``; ``request`` not
+    yet redacted)."""
     latency = elapsed_ms(started)
+    input_tokens, output_tokens = usage(response)
+    redactor = run.redactor  # the run's: what stored() would find in its context
+    failure = None
+    if error is None:
+        request, body = redactor.fresh_pair(request, jsonable(response))
+    else:
+        request, body = redactor.fresh(request), redactor.fresh(jsonable(response))
+        failure = redactor.fresh(f"{type(error).__name__}: {error}")
+        if body is None:  # what was raised, for a replay to raise it again
+            body = redactor.fresh({"raised": described(error)})
+    called = fingerprint_str_keyed(model, request)
     run.recorder.record_call(
         lambda index: model_called(
             step_index,
@@ -136,130 +147,6 @@ def record_model(
             output_tokens,
             latency,
         )
-    )
-
-
-def model_called(
-    step_index: int | None,
-    call_index: int,
-    fingerprint: str | None,
-    model: str,
-    request: Any,
-    response: Any,
-    error: str | None,
-    input_tokens: int,
-    output_tokens: int,
-    latency_ms: float,
-) -> ModelCalled:
-    """``ModelCalled(...)`` of these fields (the others left to their defaults), built without
-    validating again when validation would keep every field as it is: each of the exact type
-    it declares (``int`` not ``bool``, ``float`` not ``int``, ``str`` not a subclass) and in its
-    range (what :func:`~steplog.events._calls._MeasuredCall._in_range` would otherwise clamp),
-    the model named in ASCII (pydantic counts ``min_length`` on text it can encode); else
-    validated, with validation's errors and clamping. The same event either way (tests hold
-    the fast one equal to the validated one, and its JSON to the same bytes)."""
-    if (
-        (step_index is None or (type(step_index) is int and 0 <= step_index <= MAX_INDEX))
-        and type(call_index) is int
-        and 0 <= call_index <= MAX_INDEX
-        and (fingerprint is None or type(fingerprint) is str)
-        and type(model) is str
-        and model
-        and model.isascii()
-        and (error is None or type(error) is str)
-        and type(input_tokens) is int
-        and 0 <= input_tokens <= MAX_COUNT
-        and type(output_tokens) is int
-        and 0 <= output_tokens <= MAX_COUNT
-        and type(latency_ms) is float
-        and 0.0 <= latency_ms <= MAX_MEASURE  # NaN fails both comparisons
-    ):
-        return unvalidated(
-            ModelCalled,
-            {  # every field, in the model's order: the stored JSON is the validated one's
-                "step_index": step_index,
-                "call_index": call_index,
-                "fingerprint": fingerprint,
-                "clamped": None,
-                "model": model,
-                "request": request,
-                "response": response,
-                "error": error,
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "latency_ms": latency_ms,
-                "cost_usd": 0.0,
-                "cached_input_tokens": 0,
-                "reasoning_tokens": 0,
-            },
-        )
-    return ModelCalled(
-        step_index=step_index,
-        call_index=call_index,
-        fingerprint=fingerprint,
-        model=model,
-        request=request,
-        response=response,
-        error=error,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        latency_ms=latency_ms,
-    )
-
-
-def tool_called(
-    step_index: int | None,
-    call_index: int,
-    fingerprint: str | None,
-    tool: str,
-    args: Any,
-    result: Any,
-    status: str,
-    error_type: str | None,
-    latency_ms: float,
-) -> ToolCalled:
-    """``ToolCalled(...)`` of these fields, built without validating again when validation
-    would keep every field as it is (as :func:`model_called`); else validated."""
-    if (
-        (step_index is None or (type(step_index) is int and 0 <= step_index <= MAX_INDEX))
-        and type(call_index) is int
-        and 0 <= call_index <= MAX_INDEX
-        and (fingerprint is None or type(fingerprint) is str)
-        and type(tool) is str
-        and tool
-        and tool.isascii()
-        and (status == "ok" or status == "error")
-        and type(status) is str
-        and (error_type is None or type(error_type) is str)
-        and type(latency_ms) is float
-        and 0.0 <= latency_ms <= MAX_MEASURE
-    ):
-        return unvalidated(
-            ToolCalled,
-            {
-                "step_index": step_index,
-                "call_index": call_index,
-                "fingerprint": fingerprint,
-                "clamped": None,
-                "tool": tool,
-                "args": args,
-                "result": result,
-                "status": status,
-                "error_type": error_type,
-                "latency_ms": latency_ms,
-                "error": None,
-            },
-        )
-    return ToolCalled(
-        step_index=step_index,
-        call_index=call_index,
-        fingerprint=fingerprint,
-        tool=tool,
-        args=args,
-        result=result,
-        status=status,  # validated: "ok" or "error"
-        error_type=error_type,
-        latency_ms=latency_ms,
     )
 
 
@@ -292,6 +179,25 @@ def serve(run: RecordedRun, kind: str, name: str, raw: Any, scope: dict[str, Any
             failure.get("raised"),
         )
     return payload.get("response") if kind == "ModelCalled" else payload.get("result")
+
+
+_PLAIN: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def request_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A decorated call's request: ``jsonable(stable({"args": args, "kwargs": kwargs}))``.
+    When every argument is a plain ``str``, ``int``, ``float``, ``bool`` or ``None`` (exactly:
+    no subclass), that is ``{"args": [*args], "kwargs": {**kwargs}}`` (no set to sort, and
+    ``jsonable`` keeps plain scalars as they are; a test holds the two equal), built without
+    walking it twice."""
+    plain = _PLAIN
+    for item in args:
+        if type(item) not in plain:
+            return jsonable(stable({"args": args, "kwargs": kwargs}))  # type: ignore[no-any-return]
+    for item in kwargs.values():
+        if type(item) not in plain:
+            return jsonable(stable({"args": args, "kwargs": kwargs}))  # type: ignore[no-any-return]
+    return {"args": list(args), "kwargs": dict(kwargs)}
 
 
 def stored(value: Any) -> Any:
@@ -366,20 +272,19 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return await function(*args, **kwargs)
-                raw = jsonable(stable({"args": args, "kwargs": kwargs}))
-                if replaying(run):
+                raw = request_of(args, kwargs)
+                if run.playback is not None and replaying(run):
                     return rehydrate(serve(run, kind, name, raw, scope))
-                request = stored(raw)
                 started, at = time.perf_counter(), current_step_index()
                 token = inside_call.set(True)
                 try:
                     response = await function(*args, **kwargs)
                 except BaseException as exc:
-                    record(run, request, None, exc, started, at)
+                    record(run, raw, None, exc, started, at)
                     raise
                 finally:
                     inside_call.reset(token)
-                record(run, request, encoded(response), None, started, at)
+                record(run, raw, encoded(response), None, started, at)
                 return response
 
             return async_wrapper  # type: ignore[return-value]
@@ -392,15 +297,15 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return (yield from function(*args, **kwargs))
-                raw = jsonable(stable({"args": args, "kwargs": kwargs}))
-                if replaying(run):
+                raw = request_of(args, kwargs)
+                if run.playback is not None and replaying(run):
                     served = serve(run, kind, name, raw, scope) or []
                     if decode is not None:  # the user's decoder, item by item
                         yield from (decode(item) for item in served)
                     else:
                         yield from rehydrate(served)
                     return None
-                finish = _Stream(run, stored(raw), record, current_step_index())
+                finish = _Stream(run, raw, record, current_step_index())
                 try:
                     for item in _quietly(function(*args, **kwargs)):
                         finish.items.append(encoded(item))
@@ -422,20 +327,19 @@ def _instrument(
             if run is None:
                 _outside_context(name)
                 return function(*args, **kwargs)
-            raw = jsonable(stable({"args": args, "kwargs": kwargs}))
-            if replaying(run):
+            raw = request_of(args, kwargs)
+            if run.playback is not None and replaying(run):
                 return rehydrate(serve(run, kind, name, raw, scope))  # type: ignore[no-any-return]
-            request = stored(raw)
             started, at = time.perf_counter(), current_step_index()
             token = inside_call.set(True)
             try:
                 response = function(*args, **kwargs)
             except BaseException as exc:
-                record(run, request, None, exc, started, at)
+                record(run, raw, None, exc, started, at)
                 raise
             finally:
                 inside_call.reset(token)
-            record(run, request, encoded(response), None, started, at)
+            record(run, raw, encoded(response), None, started, at)
             return response
 
         return wrapper

@@ -13,7 +13,7 @@ from ..errors import SteplogError
 from ._kinds import KINDS, SECRET_KEY, Kind
 from ._lenient import redact_lenient
 from ._linear import anchored, unbounded_inside
-from ._scan import MASK, Scanner, compile_pattern
+from ._scan import MASK, MIN_RUN, Scanner, compile_pattern
 
 MAX_CACHED_KEY: Final = 256
 MAX_CACHED_KEYS: Final = 65536
@@ -47,12 +47,18 @@ class Redactor:
     """No kind is anchored (bar ``(?:^|\\s)``): :meth:`fresh` may scan a value's strings joined."""
     _plain_keys: set[str] = field(init=False, repr=False)
     """Mapping keys known not to name a secret (:meth:`fresh`'s walk: one set lookup a key)."""
+    _gate: Callable[[bytes], list[int]] = field(init=False, repr=False)
+    _base64_only: list[int] = field(init=False, repr=False)
+    """What the set finds in a text whose only candidates are base64 runs."""
+    """The scanner's set of every kind and base64 run (RE2's own call: empty, none found)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scanner", Scanner(self.kinds))
         joinable = not any(anchored(kind.pattern) for kind in self.kinds)
         object.__setattr__(self, "_joinable", joinable)
         object.__setattr__(self, "_plain_keys", set())
+        object.__setattr__(self, "_gate", self.scanner.gate_match)
+        object.__setattr__(self, "_base64_only", [self.scanner.base64_index])
         secret_key = compile_pattern(SECRET_KEY, where="the secret key names")
         redact = self.scanner.redact
 
@@ -159,55 +165,62 @@ class Redactor:
         if kind is str:
             return self.string(value)
         strings: list[str] = []
-        if not self._joinable or not self._gather(value, strings):
-            return self.value(value)
-        joined = _SEPARATOR.join(strings)
-        if "\\" in joined or _JSON_START.search(joined) is not None:
-            return self.value(value)
-        data = joined.encode("utf-8", "surrogatepass")
-        if len(data) > MAX_JOINED or self.scanner.gate(data):
-            return self.value(value)
-        return value
+        if self._joinable and self._gathered(value, strings.append) and self._clean(strings):
+            return value
+        return self.value(value)
 
-    def _gather(self, value: Any, strings: list[str]) -> bool:
-        """Append every string of a ``dict`` or ``list`` (keys too) to ``strings``; ``False``
-        when :meth:`fresh` cannot decide on the joined text (another type, a key that names a
-        secret, an OTLP pair whose name does, nesting past the interpreter's limit)."""
+    def fresh_pair(self, first: Any, second: Any) -> tuple[Any, Any]:
+        """``(fresh(first), fresh(second))`` with one scan of both when neither holds a
+        secret (a call's request and response): the strings of both joined, checked as
+        :meth:`fresh` checks one value's (a joined text that holds the strings of each holds
+        the strings of either); when that finds something, each is :meth:`fresh`'s."""
+        strings: list[str] = []
+        add = strings.append
+        if (
+            self._joinable
+            and self._gathered(first, add)
+            and self._gathered(second, add)
+            and self._clean(strings)
+        ):
+            return first, second
+        return self.fresh(first), self.fresh(second)
+
+    def _gathered(self, value: Any, add: Callable[[str], None]) -> bool:
+        """``add`` every string of ``value`` (a string itself, none of a scalar); ``False`` when
+        the joined scan cannot decide for it (see :func:`_gather`)."""
+        kind = type(value)
+        if kind is str:
+            add(value)
+            return True
+        if kind in _SCALARS:
+            return True
         try:
-            return self._walk(value, strings)
+            return _gather(value, add, self._plain_keys, self._plain_key)
         except RecursionError:
             return False
 
-    def _walk(self, value: Any, strings: list[str]) -> bool:
-        add, walk = strings.append, self._walk
-        if type(value) is dict:
-            if "key" in value and "value" in value:  # an OTLP pair: its name may mask it
-                name = value["key"]
-                if isinstance(name, str) and self.names_a_secret(name):
-                    return False
-            plain = self._plain_keys
-            for key, item in value.items():
-                if type(key) is str:
-                    if key not in plain and not self._plain_key(key):
-                        return False
-                    add(key)
-                elif isinstance(key, str):
-                    return False
-                kind = type(item)
-                if kind is str:
-                    add(item)
-                elif kind not in _SCALARS and not walk(item, strings):
-                    return False
+    def _clean(self, strings: list[str]) -> bool:
+        """Whether ``strings``, joined, leave nothing to replace: no backslash, no string that
+        starts as JSON, no kind or base64 run anywhere, at most :data:`MAX_JOINED` bytes."""
+        joined = _SEPARATOR.join(strings)
+        if "\\" in joined or (
+            ("{" in joined or "[" in joined) and _JSON_START.search(joined) is not None
+        ):
+            return False
+        data = joined.encode("utf-8", "surrogatepass")
+        if len(data) > MAX_JOINED:
+            return False
+        found = self._gate(data)
+        if not found:
             return True
-        if type(value) is list:
-            for item in value:
-                kind = type(item)
-                if kind is str:
-                    add(item)
-                elif kind not in _SCALARS and not walk(item, strings):
-                    return False
-            return True
-        return False
+        if found != self._base64_only:
+            return False
+        # Only base64 runs (a URL path of 20 letters is one): no kind is in any string, so a
+        # string changes only if a run in it decodes to a secret -- which its own scan says
+        # (a run lies within one string: the newline is not base64). Strings shorter than a
+        # run hold none.
+        redact = self.scanner.redact
+        return all(redact(text) is text for text in strings if len(text) >= MIN_RUN)
 
     def _plain_key(self, key: str) -> bool:
         """Whether ``key`` names no secret (remembered, as :attr:`_key` remembers keys)."""
@@ -228,6 +241,42 @@ class Redactor:
                 redacted = self.value(parsed)
                 return raw if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
         return redact_lenient(raw, self)
+
+
+def _gather(
+    value: Any, add: Callable[[str], None], plain: set[str], plain_key: Callable[[str], bool]
+) -> bool:
+    """``add`` every string of a ``dict`` or ``list`` (keys too); ``False`` when
+    :meth:`Redactor.fresh` cannot decide on the joined text: another type (a tuple, a
+    subclass), a key that names a secret, an OTLP pair whose name does (``plain``: keys known
+    to name none; ``plain_key`` tells, and remembers, the others)."""
+    if type(value) is dict:
+        if "key" in value and "value" in value:  # an OTLP pair: its name may mask it
+            name = value["key"]
+            if isinstance(name, str) and not plain_key(name):
+                return False
+        for key, item in value.items():
+            if type(key) is str:
+                if key not in plain and not plain_key(key):
+                    return False
+                add(key)
+            elif isinstance(key, str):
+                return False
+            kind = type(item)
+            if kind is str:
+                add(item)
+            elif kind not in _SCALARS and not _gather(item, add, plain, plain_key):
+                return False
+        return True
+    if type(value) is list:
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                add(item)
+            elif kind not in _SCALARS and not _gather(item, add, plain, plain_key):
+                return False
+        return True
+    return False
 
 
 def _too_deep(text: str) -> bool:
