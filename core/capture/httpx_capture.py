@@ -18,8 +18,8 @@ import time
 from types import ModuleType
 from typing import Any
 
-from ..canonical import fingerprint
-from ..events import ModelCalled
+from ..canonical import fingerprint_str_keyed
+from ..recorder.built import model_called
 from ..recorder.calls import inside_call, serve, stored
 from ..recorder.context import RecordedRun, current_run, current_step_index, replaying_anywhere
 from ..recorder.divergence import Divergence
@@ -259,7 +259,6 @@ class _Capture:
         self.recorded = True
         self.run.open_calls.pop(id(self), None)
         model, raw = _request_of(self.request, self.body)
-        canonical = stored(raw)
         answer: dict[str, Any] | None = None
         input_tokens = output_tokens = 0
         if self.response is not None:
@@ -273,20 +272,21 @@ class _Capture:
             input_tokens, output_tokens = _tokens(parsed)
         latency = round((time.perf_counter() - self.started) * 1000, 3)
         failure = None if error is None else stored(f"{type(error).__name__}: {error}")
-        answer = stored(answer)
+        canonical, answer = self.run.redactor.fresh_pair(raw, answer)  # one scan for both
         step_index = self.step_index
+        called = fingerprint_str_keyed(model, canonical)  # JSON: string keys
         self.run.recorder.record_call(
-            lambda index: ModelCalled(
-                step_index=step_index,
-                call_index=index,
-                fingerprint=fingerprint(model, canonical),
-                model=model,
-                request=canonical,
-                response=answer,
-                error=failure,
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                latency_ms=latency,
+            lambda index: model_called(
+                step_index,
+                index,
+                called,
+                model,
+                canonical,
+                answer,
+                failure,
+                input_tokens,
+                output_tokens,
+                latency,
             )
         )
 

@@ -8,11 +8,12 @@ import inspect
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
-from ..canonical import fingerprint, jsonable, stable
+from ..canonical import fingerprint_str_keyed, jsonable, stable
 from ..events import ModelCalled, ToolCalled
 from ..redaction import recording_redactor
+from .built import model_called, tool_called
 from .context import (
     RecordedRun,
     current_run,
@@ -26,7 +27,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 Recorder = Callable[[RecordedRun, Any, Any, "BaseException | None", float, "int | None"], None]
-"""(run, request, response, error, perf_counter at the start, step index at the start)."""
+"""(run, request, response, error, perf_counter at the start, step index at the start); the
+request as :func:`request_of` made it, redacted by the recorder with the response (one scan for
+both: :meth:`~steplog.redaction.Redactor.fresh_pair`)."""
 
 inside_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "steplog_inside_call", default=False
@@ -84,29 +87,25 @@ def tool_call(
         started: float,
         step_index: int | None,
     ) -> None:
-        common: dict[str, Any] = {
-            "step_index": step_index,
-            "fingerprint": fingerprint(tool, request),
-            "tool": tool,
-            "args": request,
-            "latency_ms": elapsed_ms(started),
-        }
+        latency = elapsed_ms(started)
+        redactor = run.redactor
         if error is not None:
-            error_type, message = type(error).__name__, run.redactor.text(str(error))
-            failure = {"error": message, "raised": stored(described(error))}
+            request = redactor.fresh(request)
+            called = fingerprint_str_keyed(tool, request)
+            error_type, message = type(error).__name__, redactor.text(str(error))
+            failure = {"error": message, "raised": redactor.fresh(described(error))}
             run.recorder.record_call(
-                lambda index: ToolCalled(
-                    **common,
-                    call_index=index,
-                    status="error",
-                    error_type=error_type,
-                    result=failure,
+                lambda index: tool_called(
+                    step_index, index, called, tool, request, failure, "error", error_type, latency
                 )
             )
         else:
-            value = stored(jsonable(result))
+            request, value = redactor.fresh_pair(request, jsonable(result))
+            called = fingerprint_str_keyed(tool, request)
             run.recorder.record_call(
-                lambda index: ToolCalled(**common, call_index=index, result=value)
+                lambda index: tool_called(
+                    step_index, index, called, tool, request, value, "ok", None, latency
+                )
             )
 
     return _instrument(record, "ToolCalled", tool, encode, decode)
@@ -121,24 +120,32 @@ def record_model(
     started: float,
     step_index: int | None,
 ) -> None:
-    """Buffer one ``ModelCalled`` of ``run`` (made in step ``step_index``)."""
+    """Buffer one ``ModelCalled`` of ``run`` (made in step ``step_index``; ``request`` not
+    yet redacted)."""
+    latency = elapsed_ms(started)
     input_tokens, output_tokens = usage(response)
-    body = stored(jsonable(response))
-    failure = None if error is None else stored(f"{type(error).__name__}: {error}")
-    if error is not None and body is None:  # what was raised, for a replay to raise it again
-        body = stored({"raised": described(error)})
+    redactor = run.redactor  # the run's: what stored() would find in its context
+    failure = None
+    if error is None:
+        request, body = redactor.fresh_pair(request, jsonable(response))
+    else:
+        request, body = redactor.fresh(request), redactor.fresh(jsonable(response))
+        failure = redactor.fresh(f"{type(error).__name__}: {error}")
+        if body is None:  # what was raised, for a replay to raise it again
+            body = redactor.fresh({"raised": described(error)})
+    called = fingerprint_str_keyed(model, request)
     run.recorder.record_call(
-        lambda index: ModelCalled(
-            step_index=step_index,
-            call_index=index,
-            fingerprint=fingerprint(model, request),
-            model=model,
-            request=request,
-            response=body,
-            error=failure,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            latency_ms=elapsed_ms(started),
+        lambda index: model_called(
+            step_index,
+            index,
+            called,
+            model,
+            request,
+            body,
+            failure,
+            input_tokens,
+            output_tokens,
+            latency,
         )
     )
 
@@ -174,13 +181,34 @@ def serve(run: RecordedRun, kind: str, name: str, raw: Any, scope: dict[str, Any
     return payload.get("response") if kind == "ModelCalled" else payload.get("result")
 
 
+_PLAIN: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def request_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A decorated call's request: ``jsonable(stable({"args": args, "kwargs": kwargs}))``.
+    When every argument is a plain ``str``, ``int``, ``float``, ``bool`` or ``None`` (exactly:
+    no subclass), that is ``{"args": [*args], "kwargs": {**kwargs}}`` (no set to sort, and
+    ``jsonable`` keeps plain scalars as they are; a test holds the two equal), built without
+    walking it twice."""
+    plain = _PLAIN
+    for item in args:
+        if type(item) not in plain:
+            return jsonable(stable({"args": args, "kwargs": kwargs}))  # type: ignore[no-any-return]
+    for item in kwargs.values():
+        if type(item) not in plain:
+            return jsonable(stable({"args": args, "kwargs": kwargs}))  # type: ignore[no-any-return]
+    return {"args": list(args), "kwargs": dict(kwargs)}
+
+
 def stored(value: Any) -> Any:
     """``value`` (JSON-like) as a recording keeps it: secrets redacted, like every door's
     (:mod:`steplog.redaction`). Requests are redacted before they are fingerprinted, in a
     recording and in its replay alike, so a secret in a request never decides a match, and a
-    replay serves what was kept."""
+    replay serves what was kept. ``value`` is one the caller has just made (``jsonable``'s
+    output, a dict it built) and gives up: kept itself when it holds no secret
+    (:meth:`~steplog.redaction.Redactor.fresh`)."""
     run = current_run()
-    return (recording_redactor() if run is None else run.redactor).value(value)
+    return (recording_redactor() if run is None else run.redactor).fresh(value)
 
 
 _WARNED: set[str] = set()
@@ -244,20 +272,19 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return await function(*args, **kwargs)
-                raw = jsonable(stable({"args": args, "kwargs": kwargs}))
-                if replaying(run):
+                raw = request_of(args, kwargs)
+                if run.playback is not None and replaying(run):
                     return rehydrate(serve(run, kind, name, raw, scope))
-                request = stored(raw)
                 started, at = time.perf_counter(), current_step_index()
                 token = inside_call.set(True)
                 try:
                     response = await function(*args, **kwargs)
                 except BaseException as exc:
-                    record(run, request, None, exc, started, at)
+                    record(run, raw, None, exc, started, at)
                     raise
                 finally:
                     inside_call.reset(token)
-                record(run, request, encoded(response), None, started, at)
+                record(run, raw, encoded(response), None, started, at)
                 return response
 
             return async_wrapper  # type: ignore[return-value]
@@ -270,15 +297,15 @@ def _instrument(
                 if run is None:
                     _outside_context(name)
                     return (yield from function(*args, **kwargs))
-                raw = jsonable(stable({"args": args, "kwargs": kwargs}))
-                if replaying(run):
+                raw = request_of(args, kwargs)
+                if run.playback is not None and replaying(run):
                     served = serve(run, kind, name, raw, scope) or []
                     if decode is not None:  # the user's decoder, item by item
                         yield from (decode(item) for item in served)
                     else:
                         yield from rehydrate(served)
                     return None
-                finish = _Stream(run, stored(raw), record, current_step_index())
+                finish = _Stream(run, raw, record, current_step_index())
                 try:
                     for item in _quietly(function(*args, **kwargs)):
                         finish.items.append(encoded(item))
@@ -300,20 +327,19 @@ def _instrument(
             if run is None:
                 _outside_context(name)
                 return function(*args, **kwargs)
-            raw = jsonable(stable({"args": args, "kwargs": kwargs}))
-            if replaying(run):
+            raw = request_of(args, kwargs)
+            if run.playback is not None and replaying(run):
                 return rehydrate(serve(run, kind, name, raw, scope))  # type: ignore[no-any-return]
-            request = stored(raw)
             started, at = time.perf_counter(), current_step_index()
             token = inside_call.set(True)
             try:
                 response = function(*args, **kwargs)
             except BaseException as exc:
-                record(run, request, None, exc, started, at)
+                record(run, raw, None, exc, started, at)
                 raise
             finally:
                 inside_call.reset(token)
-            record(run, request, encoded(response), None, started, at)
+            record(run, raw, encoded(response), None, started, at)
             return response
 
         return wrapper

@@ -23,11 +23,11 @@ from ..events import (
     ClockRead,
     RunConfig,
     StepAttemptFailed,
-    StepCompleted,
     StepFailed,
     StepStarted,
 )
 from ..redaction import Redactor, recording_redactor
+from .built import step_completed, step_started
 from .playback import Playback
 from .writer import RecordedRandom, RunRecorder, step_seed
 
@@ -206,7 +206,7 @@ def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
     index = run.steps_started
     run.steps_started += 1
     current = RecordedStep(run=run, name=name, index=index, role=role)
-    run.recorder.record(StepStarted(step=name, step_index=index, role=role))
+    run.recorder.record(step_started(name, index, role))
     token = _current_step.set(current)
     try:
         yield current
@@ -241,14 +241,12 @@ def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
         raise
     else:
         run.recorder.record(
-            StepCompleted(
-                step=name,
-                step_index=index,
-                attempt=current.attempt,
-                output=run.redactor.value(as_object(current.output)),
-                output_summary=None
-                if current.summary is None
-                else run.redactor.text(current.summary),
+            step_completed(
+                name,
+                index,
+                current.attempt,
+                run.redactor.fresh(as_object(current.output)),
+                None if current.summary is None else run.redactor.text(current.summary),
             )
         )
         run.recorder.flush()

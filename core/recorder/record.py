@@ -108,7 +108,7 @@ def record_run(
             agent_version=agent_version,
             config=run.config,
             seed=seed,
-            input=run.redactor.value(jsonable(input or {})),
+            input=run.redactor.fresh(jsonable(input or {})),
             source="sdk",
             replay_of=replay_of,
             forked_from=forked_from,
@@ -172,7 +172,7 @@ def _record_completion(run: RecordedRun, recorder: RunRecorder, playback: Playba
     if playback is not None and playback.diverged is not None:
         _record_divergence(recorder, playback.diverged)
         raise playback.diverged
-    recorder.record(RunCompleted(output=run.redactor.value(as_object(run.output))))
+    recorder.record(RunCompleted(output=run.redactor.fresh(as_object(run.output))))
     recorder.flush()
 
 

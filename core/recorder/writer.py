@@ -99,8 +99,9 @@ class RunRecorder:
     def record_call(self, build: Callable[[int], Event], call_index: int | None = None) -> None:
         """Buffer the call event ``build(call_index)``: the next index unless one is given."""
         with self._lock:
-            if call_index is None:
-                call_index = self.next_call_index()
+            if call_index is None:  # next_call_index(), inline: the lock is held already
+                call_index = self.call_index
+                self.call_index += 1
             self._buffer.append(build(call_index))
 
     def next_call_index(self) -> int:
@@ -131,7 +132,8 @@ class RunRecorder:
             return
         of = NewEvent.of
         for index, id_ in enumerate(new_ids(len(buffer) - start), start):
-            buffer[index] = of(_event(buffer[index]), id_)
+            item = buffer[index]  # an event (a NewEvent only if one was recorded as such)
+            buffer[index] = of(item.event if isinstance(item, NewEvent) else item, id_)
         self._identified = len(buffer)
 
     def flush(self) -> None:

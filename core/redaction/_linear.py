@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import re._constants as _c  # type: ignore[import-not-found]  # CPython's own regex parser
 import re._parser as _parser  # type: ignore[import-not-found]
-from typing import Any
+from typing import Any, Final
 
 _REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MAX_REPEAT))
 
@@ -59,4 +59,42 @@ def _nullable(item: tuple[Any, Any]) -> bool:
         return all(_nullable(i) for i in value[-1])
     if op == _c.BRANCH:
         return any(all(_nullable(i) for i in alternative) for alternative in value[1])
+    return False
+
+
+_EDGE: Final = r"(?:^|\s)"
+"""The start of a command-line kind: a text's start or whitespace (no other anchor is kept by a
+joined scan: see :func:`anchored`)."""
+_BOUNDARIES: Final = (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY)
+
+
+def anchored(pattern: str) -> bool:
+    """Whether ``pattern`` holds an anchor other than ``\\b``, ``\\B`` and :data:`_EDGE` (or
+    cannot be read by Python's parser, which then cannot tell): such a pattern may match a
+    string alone and not the same string inside a text joined by newlines, so the joined scan
+    of :meth:`~steplog.redaction.Redactor.fresh` is not used with it. :data:`_EDGE` is kept
+    because the newline joining the strings is whitespace."""
+    try:
+        tree = _parser.parse(pattern.replace(_EDGE, r"(?:\s)"))
+    except (re.error, ValueError, OverflowError, RecursionError):
+        return True
+    return _has_anchor(list(tree))
+
+
+def _has_anchor(items: list[tuple[Any, Any]]) -> bool:
+    for op, value in items:
+        if op == _c.AT:
+            if value not in _BOUNDARIES:
+                return True
+        elif op in _REPEATS:
+            if _has_anchor(list(value[2])):
+                return True
+        elif op == _c.SUBPATTERN:
+            if _has_anchor(list(value[-1])):
+                return True
+        elif op == _c.BRANCH:
+            if any(_has_anchor(list(alternative)) for alternative in value[1]):
+                return True
+        elif op in (_c.ASSERT, _c.ASSERT_NOT, _c.GROUPREF_EXISTS, _c.ATOMIC_GROUP):
+            return True  # not RE2 syntax: refused when compiled; not judged here
     return False

@@ -12,8 +12,8 @@ from typing import Any, Final
 from ..errors import SteplogError
 from ._kinds import KINDS, SECRET_KEY, Kind
 from ._lenient import redact_lenient
-from ._linear import unbounded_inside
-from ._scan import MASK, Scanner, compile_pattern
+from ._linear import anchored, unbounded_inside
+from ._scan import MASK, MIN_RUN, Scanner, compile_pattern
 
 MAX_CACHED_KEY: Final = 256
 MAX_CACHED_KEYS: Final = 65536
@@ -24,6 +24,16 @@ _JSON_TOKEN: Final = re.compile(r'"(?:[^"\\]++|\\.)*+"|[\[\]{}]')
 _JSON_OPENERS: Final = ("{", "[")
 _SCALARS: Final = frozenset({int, float, bool, type(None)})
 _JSON_CLOSERS: Final = ("}", "]")
+MAX_JOINED: Final = 1 << 20
+"""A value whose strings join to more bytes than this is redacted string by string (one scan
+of a joined text gains nothing at that size, and RE2's set keeps within its memory)."""
+_SEPARATOR: Final = "\n"
+"""What joins a value's strings for :meth:`Redactor.fresh`'s one scan: whitespace and no word
+character, so ``\\b`` and the ``(?:^|\\s)`` that starts a command-line kind hold at every
+string's edges in the joined text as they do in the string alone."""
+_JSON_START: Final = re.compile(r"(?:\A|\n)\s*[\[{]")
+"""Where a joined string may start with JSON (after what ``str.lstrip`` strips: Python's ``\\s``
+is the same set of characters): such strings are redacted structurally, one by one."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -33,9 +43,22 @@ class Redactor:
     kinds: tuple[Kind, ...] = KINDS
     scanner: Scanner = field(init=False, repr=False)
     _key: Callable[[str], tuple[str, bool]] = field(init=False, repr=False)
+    _joinable: bool = field(init=False, repr=False)
+    """No kind is anchored (bar ``(?:^|\\s)``): :meth:`fresh` may scan a value's strings joined."""
+    _plain_keys: set[str] = field(init=False, repr=False)
+    """Mapping keys known not to name a secret (:meth:`fresh`'s walk: one set lookup a key)."""
+    _gate: Callable[[bytes], list[int]] = field(init=False, repr=False)
+    _base64_only: list[int] = field(init=False, repr=False)
+    """What the set finds in a text whose only candidates are base64 runs."""
+    """The scanner's set of every kind and base64 run (RE2's own call: empty, none found)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scanner", Scanner(self.kinds))
+        joinable = not any(anchored(kind.pattern) for kind in self.kinds)
+        object.__setattr__(self, "_joinable", joinable)
+        object.__setattr__(self, "_plain_keys", set())
+        object.__setattr__(self, "_gate", self.scanner.gate_match)
+        object.__setattr__(self, "_base64_only", [self.scanner.base64_index])
         secret_key = compile_pattern(SECRET_KEY, where="the secret key names")
         redact = self.scanner.redact
 
@@ -120,6 +143,93 @@ class Redactor:
             return [self.value(item) for item in value]
         return value
 
+    def fresh(self, value: Any) -> Any:
+        """``value`` redacted exactly as :meth:`value` redacts it, for a JSON-like value the
+        caller has just made and gives up (the recorder's :func:`~steplog.canonical.jsonable`
+        output): ``value`` itself, not a copy, when it holds no secret.
+
+        One scan instead of one a string: every string of ``value`` (keys too) is joined by a
+        newline and the joined text is scanned once by the set of every kind and base64 run
+        (:class:`~._scan.Scanner`); if nothing there can change -- no match, no backslash (an
+        escape the per-string path decodes), no string that starts as JSON (redacted
+        structurally), no key that names a secret, only plain ``dict``, ``list``, ``str`` and
+        scalars, at most :data:`MAX_JOINED` bytes -- nothing is replaced, and ``value`` is
+        returned. Otherwise, or when a kind is anchored (a ``^`` or ``$`` sees the joined text
+        differently), it is :meth:`value`'s. Exact: a match inside one string is a match of the
+        joined text (the newline around it is what its edges are alone, for ``\\b`` and
+        ``(?:^|\\s)``); a joined text may match where no string does (across two), which only
+        sends the value to :meth:`value`."""
+        kind = type(value)
+        if kind in _SCALARS:
+            return value
+        if kind is str:
+            return self.string(value)
+        strings: list[str] = []
+        if self._joinable and self._gathered(value, strings.append) and self._clean(strings):
+            return value
+        return self.value(value)
+
+    def fresh_pair(self, first: Any, second: Any) -> tuple[Any, Any]:
+        """``(fresh(first), fresh(second))`` with one scan of both when neither holds a
+        secret (a call's request and response): the strings of both joined, checked as
+        :meth:`fresh` checks one value's (a joined text that holds the strings of each holds
+        the strings of either); when that finds something, each is :meth:`fresh`'s."""
+        strings: list[str] = []
+        add = strings.append
+        if (
+            self._joinable
+            and self._gathered(first, add)
+            and self._gathered(second, add)
+            and self._clean(strings)
+        ):
+            return first, second
+        return self.fresh(first), self.fresh(second)
+
+    def _gathered(self, value: Any, add: Callable[[str], None]) -> bool:
+        """``add`` every string of ``value`` (a string itself, none of a scalar); ``False`` when
+        the joined scan cannot decide for it (see :func:`_gather`)."""
+        kind = type(value)
+        if kind is str:
+            add(value)
+            return True
+        if kind in _SCALARS:
+            return True
+        try:
+            return _gather(value, add, self._plain_keys, self._plain_key)
+        except RecursionError:
+            return False
+
+    def _clean(self, strings: list[str]) -> bool:
+        """Whether ``strings``, joined, leave nothing to replace: no backslash, no string that
+        starts as JSON, no kind or base64 run anywhere, at most :data:`MAX_JOINED` bytes."""
+        joined = _SEPARATOR.join(strings)
+        if "\\" in joined or (
+            ("{" in joined or "[" in joined) and _JSON_START.search(joined) is not None
+        ):
+            return False
+        data = joined.encode("utf-8", "surrogatepass")
+        if len(data) > MAX_JOINED:
+            return False
+        found = self._gate(data)
+        if not found:
+            return True
+        if found != self._base64_only:
+            return False
+        # Only base64 runs (a URL path of 20 letters is one): no kind is in any string, so a
+        # string changes only if a run in it decodes to a secret -- which its own scan says
+        # (a run lies within one string: the newline is not base64). Strings shorter than a
+        # run hold none.
+        redact = self.scanner.redact
+        return all(redact(text) is text for text in strings if len(text) >= MIN_RUN)
+
+    def _plain_key(self, key: str) -> bool:
+        """Whether ``key`` names no secret (remembered, as :attr:`_key` remembers keys)."""
+        if self._key(key)[1]:
+            return False
+        if len(key) <= MAX_CACHED_KEY and len(self._plain_keys) < MAX_CACHED_KEYS:
+            self._plain_keys.add(key)
+        return True
+
     def document(self, raw: str) -> str:
         """Raw input kept for the quarantine, redacted structurally: parsed as JSON when it is
         (and returned unchanged when it held no secret); when it is not (cut short, broken), its
@@ -131,6 +241,42 @@ class Redactor:
                 redacted = self.value(parsed)
                 return raw if redacted == parsed else json.dumps(redacted, ensure_ascii=False)
         return redact_lenient(raw, self)
+
+
+def _gather(
+    value: Any, add: Callable[[str], None], plain: set[str], plain_key: Callable[[str], bool]
+) -> bool:
+    """``add`` every string of a ``dict`` or ``list`` (keys too); ``False`` when
+    :meth:`Redactor.fresh` cannot decide on the joined text: another type (a tuple, a
+    subclass), a key that names a secret, an OTLP pair whose name does (``plain``: keys known
+    to name none; ``plain_key`` tells, and remembers, the others)."""
+    if type(value) is dict:
+        if "key" in value and "value" in value:  # an OTLP pair: its name may mask it
+            name = value["key"]
+            if isinstance(name, str) and not plain_key(name):
+                return False
+        for key, item in value.items():
+            if type(key) is str:
+                if key not in plain and not plain_key(key):
+                    return False
+                add(key)
+            elif isinstance(key, str):
+                return False
+            kind = type(item)
+            if kind is str:
+                add(item)
+            elif kind not in _SCALARS and not _gather(item, add, plain, plain_key):
+                return False
+        return True
+    if type(value) is list:
+        for item in value:
+            kind = type(item)
+            if kind is str:
+                add(item)
+            elif kind not in _SCALARS and not _gather(item, add, plain, plain_key):
+                return False
+        return True
+    return False
 
 
 def _too_deep(text: str) -> bool:

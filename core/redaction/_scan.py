@@ -52,6 +52,8 @@ MAX_SECRETS: Final = 1000
 whole (a text made of secrets is not worth keeping, and each costs a call into RE2)."""
 
 _HEX: Final = frozenset("0123456789abcdefABCDEF")
+MIN_RUN: Final = 20
+"""The fewest characters of a base64 run that is decoded and scanned."""
 _BASE64_RUN: Final = rb"[A-Za-z0-9+/_-]{20,}={0,2}"
 _RUN: Final = re.compile(rb"([A-Za-z0-9+/]{20,})={0,2}")
 """A base64 run (URL-safe ones translated first), found by Python's ``re``: one class with a
@@ -149,14 +151,22 @@ class Scanner:
         self._gate = re2.Set.SearchSet(options(capture=False))
         for kind in self.kinds:
             self._gate.Add(kind.pattern.encode("utf-8"))
-        self._base64_index = self._gate.Add(_BASE64_RUN)
+        self._base64_index = self.base64_index = self._gate.Add(_BASE64_RUN)
         self._gate.Compile()
+        self.gate_match = self._gate._set.Match
+        """RE2's own call of the set: the indexes matching ``data``, an empty list for none."""
+
+    def gate(self, data: bytes) -> bool:
+        """Whether ``data`` may hold a secret: a kind or a base64 run matches somewhere in it
+        (one pass of the set; when it does not, :meth:`redact` keeps a text without
+        backslashes as it is)."""
+        return bool(self.gate_match(data))
 
     # --- bytes ---------------------------------------------------------------------------------
 
     def _present(self, data: bytes) -> list[int]:
         """The indexes of the kinds (and base64 runs) ``data`` holds, in order."""
-        return sorted(self._gate.Match(data) or ())
+        return sorted(self.gate_match(data))
 
     def _matches(
         self, data: bytes, present: Sequence[int]
