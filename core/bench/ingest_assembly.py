@@ -9,7 +9,8 @@ PostgreSQL server on this machine, the CPU of its ``postgres`` processes over th
 (:func:`.scale_plans.postgres_cpu_seconds`), each per span. CPU time, not wall time: on a
 shared machine it moves far less.
 
-Run it as ``python -m steplog.bench.ingest_assembly [--db URL] [--traces N] [--profile]``.
+Run it as ``steplog bench assembly [--db URL] [--traces N] [--profile FILE]`` (or
+``python -m steplog.bench.ingest_assembly``).
 """
 
 from __future__ import annotations
