@@ -121,7 +121,9 @@ def test_any_span_graph_is_stored_or_quarantined_and_readers_work(
         now[0] += timedelta(minutes=1)
         ingest.assemble()
     assert ingest.pending() == (0, 0)
-    quarantined = " ".join(q.location for q in store.quarantined())
+    # every record: the store accumulates examples, and past the default page of 100 a trace
+    # quarantined now would not be listed (a flaky failure on PostgreSQL)
+    quarantined = " ".join(q.location for q in store.quarantined(limit=1_000_000))
     for trace in traces:
         trace_id = trace[0]["traceId"]
         events = store.read_run(run_id_for(trace_id))
