@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steplog.events import ModelCalled, RunCompleted, RunFailed, ToolCalled
-from steplog.ingest.otlp.attributes import error_of
 from steplog.ingest.otlp.genai import map_trace
+from steplog.ingest.otlp.span_errors import error_of
 from steplog.ingest.otlp.span_model import STATUS_ERROR, Span
 from steplog.ingest.provider_errors import readable_error
 

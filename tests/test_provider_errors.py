@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steplog.ingest.otlp.attributes import error_of
+from steplog.ingest.otlp.span_errors import error_of
 from steplog.ingest.otlp.span_model import STATUS_ERROR, Span, SpanEvent
 from steplog.projections.signature import normalize_message, signature_of
 

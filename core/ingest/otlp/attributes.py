@@ -9,13 +9,10 @@ exception.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..provider_errors import readable_error
 from .span_model import Span, SpanEvent
 from .values import (
     as_dict,
@@ -24,7 +21,6 @@ from .values import (
     first_int,
     first_text,
     json_or_text,
-    text_or_none,
     unflatten,
 )
 
@@ -34,12 +30,8 @@ AGENT_OPERATIONS = frozenset({"invoke_agent"})
 OPERATION_DETAILS = "gen_ai.client.inference.operation.details"
 """The latest-experimental GenAI event carrying a call's ``gen_ai.input.messages`` and
 ``gen_ai.output.messages`` (structured) when they are not span attributes."""
-MAX_DETAIL_CHARS = 16 * 1024
 
-_TRACEBACK = "Traceback (most recent call last)"
 _CALL_METHOD = re.compile(r"\.(?:__a?call__|acall)\Z")
-_SUMMARY = re.compile(r"^([^{:]{1,200}): (\{.*\})$", re.DOTALL)
-_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
 _OPENINFERENCE_OPERATIONS = {"LLM": "chat", "TOOL": "execute_tool", "AGENT": "invoke_agent"}
 _REQUEST_KEYS = (
     "gen_ai.input.messages",
@@ -420,91 +412,3 @@ def output_object(span: Span) -> dict[str, Any]:
     if _OUTPUT_NAMES.isdisjoint(span.attributes):
         return {}
     return as_dict(output_of(span))
-
-
-# --- errors ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorInfo:
-    """What went wrong in a span: a short type and message for signatures, and the long
-    text (a stack trace) kept apart as ``detail``."""
-
-    error_type: str
-    message: str
-    detail: str | None
-    specific: bool
-    """Whether the span said what the error was (an exception event or ``error.type``)."""
-
-
-def error_of(span: Span) -> ErrorInfo:
-    """The error of a failed span, from its ``exception`` event first (type, message,
-    stack trace), then ``error.type``, then the status message (a traceback there is parsed
-    for its last line and kept as the detail)."""
-    attrs = span.attributes
-    exc_type = exc_message = stack = None
-    for event in span.events:
-        if event.name == "exception":
-            exc_type = text_or_none(event.attributes.get("exception.type")) or exc_type
-            exc_message = text_or_none(event.attributes.get("exception.message")) or exc_message
-            stack = text_or_none(event.attributes.get("exception.stacktrace")) or stack
-    status = span.status_message or ""
-    traceback_type, traceback_message = _from_traceback(status)
-    if not traceback_type:
-        traceback_type, traceback_message = _from_summary(status)
-    error_type = exc_type or text_or_none(attrs.get("error.type")) or traceback_type
-    if exc_message is not None:
-        message = exc_message
-    elif traceback_type:
-        message = traceback_message
-    else:
-        message = _without_type_prefix(status.strip(), error_type)
-    detail = stack or (status if traceback_type else None)
-    if error_type and message.startswith(f"{error_type}: "):
-        message = message[len(error_type) + 2 :]
-    error_type, message = readable_error(error_type, message.strip())
-    return ErrorInfo(
-        error_type=(error_type or "SpanError")[:200],
-        message=message.strip(),
-        detail=detail[-MAX_DETAIL_CHARS:] if detail else None,
-        specific=bool(exc_type or attrs.get("error.type")),
-    )
-
-
-def _from_traceback(text: str) -> tuple[str | None, str]:
-    """``(type, message)`` from the last line of a Python traceback, else ``(None, "")``."""
-    if _TRACEBACK not in text:
-        return None, ""
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if not line or line.startswith(("File ", "^", "~", "During handling", "The above")):
-            continue
-        match = _EXCEPTION_LINE.match(line)
-        if match:
-            return match.group(1).rsplit(".", 1)[-1], (match.group(2) or "").strip()
-        return "Exception", line
-    return "Exception", ""
-
-
-def _from_summary(text: str) -> tuple[str | None, str]:
-    """``(summary, error)`` from a status like ``Error in agent run: {'error': 'boom'}`` (the
-    OpenAI Agents SDK's span errors, as OpenInference writes them), else ``(None, "")``."""
-    match = _SUMMARY.match(text.strip())
-    if not match:
-        return None, ""
-    try:
-        data = ast.literal_eval(match.group(2))
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None, ""
-    if not isinstance(data, dict) or not isinstance(data.get("error"), str):
-        return None, ""
-    return match.group(1).strip(), data["error"]
-
-
-def _without_type_prefix(message: str, error_type: str | None) -> str:
-    if error_type:
-        short = error_type.rsplit(".", 1)[-1]
-        for prefix in (f"{error_type}: ", f"{short}: "):
-            if message.startswith(prefix):
-                return message[len(prefix) :]
-    return message

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from ...events import (
     Event,
@@ -49,28 +48,25 @@ from ...store import NewEvent
 from ..ids import stable_event_ids
 from .activity import active_steps, is_phantom
 from .attributes import (
-    ErrorInfo,
     call_kind,
-    error_of,
     input_object,
     input_of,
     model_of,
     operation,
     output_object,
     output_of,
-    tool_args_of,
     tool_name_of,
-    tool_result_of,
 )
 from .calls import Call, Calls, model_content
 from .dialects import in_conventions
+from .span_errors import ErrorInfo, error_of
 from .span_model import Span
+from .tool_content import tool_content
 from .tree import SpanTree, find_roots
 from .values import (
     as_dict,
     cut,
     first_text,
-    json_or_text,
 )
 
 RUN_PREFIX = "otel-"
@@ -81,10 +77,8 @@ _set_event = NewEvent.__dict__["event"].__set__
 _set_id = NewEvent.__dict__["event_id"].__set__
 _set_at = NewEvent.__dict__["recorded_at"].__set__
 _fromtimestamp = datetime.fromtimestamp
-# Events are built as ``Model.__pydantic_validator__.validate_python({...})``: what
-# ``Model(**fields)`` runs (the same validation, the same errors), without ``__init__``'s keyword
-# packing and frame -- 3 to 8 thousand instructions an event. (Looked up at each call: with
-# ``defer_build`` the validator is built on first use.)
+# Events are built by ``Model.__pydantic_validator__.validate_python({...})``: ``Model(**fields)``'s
+# validation and errors without its keyword packing (looked up per call: ``defer_build``).
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +227,7 @@ class _Builder:
         if failed:
             run_error = self._error_along(self._origin(wrappers[-1]))
             for index in reversed(failed):
-                if _same(self._error_along(self._origin(self.steps[index])), run_error):
+                if self._error_along(self._origin(self.steps[index])).same_as(run_error):
                     return index
         return len(self.steps) - 1
 
@@ -252,7 +246,7 @@ class _Builder:
                 return node
             child = max(errored, key=lambda s: (s.end_ns, s.start_ns))
             mine, theirs = self._error(node), self._error(child)
-            if mine.specific and theirs.specific and _short(mine) != _short(theirs):
+            if mine.specific and theirs.specific and mine.short_type != theirs.short_type:
                 return node  # the parent failed for a reason of its own
             node = child
 
@@ -282,7 +276,7 @@ class _Builder:
                 origin = calls[-1]
             elif failed_wrappers:
                 origin = self._origin(failed_wrappers[-1])
-                if calls and _same(self._error_along(calls[-1]), self._error_along(origin)):
+                if calls and self._error_along(calls[-1]).same_as(self._error_along(origin)):
                     origin = calls[-1]  # the wrapper reports the call's error: it came from there
             else:
                 origin = step
@@ -374,18 +368,7 @@ class _Builder:
         error = self._failure(fatal)
         mine = self._error_along(self._origin(span))
         later = [s for s in self._errored_calls(self.steps[fatal]) if s.start_ns > span.end_ns]
-        return not later and _same(mine, error)
-
-    def _tool_args(self, span: Span) -> Any:
-        """The call's arguments; a bare value (LangChain records a one-argument tool's input as
-        the value alone) is replaced by the arguments its parent dispatched, when it has them."""
-        args = tool_args_of(span)
-        if isinstance(args, dict) or span.parent_span_id not in self.tree.by_id:
-            return args
-        dispatched = _dispatched_call(
-            self.tree.by_id[span.parent_span_id or ""], tool_name_of(span)
-        )
-        return dispatched if dispatched is not None else args
+        return not later and mine.same_as(error)
 
     def _first_output(self) -> object:
         for wrapper in reversed(self.wrappers):
@@ -475,7 +458,7 @@ class _Builder:
                 }
             )
         else:
-            args, result = self._tool_content(call.spans)
+            args, result = tool_content(call.spans, self.tree.by_id)
             event = ToolCalled.__pydantic_validator__.validate_python(
                 {
                     "step_index": step_index,
@@ -491,41 +474,6 @@ class _Builder:
             )
         self.add(event, span.start_ns, span.span_id, "call")
         self.call_index += 1
-
-    def _tool_content(self, spans: tuple[Span, ...]) -> tuple[Any, Any]:
-        """A tool call's arguments and result: from the member that has both (else most), the
-        innermost first on a tie, each gap filled from the others."""
-        if len(spans) == 1:
-            return self._tool_args(spans[0]), tool_result_of(spans[0])
-        found = [(self._tool_args(s), tool_result_of(s)) for s in spans]
-        order = sorted(
-            range(len(found)),
-            key=lambda i: (-(found[i][0] is not None) - (found[i][1] is not None), -i),
-        )
-        args = next((found[i][0] for i in order if found[i][0] is not None), None)
-        result = next((found[i][1] for i in order if found[i][1] is not None), None)
-        return args, result
-
-
-def _dispatched_call(parent: Span, tool: str) -> Any:
-    """The arguments of the one tool call ``parent`` dispatched to ``tool`` (LangGraph's tool
-    node carries ``{"tool_call": {"name", "args"}}`` as its input), else ``None``."""
-    value = json_or_text(parent.attributes.get("input.value"))
-    call = value.get("tool_call") if isinstance(value, dict) else None
-    if isinstance(call, dict) and call.get("name") == tool and isinstance(call.get("args"), dict):
-        return call["args"]
-    return None
-
-
-def _short(error: ErrorInfo) -> str:
-    return error.error_type.rsplit(".", 1)[-1]
-
-
-def _same(one: ErrorInfo, other: ErrorInfo) -> bool:
-    """Whether two spans report one error: the same type, or the same message (a framework's
-    wrapper span often names the error its own way -- the OpenAI Agents SDK 0.24: ``Error in
-    agent run`` around ``Error getting response`` -- but repeats the message)."""
-    return _short(one) == _short(other) or (bool(one.message) and one.message == other.message)
 
 
 __all__ = ["MappedRun", "find_roots", "map_trace", "run_id_for", "step_name"]
