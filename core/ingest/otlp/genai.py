@@ -45,7 +45,7 @@ from ...events import (
     ToolCalled,
 )
 from ...store import NewEvent
-from ..ids import stable_event_ids
+from ..ids import stable_event_ids_for
 from .activity import active_steps, is_phantom
 from .attributes import (
     call_kind,
@@ -126,13 +126,13 @@ class _Builder:
         self.steps = active_steps(tree, steps)
         self.names = [step_name(s) for s in self.steps]  # read once (steps are named 3 times)
         self.calls = calls
-        self.events: list[NewEvent] = []
+        self._models: list[Event] = []  # the events, column by column (:meth:`_events`)
+        self._stamps: list[int] = []
+        self._keys: list[str] = []
         self.call_index = 0
         self._errors: dict[str, ErrorInfo] = {}
         self._failures: dict[int | None, ErrorInfo] = {}
         self._errored: dict[str, list[Span]] = {}
-        self._id_of = stable_event_ids(f"{self.trace_id}\x1f")  # stable_event_id's identity
-        self._times: dict[int, datetime] = {}  # events share times: a step starts with its call
 
     def _error(self, span: Span) -> ErrorInfo:
         found = self._errors.get(span.span_id)
@@ -141,15 +141,30 @@ class _Builder:
         return found
 
     def add(self, event: Event, time_ns: int, span_id: str, role: str) -> None:
-        at = self._times.get(time_ns)
-        if at is None:
-            at = self._times[time_ns] = _fromtimestamp(time_ns / 1e9, UTC)
-        # NewEvent(event, event_id=..., recorded_at=...), without the frozen class's checks
-        new = _new(NewEvent)
-        _set_event(new, event)
-        _set_id(new, self._id_of(time_ns // 1_000_000, f"{span_id}\x1f{role}"))
-        _set_at(new, at)
-        self.events.append(new)
+        """Queue ``event``, which happened at ``time_ns``, as ``role`` of span ``span_id``."""
+        self._models.append(event)
+        self._stamps.append(time_ns)
+        self._keys.append(f"{span_id}\x1f{role}")
+
+    def _events(self) -> list[NewEvent]:
+        """The queued events as ``NewEvent(event, event_id=..., recorded_at=...)``: every id
+        made in one loop (:func:`~steplog.ingest.ids.stable_event_ids_for`, the identity of
+        :func:`~steplog.ingest.ids.stable_event_id`), each distinct time converted once, and
+        the events built without the frozen class's checks."""
+        stamps = self._stamps
+        ids = stable_event_ids_for(
+            f"{self.trace_id}\x1f", [ns // 1_000_000 for ns in stamps], self._keys
+        )
+        times = {ns: _fromtimestamp(ns / 1e9, UTC) for ns in set(stamps)}
+        events: list[NewEvent] = []
+        append = events.append
+        for event, event_id, ns in zip(self._models, ids, stamps, strict=True):
+            new = _new(NewEvent)
+            _set_event(new, event)
+            _set_id(new, event_id)
+            _set_at(new, times[ns])
+            append(new)
+        return events
 
     def build(self) -> MappedRun:
         root = self.root
@@ -185,7 +200,7 @@ class _Builder:
         return MappedRun(
             run_id_for(self.trace_id),
             self.trace_id,
-            self.events,
+            self._events(),
             frozenset(self.tree.by_id),
         )
 

@@ -66,10 +66,11 @@ _COPY_EVENTS = (
     "COPY events (position, event_id, run_id, seq, type, schema_version, recorded_at, payload) "
     "FROM STDIN (FORMAT BINARY)"
 )
-_COPY_TYPES = ["int8", "uuid", "varchar", "int4", "varchar", "int4", "timestamptz", "jsonb"]
+_COPY_TYPES = ["int8", "uuid", "varchar", "int4", "varchar", "int4", "timestamptz", "bytea"]
 """Binary COPY: the server receives uuids, integers and times as they are stored instead of
-parsing their text (the payload is still JSON text, behind jsonb's version byte: the payloads
-are serialized JSON already, ``Prepared.payload_json``, and sent as they are)."""
+parsing their text. The payload column is jsonb: :class:`RoundRows` holds each payload in
+jsonb's binary form already (version byte, JSON text), which the driver's ``bytea`` dumper
+sends as it is (binary COPY carries no types: the server reads it as the column's jsonb)."""
 
 
 @dataclass(slots=True)
