@@ -170,7 +170,16 @@ def test_round_rows_are_the_rows_of_each_batch() -> None:
             now,
             jsonb(first.payloads[0]),
         ),
-        (2, first.ids[1], "a", 1, "StepStarted", StepStarted.schema_version, at, jsonb(first.payloads[1])),
+        (
+            2,
+            first.ids[1],
+            "a",
+            1,
+            "StepStarted",
+            StepStarted.schema_version,
+            at,
+            jsonb(first.payloads[1]),
+        ),
         (
             3,
             second.ids[0],

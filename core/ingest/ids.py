@@ -68,7 +68,9 @@ def stable_event_ids(prefix: str) -> Callable[[int, str], uuid.UUID]:
     return of
 
 
-def stable_event_ids_for(prefix: str, millis: Sequence[int], rests: Sequence[str]) -> list[uuid.UUID]:
+def stable_event_ids_for(
+    prefix: str, millis: Sequence[int], rests: Sequence[str]
+) -> list[uuid.UUID]:
     """``[stable_event_ids(prefix)(ms, rest) for ms, rest in zip(millis, rests)]`` in one loop:
     a mapping makes every id of a trace at once (no call per id; the time bits are laid out
     once per distinct time, which a trace's events share)."""
