@@ -2,7 +2,8 @@
 gave (the replaced code kept here as the reference), over generated input:
 
 * a staged span built slot by slot (``Span.from_compact``) equals the dataclass's constructor;
-* a trace's event ids made in one loop (``stable_event_ids_for``) are ``stable_event_id_of``'s;
+* a trace's events made in one loop (``stable_new_events``) are those the mapper made one by
+  one: ``stable_event_ids``' ids, each time converted by ``datetime.fromtimestamp``;
 * a PostgreSQL round's payloads, held in jsonb's binary form and sent as ``bytea``, are the bytes
   psycopg's jsonb dumper sent;
 * a round's events prepared as one batch and queued run by run (``premap``, ``RoundMap.queue``)
@@ -23,7 +24,7 @@ from psycopg.types.string import BytesBinaryDumper
 
 from steplog.errors import SteplogError
 from steplog.events import StepStarted, catalogue
-from steplog.ingest.ids import stable_event_id_of, stable_event_ids_for
+from steplog.ingest.ids import stable_event_ids, stable_new_events
 from steplog.ingest.otlp import premap as premap_module
 from steplog.ingest.otlp.genai import MappedRun
 from steplog.ingest.otlp.premap import premap
@@ -79,18 +80,27 @@ def test_span_slots_are_its_fields_in_order() -> None:
 @given(
     prefix=st.text(max_size=40),
     keys=st.lists(
-        st.tuples(st.integers(-(2**50), 2**50) | st.integers(0, 2**48), st.text(max_size=20)),
+        st.tuples(
+            st.integers(-(2**60), 2**63 - 1) | st.integers(0, 10**18),
+            st.text(max_size=20),
+            st.text(min_size=1, max_size=4),
+        ),
         max_size=8,
     ),
 )
-def test_event_ids_made_in_one_loop_are_the_plain_ones(
-    prefix: str, keys: list[tuple[int, str]]
+def test_events_made_in_one_loop_are_the_ones_made_one_by_one(
+    prefix: str, keys: list[tuple[int, str, str]]
 ) -> None:
-    millis = [ms for ms, _ in keys]
-    rests = [rest for _, rest in keys]
-    made = stable_event_ids_for(prefix, millis, rests)
-    assert made == [stable_event_id_of(ms, prefix + rest) for ms, rest in keys]
-    assert all(one.version == 7 for one in made)
+    events = [StepStarted(step=name, step_index=i) for i, (_, _, name) in enumerate(keys)]
+    stamps = [ns for ns, _, _ in keys]
+    made = stable_new_events(prefix, events, stamps, [rest for _, rest, _ in keys])
+    of = stable_event_ids(prefix)  # the mapper's way before: one call per event
+    want = [
+        NewEvent(event, of(ns // 1_000_000, rest), datetime.fromtimestamp(ns / 1e9, UTC))
+        for event, (ns, rest, _) in zip(events, keys, strict=True)
+    ]
+    assert made == want and all(type(one) is NewEvent for one in made)
+    assert all(a.event is b.event for a, b in zip(made, want, strict=True))
 
 
 def _jsonb_as_psycopg_dumped(payload: str) -> bytes:

@@ -30,7 +30,6 @@ OpenInference (see :mod:`.attributes`). The mapping:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from ...events import (
     Event,
@@ -45,7 +44,7 @@ from ...events import (
     ToolCalled,
 )
 from ...store import NewEvent
-from ..ids import stable_event_ids_for
+from ..ids import stable_new_events
 from .activity import active_steps, is_phantom
 from .attributes import (
     call_kind,
@@ -72,11 +71,6 @@ from .values import (
 RUN_PREFIX = "otel-"
 STATUS_OK = 1
 
-_new = object.__new__
-_set_event = NewEvent.__dict__["event"].__set__
-_set_id = NewEvent.__dict__["event_id"].__set__
-_set_at = NewEvent.__dict__["recorded_at"].__set__
-_fromtimestamp = datetime.fromtimestamp
 # Events are built by ``Model.__pydantic_validator__.validate_python({...})``: ``Model(**fields)``'s
 # validation and errors without its keyword packing (looked up per call: ``defer_build``).
 
@@ -126,7 +120,7 @@ class _Builder:
         self.steps = active_steps(tree, steps)
         self.names = [step_name(s) for s in self.steps]  # read once (steps are named 3 times)
         self.calls = calls
-        self._models: list[Event] = []  # the events, column by column (:meth:`_events`)
+        self._models: list[Event] = []  # the events, column by column (:func:`stable_new_events`)
         self._stamps: list[int] = []
         self._keys: list[str] = []
         self.call_index = 0
@@ -145,26 +139,6 @@ class _Builder:
         self._models.append(event)
         self._stamps.append(time_ns)
         self._keys.append(f"{span_id}\x1f{role}")
-
-    def _events(self) -> list[NewEvent]:
-        """The queued events as ``NewEvent(event, event_id=..., recorded_at=...)``: every id
-        made in one loop (:func:`~steplog.ingest.ids.stable_event_ids_for`, the identity of
-        :func:`~steplog.ingest.ids.stable_event_id`), each distinct time converted once, and
-        the events built without the frozen class's checks."""
-        stamps = self._stamps
-        ids = stable_event_ids_for(
-            f"{self.trace_id}\x1f", [ns // 1_000_000 for ns in stamps], self._keys
-        )
-        times = {ns: _fromtimestamp(ns / 1e9, UTC) for ns in set(stamps)}
-        events: list[NewEvent] = []
-        append = events.append
-        for event, event_id, ns in zip(self._models, ids, stamps, strict=True):
-            new = _new(NewEvent)
-            _set_event(new, event)
-            _set_id(new, event_id)
-            _set_at(new, times[ns])
-            append(new)
-        return events
 
     def build(self) -> MappedRun:
         root = self.root
@@ -200,7 +174,7 @@ class _Builder:
         return MappedRun(
             run_id_for(self.trace_id),
             self.trace_id,
-            self._events(),
+            stable_new_events(f"{self.trace_id}\x1f", self._models, self._stamps, self._keys),
             frozenset(self.tree.by_id),
         )
 
