@@ -31,10 +31,6 @@ _event_of = operator.attrgetter("event")
 _id_of = operator.attrgetter("event_id")
 _at_of = operator.attrgetter("recorded_at")
 _name_of = operator.itemgetter(0)
-_serializer_of = operator.itemgetter(1)
-_call = operator.call
-_decode = bytes.decode
-_int_of = operator.attrgetter("int")
 _version_of = operator.itemgetter(2)
 
 MAX_RUN_ID_LENGTH: Final = 255
@@ -134,15 +130,12 @@ def prepare_batch(
     """Validate, serialize and size-check a batch before touching the database.
 
     This runs for every appended event, so the batch is handled column by column, each column
-    built by a C-level ``map`` (no bytecode per event): events are pydantic models validated when
+    built by a C-level ``map`` or one comprehension: events are pydantic models validated when
     they were built; what is left to check is that their class is the catalogue's, their ids
     are unique within the batch, and their size. Only a batch that fails a check is walked
     again, event by event, to name the culprit (:func:`_reject`).
     """
-    if set(map(type, events)) == {NewEvent}:  # an import's or a round's batch: all NewEvents
-        news = list(cast("Sequence[NewEvent]", events))
-    else:
-        news = [item if type(item) is NewEvent else _new_event(item) for item in events]
+    news = [item if type(item) is NewEvent else _new_event(item) for item in events]
     if not news:
         return PreparedBatch([], [], [], [], [])
     models = list(map(_event_of, news))
@@ -159,7 +152,9 @@ def prepare_batch(
         index = next(i for i, event in enumerate(models) if type(event) not in kinds)
         raise not_in_catalogue(catalogue, index, models[index]) from None
     try:
-        payloads = list(map(_decode, map(_call, map(_serializer_of, known), models)))
+        payloads = [
+            to_json(event).decode() for (_, to_json, _), event in zip(known, models, strict=True)
+        ]
     except (ValueError, UnicodeError) as exc:
         raise _reject(news, known, None, limit) or InvalidEventError(str(exc)) from None
     # A str of n characters encodes to at most 4n bytes: count exactly only near the limit.
@@ -168,7 +163,7 @@ def prepare_batch(
         if problem is not None:
             raise problem
     ids = list(map(_id_of, news))
-    hexes = list(map(format, map(_int_of, ids), repeat("032x")))  # UUID.hex, in C
+    hexes = [f"{event_id.int:032x}" for event_id in ids]  # UUID.hex, without the property call
     if len(hexes) > 1 and len(set(hexes)) != len(hexes):
         seen: set[str] = set()
         for position, hex_id in enumerate(hexes):
@@ -337,24 +332,6 @@ def _rows(
     )
 
 
-class _TimeTexts(dict[datetime | None, str]):
-    """Each event time's SQLite text, looked up in C (``map`` over a batch's times): ``None`` is
-    ``stamp``, the time of an event that has none. A run's events share their times (a span's
-    end ends a call and its step), so each UTC time is formatted once per batch. Only UTC ones
-    are kept: times of one other zone compare equal across a DST fold (by their wall clocks),
-    their texts do not (one equal to a kept UTC time is the same instant: the same text)."""
-
-    def __init__(self, stamp: str) -> None:
-        super().__init__()
-        self[None] = stamp
-
-    def __missing__(self, at: datetime) -> str:
-        text = sqlite_datetime(at)
-        if at.tzinfo is UTC:
-            self[at] = text
-        return text
-
-
 class RoundRows:
     """Events of several runs queued for one insert (an assembly round's), kept column by
     column: a driver row is zipped from the columns in C only when the first position is known
@@ -433,7 +410,21 @@ class RoundRows:
             ]
             return
         self.payloads += batch.payloads
-        self.times += map(_TimeTexts(stamp).__getitem__, batch.times)
+        # A run's events share their times (a span's end ends a call and its step): each UTC
+        # time is formatted once per batch. Only UTC ones are looked up: times of one other
+        # zone compare equal across a DST fold (by their wall clocks), their texts do not.
+        texts: dict[datetime, str] = {}
+        column = self.times
+        for at in batch.times:
+            if at is None:
+                column.append(stamp)
+            elif at.tzinfo is UTC:
+                text = texts.get(at)
+                if text is None:
+                    text = texts[at] = sqlite_datetime(at)
+                column.append(text)
+            else:
+                column.append(sqlite_datetime(at))
 
     def _stamp_of(self, now: datetime) -> Any:
         """``now`` as the time column holds it (kept: a round queues many runs at one ``now``)."""

@@ -31,18 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...events import (
-    Event,
-    ModelCalled,
-    RunCompleted,
-    RunFailed,
-    RunStarted,
-    StepAttemptFailed,
-    StepCompleted,
-    StepFailed,
-    StepStarted,
-    ToolCalled,
-)
+from ...events import Event, RunStarted
 from ...store import NewEvent
 from ..ids import stable_new_events
 from .activity import active_steps, is_phantom
@@ -58,6 +47,7 @@ from .attributes import (
 )
 from .calls import Call, Calls, model_content
 from .dialects import in_conventions
+from .event_validators import validators
 from .span_errors import ErrorInfo, error_of
 from .span_model import Span
 from .tool_content import tool_content
@@ -70,9 +60,6 @@ from .values import (
 
 RUN_PREFIX = "otel-"
 STATUS_OK = 1
-
-# Events are built by ``Model.__pydantic_validator__.validate_python({...})``: ``Model(**fields)``'s
-# validation and errors without its keyword packing (looked up per call: ``defer_build``).
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +107,7 @@ class _Builder:
         self.steps = active_steps(tree, steps)
         self.names = [step_name(s) for s in self.steps]  # read once (steps are named 3 times)
         self.calls = calls
+        self._v = validators()
         self._models: list[Event] = []  # the events, column by column (:func:`stable_new_events`)
         self._stamps: list[int] = []
         self._keys: list[str] = []
@@ -150,7 +138,7 @@ class _Builder:
         if fatal is None and not self._run_failed():
             output = as_dict(output_of(root) or self._first_output())
             self.add(
-                RunCompleted.__pydantic_validator__.validate_python({"output": output}),
+                self._v.run_completed({"output": output}),
                 end,
                 root.span_id,
                 "done",
@@ -158,7 +146,7 @@ class _Builder:
         else:
             error = self._failure(fatal)
             self.add(
-                RunFailed.__pydantic_validator__.validate_python(
+                self._v.run_failed(
                     {
                         "step": self.names[fatal] if fatal is not None else None,
                         "step_index": fatal,
@@ -286,7 +274,7 @@ class _Builder:
 
     def _add_step(self, index: int, step: Span, *, fatal: bool) -> None:
         name = self.names[index]
-        started = StepStarted.__pydantic_validator__.validate_python(
+        started = self._v.step_started(
             {"step": name, "step_index": index, "input": input_object(step)}
         )
         self.add(started, step.start_ns, step.span_id, "step-started")
@@ -306,7 +294,7 @@ class _Builder:
         for number, span in enumerate(recovered, start=1):
             error = self._error_along(self._origin(span))
             self.add(
-                StepAttemptFailed.__pydantic_validator__.validate_python(
+                self._v.step_attempt_failed(
                     {
                         "step": name,
                         "step_index": index,
@@ -323,7 +311,7 @@ class _Builder:
             )
         if fatal_error is not None:
             self.add(
-                StepFailed.__pydantic_validator__.validate_python(
+                self._v.step_failed(
                     {
                         "step": name,
                         "step_index": index,
@@ -339,7 +327,7 @@ class _Builder:
             )
             return
         self.add(
-            StepCompleted.__pydantic_validator__.validate_python(
+            self._v.step_completed(
                 {
                     "step": name,
                     "step_index": index,
@@ -382,7 +370,7 @@ class _Builder:
         ) or (root.name or "otel")
         model = first_text(attrs, "steplog.model_version") or self._model_version()
         seed = attrs.get("steplog.seed")
-        started: RunStarted = RunStarted.__pydantic_validator__.validate_python(
+        started: RunStarted = self._v.run_started(
             {
                 "scenario": scenario,
                 "task_instance_id": first_text(attrs, "steplog.task_instance_id"),
@@ -430,7 +418,7 @@ class _Builder:
         event: Event
         if call.kind == "model":
             request, response, usage, model = model_content(call.spans)
-            event = ModelCalled.__pydantic_validator__.validate_python(
+            event = self._v.model_called(
                 {
                     "step_index": step_index,
                     "call_index": self.call_index,
@@ -448,7 +436,7 @@ class _Builder:
             )
         else:
             args, result = tool_content(call.spans, self.tree.by_id)
-            event = ToolCalled.__pydantic_validator__.validate_python(
+            event = self._v.tool_called(
                 {
                     "step_index": step_index,
                     "call_index": self.call_index,
