@@ -146,7 +146,7 @@ def test_a_round_runs_with_the_collector_paused(
     back on after it, also when the round raises; a caller that had it off keeps it off."""
     import gc
 
-    from steplog.ingest.otlp import rounds
+    from steplog.ingest.otlp import premap, rounds
 
     sqlite = store.engine.dialect.name == "sqlite"
     first, _ = _mapping_cases()
@@ -165,7 +165,8 @@ def test_a_round_runs_with_the_collector_paused(
         seen.append(gc.isenabled())
         real_flush(writer, position)
 
-    monkeypatch.setattr(rounds, "map_trace", mapping)
+    monkeypatch.setattr(premap, "map_trace", mapping)  # before the transaction
+    monkeypatch.setattr(rounds, "map_trace", mapping)  # inside it (none here)
     monkeypatch.setattr(rounds._Writer, "_flush", flush)
     assert gc.isenabled()
     outcome = rounds.assemble_round(context, loaded)

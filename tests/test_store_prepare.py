@@ -155,6 +155,10 @@ def test_round_rows_are_the_rows_of_each_batch() -> None:
     pg = RoundRows(sqlite=False)
     pg.add("a", 0, first, now)
     pg.add("b", 7, second, now)
+
+    def jsonb(payload: str) -> bytes:  # jsonb's binary form: version 1, then the JSON text
+        return b"\x01" + payload.encode()
+
     assert list(pg.rows(1)) == [
         (
             1,
@@ -164,9 +168,18 @@ def test_round_rows_are_the_rows_of_each_batch() -> None:
             "StepStarted",
             StepStarted.schema_version,
             now,
-            first.payloads[0],
+            jsonb(first.payloads[0]),
         ),
-        (2, first.ids[1], "a", 1, "StepStarted", StepStarted.schema_version, at, first.payloads[1]),
+        (
+            2,
+            first.ids[1],
+            "a",
+            1,
+            "StepStarted",
+            StepStarted.schema_version,
+            at,
+            jsonb(first.payloads[1]),
+        ),
         (
             3,
             second.ids[0],
@@ -175,7 +188,7 @@ def test_round_rows_are_the_rows_of_each_batch() -> None:
             "StepStarted",
             StepStarted.schema_version,
             now,
-            second.payloads[0],
+            jsonb(second.payloads[0]),
         ),
     ]
     assert list(pg.rows(1))[1][6].tzinfo is UTC

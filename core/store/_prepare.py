@@ -248,6 +248,9 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if tzinfo is None else moment.astimezone(UTC)
 
 
+_JSONB_VERSION: Final = b"\x01"
+"""The first byte of jsonb's binary form (its version), before the JSON text in UTF-8."""
+
 _TWO_DIGITS: Final = tuple(f"{n:02d}" for n in range(100))
 
 
@@ -337,8 +340,9 @@ class RoundRows:
     The columns are those of :data:`~._sqlite_write.SQLITE_INSERT` after the position, as that
     statement takes them on SQLite (ids as hex, times as text: :func:`sqlite_rows`' format) or
     as the binary ``COPY`` of the events table takes them on PostgreSQL (``UUID``, aware
-    ``datetime``). An event without a recorded time gets the ``now`` of the :meth:`add` that
-    queued it.
+    ``datetime``, the payload in jsonb's binary form: send it as ``bytea``, which the driver
+    passes through as it is). An event without a recorded time gets the ``now`` of the
+    :meth:`add` that queued it.
     """
 
     __slots__ = (
@@ -364,7 +368,7 @@ class RoundRows:
         self.types: list[str] = []
         self.versions: list[int] = []
         self.times: list[Any] = []
-        self.payloads: list[str] = []
+        self.payloads: list[Any] = []
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -372,17 +376,40 @@ class RoundRows:
     def add(self, run_id: str, seq: int, batch: PreparedBatch, now: datetime) -> None:
         """Queue ``batch`` for run ``run_id`` from ``seq`` on."""
         count = len(batch)
-        sqlite = self.sqlite
-        self.ids += batch.hexes if sqlite else batch.ids
         self.run_ids += repeat(run_id, count)
         self.seqs += range(seq, seq + count)
+        self._add_events(batch, now)
+
+    def add_runs(
+        self, runs: Sequence[tuple[str, int]], batch: PreparedBatch, now: datetime
+    ) -> None:
+        """Queue ``batch``, the events of several new runs one after the other: ``runs`` gives
+        each run's id and how many of them are its own (from seq 0). The same columns as one
+        :meth:`add` per run, for the cost of one."""
+        if sum(count for _, count in runs) != len(batch):
+            raise ValueError("the runs' event counts do not add up to the batch")
+        run_ids, seqs = self.run_ids, self.seqs
+        for run_id, count in runs:
+            run_ids += repeat(run_id, count)
+            seqs += range(count)
+        self._add_events(batch, now)
+
+    def _add_events(self, batch: PreparedBatch, now: datetime) -> None:
+        """The columns of ``batch`` other than the run and seq (queued by the caller)."""
+        sqlite = self.sqlite
+        self.ids += batch.hexes if sqlite else batch.ids
         self.types += batch.types
         self.versions += batch.versions
-        self.payloads += batch.payloads
         stamp = self._stamp if self._now is now else self._stamp_of(now)
         if not sqlite:
-            self.times += [stamp if at is None else utc(at) for at in batch.times]
+            # jsonb's binary form, made here in one comprehension rather than by the driver's
+            # Python dumper (three calls a row): its version byte, then the JSON text as is
+            self.payloads += [_JSONB_VERSION + payload.encode() for payload in batch.payloads]
+            self.times += [
+                stamp if at is None else at if at.tzinfo is UTC else utc(at) for at in batch.times
+            ]
             return
+        self.payloads += batch.payloads
         # A run's events share their times (a span's end ends a call and its step): each UTC
         # time is formatted once per batch. Only UTC ones are looked up: times of one other
         # zone compare equal across a DST fold (by their wall clocks), their texts do not.

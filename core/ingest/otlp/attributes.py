@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from .span_model import Span, SpanEvent
@@ -343,13 +344,11 @@ def _messages(
     markers = _MARKERS.get(flattened) or _MARKERS.setdefault(
         flattened, tuple(f"{prefix}." for prefix in flattened)
     )
-    for key in attrs:  # one pass over the names, not one for each flattened form
-        if key.startswith(markers):
-            for prefix in flattened:
-                flat = unflatten(attrs, prefix)
-                if flat is not None:
-                    return flat
-            break
+    if any(map(str.startswith, attrs, repeat(markers))):  # one C-level pass over the names
+        for prefix in flattened:
+            flat = unflatten(attrs, prefix)
+            if flat is not None:
+                return flat
     if span.events:
         found = _from_events(span.events, details_key, content_event, is_message_event)
         if found is not None:

@@ -30,22 +30,10 @@ OpenInference (see :mod:`.attributes`). The mapping:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from ...events import (
-    Event,
-    ModelCalled,
-    RunCompleted,
-    RunFailed,
-    RunStarted,
-    StepAttemptFailed,
-    StepCompleted,
-    StepFailed,
-    StepStarted,
-    ToolCalled,
-)
+from ...events import Event, RunStarted
 from ...store import NewEvent
-from ..ids import stable_event_ids
+from ..ids import stable_new_events
 from .activity import active_steps, is_phantom
 from .attributes import (
     call_kind,
@@ -59,6 +47,7 @@ from .attributes import (
 )
 from .calls import Call, Calls, model_content
 from .dialects import in_conventions
+from .event_validators import validators
 from .span_errors import ErrorInfo, error_of
 from .span_model import Span
 from .tool_content import tool_content
@@ -71,14 +60,6 @@ from .values import (
 
 RUN_PREFIX = "otel-"
 STATUS_OK = 1
-
-_new = object.__new__
-_set_event = NewEvent.__dict__["event"].__set__
-_set_id = NewEvent.__dict__["event_id"].__set__
-_set_at = NewEvent.__dict__["recorded_at"].__set__
-_fromtimestamp = datetime.fromtimestamp
-# Events are built by ``Model.__pydantic_validator__.validate_python({...})``: ``Model(**fields)``'s
-# validation and errors without its keyword packing (looked up per call: ``defer_build``).
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,13 +107,14 @@ class _Builder:
         self.steps = active_steps(tree, steps)
         self.names = [step_name(s) for s in self.steps]  # read once (steps are named 3 times)
         self.calls = calls
-        self.events: list[NewEvent] = []
+        self._v = validators()
+        self._models: list[Event] = []  # the events, column by column (:func:`stable_new_events`)
+        self._stamps: list[int] = []
+        self._keys: list[str] = []
         self.call_index = 0
         self._errors: dict[str, ErrorInfo] = {}
         self._failures: dict[int | None, ErrorInfo] = {}
         self._errored: dict[str, list[Span]] = {}
-        self._id_of = stable_event_ids(f"{self.trace_id}\x1f")  # stable_event_id's identity
-        self._times: dict[int, datetime] = {}  # events share times: a step starts with its call
 
     def _error(self, span: Span) -> ErrorInfo:
         found = self._errors.get(span.span_id)
@@ -141,15 +123,10 @@ class _Builder:
         return found
 
     def add(self, event: Event, time_ns: int, span_id: str, role: str) -> None:
-        at = self._times.get(time_ns)
-        if at is None:
-            at = self._times[time_ns] = _fromtimestamp(time_ns / 1e9, UTC)
-        # NewEvent(event, event_id=..., recorded_at=...), without the frozen class's checks
-        new = _new(NewEvent)
-        _set_event(new, event)
-        _set_id(new, self._id_of(time_ns // 1_000_000, f"{span_id}\x1f{role}"))
-        _set_at(new, at)
-        self.events.append(new)
+        """Queue ``event``, which happened at ``time_ns``, as ``role`` of span ``span_id``."""
+        self._models.append(event)
+        self._stamps.append(time_ns)
+        self._keys.append(f"{span_id}\x1f{role}")
 
     def build(self) -> MappedRun:
         root = self.root
@@ -161,7 +138,7 @@ class _Builder:
         if fatal is None and not self._run_failed():
             output = as_dict(output_of(root) or self._first_output())
             self.add(
-                RunCompleted.__pydantic_validator__.validate_python({"output": output}),
+                self._v.run_completed({"output": output}),
                 end,
                 root.span_id,
                 "done",
@@ -169,7 +146,7 @@ class _Builder:
         else:
             error = self._failure(fatal)
             self.add(
-                RunFailed.__pydantic_validator__.validate_python(
+                self._v.run_failed(
                     {
                         "step": self.names[fatal] if fatal is not None else None,
                         "step_index": fatal,
@@ -185,7 +162,7 @@ class _Builder:
         return MappedRun(
             run_id_for(self.trace_id),
             self.trace_id,
-            self.events,
+            stable_new_events(f"{self.trace_id}\x1f", self._models, self._stamps, self._keys),
             frozenset(self.tree.by_id),
         )
 
@@ -297,7 +274,7 @@ class _Builder:
 
     def _add_step(self, index: int, step: Span, *, fatal: bool) -> None:
         name = self.names[index]
-        started = StepStarted.__pydantic_validator__.validate_python(
+        started = self._v.step_started(
             {"step": name, "step_index": index, "input": input_object(step)}
         )
         self.add(started, step.start_ns, step.span_id, "step-started")
@@ -317,7 +294,7 @@ class _Builder:
         for number, span in enumerate(recovered, start=1):
             error = self._error_along(self._origin(span))
             self.add(
-                StepAttemptFailed.__pydantic_validator__.validate_python(
+                self._v.step_attempt_failed(
                     {
                         "step": name,
                         "step_index": index,
@@ -334,7 +311,7 @@ class _Builder:
             )
         if fatal_error is not None:
             self.add(
-                StepFailed.__pydantic_validator__.validate_python(
+                self._v.step_failed(
                     {
                         "step": name,
                         "step_index": index,
@@ -350,7 +327,7 @@ class _Builder:
             )
             return
         self.add(
-            StepCompleted.__pydantic_validator__.validate_python(
+            self._v.step_completed(
                 {
                     "step": name,
                     "step_index": index,
@@ -393,7 +370,7 @@ class _Builder:
         ) or (root.name or "otel")
         model = first_text(attrs, "steplog.model_version") or self._model_version()
         seed = attrs.get("steplog.seed")
-        started: RunStarted = RunStarted.__pydantic_validator__.validate_python(
+        started: RunStarted = self._v.run_started(
             {
                 "scenario": scenario,
                 "task_instance_id": first_text(attrs, "steplog.task_instance_id"),
@@ -441,7 +418,7 @@ class _Builder:
         event: Event
         if call.kind == "model":
             request, response, usage, model = model_content(call.spans)
-            event = ModelCalled.__pydantic_validator__.validate_python(
+            event = self._v.model_called(
                 {
                     "step_index": step_index,
                     "call_index": self.call_index,
@@ -459,7 +436,7 @@ class _Builder:
             )
         else:
             args, result = tool_content(call.spans, self.tree.by_id)
-            event = ToolCalled.__pydantic_validator__.validate_python(
+            event = self._v.tool_called(
                 {
                     "step_index": step_index,
                     "call_index": self.call_index,

@@ -403,9 +403,9 @@ class OtlpIngest:
             bodies: dict[str, list[str]] = {trace: [] for trace in traces}
             with connect_or_explain(self.store.engine) as conn:
                 prefer_index_scans(conn)
-                # driver-level: SQLAlchemy's statement building and row processing cost more
-                # than the read
-                rows = conn.exec_driver_sql(sql, tuple(traces)).all()
+                # the driver's rows: SQLAlchemy's statement building and row processing (a
+                # ``Row`` each) cost more than the read
+                rows = self.store._fetch(conn, sql, traces)
             decode = Span.from_compact
             for trace_id, body in rows:
                 grouped[trace_id].append(decode(from_json(body)))

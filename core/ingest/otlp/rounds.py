@@ -55,6 +55,7 @@ from ..ids import stable_event_id
 from ..report import ImportReport, Rejected, Rejection
 from . import archive
 from .genai import MappedRun, map_trace, run_id_for
+from .premap import Premapped, RoundMap, premap
 from .revise import revision_batch
 from .span_model import Span
 from .tree import has_one_root
@@ -66,21 +67,11 @@ _COPY_EVENTS = (
     "COPY events (position, event_id, run_id, seq, type, schema_version, recorded_at, payload) "
     "FROM STDIN (FORMAT BINARY)"
 )
-_COPY_TYPES = ["int8", "uuid", "varchar", "int4", "varchar", "int4", "timestamptz", "jsonb"]
+_COPY_TYPES = ["int8", "uuid", "varchar", "int4", "varchar", "int4", "timestamptz", "bytea"]
 """Binary COPY: the server receives uuids, integers and times as they are stored instead of
-parsing their text (the payload is still JSON text, behind jsonb's version byte: the payloads
-are serialized JSON already, ``Prepared.payload_json``, and sent as they are)."""
-
-
-@dataclass(slots=True)
-class _Premapped:
-    """A trace mapped before the transaction: its run, its events' driver columns (without
-    their positions, known only under the position lock: :class:`RoundRows`), and its spans
-    packed for the archive."""
-
-    run: MappedRun
-    rows: RoundRows
-    packed: bytes
+parsing their text. The payload column is jsonb: :class:`RoundRows` holds each payload in
+jsonb's binary form already (version byte, JSON text), which the driver's ``bytea`` dumper
+sends as it is (binary COPY carries no types: the server reads it as the column's jsonb)."""
 
 
 @dataclass(slots=True)
@@ -124,22 +115,7 @@ def _assemble_round(
     ctx: RoundContext, loaded: dict[str, list[Span]], bodies: dict[str, list[str]] | None
 ) -> Outcome:
     store = ctx.store
-    sqlite = store._sqlite
-    premapped: dict[str, _Premapped] = {}
-    now = ctx.clock()
-    for trace_id, spans in loaded.items():
-        if not spans:
-            continue
-        try:
-            run = map_trace(spans)
-            batch = store._prepare_batch(run.events)
-        except Exception:  # decided (and quarantined) inside the transaction
-            continue
-        rows = RoundRows(sqlite)
-        rows.add(run.run_id, 0, batch, now)
-        read = bodies.get(trace_id) if bodies is not None else None
-        packed = archive.pack_bodies(read) if read else archive.pack(spans)
-        premapped[trace_id] = _Premapped(run, rows, packed)
+    premapped = premap(store, loaded, bodies, ctx.clock())
 
     def attempt() -> Outcome:
         outcome = Outcome()
@@ -164,7 +140,7 @@ class _Writer:
         self.rows = RoundRows(self.store._sqlite)
         """The events the round appends, inserted by :meth:`_flush`."""
 
-    def run(self, loaded: dict[str, list[Span]], premapped: dict[str, _Premapped]) -> None:
+    def run(self, loaded: dict[str, list[Span]], premapped: RoundMap) -> None:
         store, conn = self.store, self.conn
         wanted = [trace_id for trace_id, spans in loaded.items() if spans]
         claimed = self._claim(wanted, loaded)
@@ -176,25 +152,30 @@ class _Writer:
         existing = self._existing_runs([run_id_for(t) for t in claimed])
         fresh: list[tuple[str, str, list[Span]]] = []
         packed: dict[str, bytes] = {}
+        ready_now: list[Premapped] = []  # queued together, before any other trace's events
         for trace_id, spans in claimed.items():
-            ready = premapped.get(trace_id)
+            ready = premapped.traces.get(trace_id)
             if (
                 ready is not None
                 and len(spans) == len(loaded[trace_id])  # the spans read: no straggler came
                 and trace_id not in archived
                 and ready.run.run_id not in existing
             ):
-                self.rows.extend(ready.rows)
+                ready_now.append(ready)
                 if not ready.run.phantom:  # a phantom trace is archived, not a run
-                    self.report.stored(ready.run.run_id, len(ready.rows), duplicate=False)
+                    self.report.stored(ready.run.run_id, ready.count, duplicate=False)
                 fresh.append((trace_id, ready.run.run_id, spans))
                 packed[trace_id] = ready.packed
-            elif trace_id in archived:
+                continue
+            premapped.queue(self.rows, ready_now)  # the events stay in the claim's order
+            ready_now = []
+            if trace_id in archived:
                 self._late(archived[trace_id], spans)
             else:
                 kept = self._new_run(trace_id, spans, exists=run_id_for(trace_id) in existing)
                 if kept is not None:
                     fresh.append(kept)
+        premapped.queue(self.rows, ready_now)
         self._flush(store._last_position(conn) + 1)
         archive.save_in(conn, fresh, self.now, existing=set(), packed=packed)
 
