@@ -100,9 +100,6 @@ def test_headers_kept_otherwise_are_read_through_the_public_api() -> None:
         def __getitem__(self, key: str) -> str:
             return next(v for k, v in self.items() if k.lower() == key.lower())
 
-        def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-            return self[key] if key in self else default
-
     plain = Plain(headers)
     assert _kept(plain) == {"content-type": "application/json", "x-request-id": "r1"}
     assert _content_type(plain) == "application/json"
