@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from steplog.bench._agents import StubStore
+from steplog import EventStore
+from steplog.bench._agents import StubStore, decorated_agent
 from steplog.bench.append import BenchCase, WrongRowsError, _interleaved_rates, make_workload
 from steplog.bench.append_baselines import (
     Written,
@@ -27,6 +28,7 @@ from steplog.bench.append_baselines import (
 )
 from steplog.bench.rebuild import PassResult, RebuildBench
 from steplog.bench.record import RecordBench, _measure
+from steplog.bench.record_sdk import _measure as _measure_sdk
 from steplog.bench.ui import PageTiming
 
 
@@ -116,6 +118,60 @@ def test_record_stops_when_the_stub_pass_records_other_batches(
     monkeypatch.setattr(StubStore, "append_batch", drop_the_first_event)
     with pytest.raises(RuntimeError, match="stub pass recorded other batches"):
         _measure(tmp_path, "invoice-extraction", "sim-v2", 1)
+
+
+def _rows(path: Path) -> list[tuple[str, str, int, str, str]]:
+    with sqlite3.connect(path) as conn:
+        query = "SELECT event_id, run_id, seq, type, payload FROM events ORDER BY run_id, seq"
+        return conn.execute(query).fetchall()
+
+
+def test_record_sdk_baselines_store_exactly_the_recorded_events(tmp_path: Path) -> None:
+    steps = 3
+    sample = _measure_sdk(tmp_path, "decorated", decorated_agent(steps), 2, steps)
+    recorded = _rows(tmp_path / "decorated.db")
+    assert len(recorded) == 2 * sample.events_per_run == 2 * (2 + 5 * steps)
+    assert len({row[1] for row in recorded}) == 2
+    # both baselines hold every event the recorded pass committed: same ids, places, bytes
+    assert _rows(tmp_path / "decorated-interleaved.db") == recorded
+    assert _rows(tmp_path / "decorated-append.db") == recorded
+    assert min(sample.interleaved_ms_per_run, sample.append_ms_per_run) > 0
+
+
+def test_record_sdk_interleaved_baseline_commits_where_the_recorder_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commits: list[tuple[str, int]] = []  # (where, how many events) in the interleaved store
+    steps_ended: list[int] = []
+    real = EventStore.append_batch
+
+    def counted(self, run_id, events, expected_version=None):  # type: ignore[no-untyped-def]
+        if type(self) is EventStore and self.engine.url.database.endswith("-interleaved.db"):
+            commits.append((f"after {len(steps_ended)} steps", len(events)))
+        return real(self, run_id, events, expected_version)
+
+    agent = decorated_agent(2)
+
+    def watched(task, recorded, step_ended=None):  # type: ignore[no-untyped-def]
+        if step_ended is None:
+            return agent(task, recorded)
+
+        def ended() -> None:
+            steps_ended.append(1)
+            step_ended()
+
+        return agent(task, recorded, ended)
+
+    monkeypatch.setattr(EventStore, "append_batch", counted)
+    _measure_sdk(tmp_path, "decorated", watched, 1, 2)
+    # RunStarted before the agent, a step's five events as it ends, RunCompleted after it
+    assert commits == [("after 0 steps", 1), ("after 1 steps", 5), ("after 2 steps", 5),
+                       ("after 2 steps", 1)]  # fmt: skip
+
+
+def test_record_sdk_refuses_a_run_committed_elsewhere_than_per_step(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="commits for 4 steps"):
+        _measure_sdk(tmp_path, "decorated", decorated_agent(3), 1, 4)
 
 
 def test_record_rebuild_and_ui_verdicts() -> None:

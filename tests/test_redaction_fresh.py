@@ -266,3 +266,28 @@ def test_strings_with_base64_runs_only_are_checked_one_by_one() -> None:
         for value in ({"path": "/v1/chat/completions", "data": encoded}, [encoded], {encoded: 1}):
             assert_same(R, value)
             assert R.fresh(copy.deepcopy(value)) != value, encoded
+
+
+def test_base64_strings_found_clean_are_remembered_and_secrets_never() -> None:
+    """A string of base64 runs that its own scan leaves unchanged is remembered (a client's
+    path, on every call); one that hides a secret is never, and is redacted every time."""
+    redactor = Redactor()
+    request = {"method": "POST", "path": "/v1/chat/completions", "body": {"model": "m"}}
+    assert redactor.fresh(request) is request
+    assert "/v1/chat/completions" in redactor._unchanged
+    hidden = base64.b64encode(f"token {EXAMPLES['github_token']} end".encode()).decode()
+    for _ in range(3):
+        value = {"path": "/v1/chat/completions", "data": hidden}
+        assert redactor.fresh(copy.deepcopy(value)) == redactor.value(value) != value
+    assert hidden not in redactor._unchanged
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(values(), st.sampled_from(ENCODED)), min_size=2, max_size=6))
+def test_a_redactor_that_remembers_redacts_each_value_as_a_new_one(sequence: list[Any]) -> None:
+    """Values redacted one after another by one redactor (its memory of clean strings
+    growing) come out as each would from a redactor that has seen nothing."""
+    redactor = Redactor()
+    for value in sequence:
+        assert_same(redactor, value)
+        assert_same(redactor, [value, value])

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..events import Event
 from ..recorder import model_call, tool_call
@@ -20,6 +20,14 @@ from ..recorder import step as recorded_step
 from ..store import AppendResult, EventStore, NewEvent
 
 Batches = list[tuple[str, list[NewEvent], int | None]]
+
+
+class DecoratedAgent(Protocol):
+    """:func:`decorated_agent`'s agent: (task, recorded, step_ended) -> its answer."""
+
+    def __call__(
+        self, task: str, recorded: bool, step_ended: Callable[[], object] | None = None
+    ) -> Any: ...
 
 
 class CapturingStore(EventStore):
@@ -89,13 +97,15 @@ class _Step:
 
 def openai_agent(base_url: str, steps: int, fanout: int, *, alone: bool = False) -> Any:
     """``steps`` steps of ``fanout`` concurrent chat completions through ``openai.AsyncOpenAI``
-    (recorded with zero code inside a run; ``alone``: no step is recorded either)."""
+    (recorded with zero code inside a run; ``alone``: no step is recorded either). The agent
+    takes the task and, optionally, ``step_ended``: called after each step (where a recorded
+    step commits), for a baseline that appends there itself."""
     import openai
 
     def step(name: str) -> Any:  # the agent alone: outside any run
         return contextlib.nullcontext(_Step()) if alone else recorded_step(name)
 
-    def agent(task: str) -> dict[str, Any]:
+    def agent(task: str, step_ended: Callable[[], object] | None = None) -> dict[str, Any]:
         async def main() -> dict[str, Any]:
             client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
             notes: list[str] = []
@@ -112,6 +122,8 @@ def openai_agent(base_url: str, steps: int, fanout: int, *, alone: bool = False)
                     )
                     notes = [r.choices[0].message.content or "" for r in replies]
                     s.output = {"notes": notes}
+                if step_ended is not None:
+                    step_ended()
             await client.close()
             return {"last": notes}
 
@@ -120,8 +132,10 @@ def openai_agent(base_url: str, steps: int, fanout: int, *, alone: bool = False)
     return agent
 
 
-def decorated_agent(steps: int) -> Callable[[str, bool], Any]:
-    """A plain-Python agent: per step one model call and two tool calls, each a tiny function."""
+def decorated_agent(steps: int) -> DecoratedAgent:
+    """A plain-Python agent: per step one model call and two tool calls, each a tiny function.
+    It takes the task, whether to record its steps, and optionally ``step_ended`` (called after
+    each step, as with :func:`openai_agent`)."""
 
     @model_call("bench-model")
     def ask(prompt: str) -> dict[str, Any]:
@@ -131,7 +145,7 @@ def decorated_agent(steps: int) -> Callable[[str, bool], Any]:
     def lookup(key: str, limit: int = 3) -> list[str]:
         return [f"{key}-{i}" for i in range(limit)]
 
-    def agent(task: str, recorded: bool) -> Any:
+    def agent(task: str, recorded: bool, step_ended: Callable[[], object] | None = None) -> Any:
         answer: Any = None
         for index in range(steps):
             with recorded_step(f"step_{index:02d}") if recorded else contextlib.nullcontext() as s:
@@ -140,6 +154,8 @@ def decorated_agent(steps: int) -> Callable[[str, bool], Any]:
                 answer = {"reply": reply["text"], "found": found}
                 if s is not None:
                     s.output = answer
+            if step_ended is not None:
+                step_ended()
         return answer
 
     return agent
@@ -169,6 +185,7 @@ def answered_in_process() -> Iterator[None]:
 __all__ = [
     "Batches",
     "CapturingStore",
+    "DecoratedAgent",
     "StubStore",
     "answer",
     "answered_in_process",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from ..canonical import fingerprint_str_keyed
 from ..recorder.built import model_called
@@ -25,6 +25,9 @@ from ..recorder.context import RecordedRun, current_run, current_step_index, rep
 from ..recorder.divergence import Divergence
 
 KEPT_HEADERS = ("content-type", "x-request-id", "request-id")
+_KEPT: Final = tuple((name, name.encode()) for name in KEPT_HEADERS)
+_KEPT_KEYS: Final = frozenset(key for _, key in _KEPT)
+_STAINLESS: Final = b"x-stainless-"
 _HOOKS: dict[str, _Hook] = {}
 
 
@@ -150,7 +153,39 @@ def _refuse_outside_replay(request: Any) -> None:
 
 
 def _streaming(response: Any) -> bool:
-    return str(response.headers.get("content-type", "")).startswith("text/event-stream")
+    return _content_type(response.headers).startswith("text/event-stream")
+
+
+def _entries(headers: Any) -> list[tuple[bytes, bytes, bytes]] | None:
+    """httpx's own list of a ``Headers``' entries (raw name, lower-cased name, value), read
+    without decoding every name; ``None`` if this httpx keeps them otherwise."""
+    entries = getattr(headers, "_list", None)
+    return entries if type(entries) is list else None
+
+
+def _content_type(headers: Any) -> str:
+    """``headers.get("content-type", "")``."""
+    return _kept(headers).get("content-type", "")
+
+
+def _kept(headers: Any) -> dict[str, str]:
+    """``{name: headers[name] for name in KEPT_HEADERS if name in headers}`` in one pass over
+    httpx's entries (a repeated header's values joined by ``", "``, as ``headers[name]``)."""
+    entries = _entries(headers)
+    if entries is None:
+        return {name: headers[name] for name in KEPT_HEADERS if name in headers}
+    found: dict[bytes, list[bytes]] = {}
+    for _, key, value in entries:
+        if key in _KEPT_KEYS:
+            found.setdefault(key, []).append(value)
+    if not found:
+        return {}
+    encoding = headers.encoding
+    return {
+        name: ", ".join([value.decode(encoding) for value in found[key]])
+        for name, key in _KEPT
+        if key in found
+    }
 
 
 def _tees(module: ModuleType) -> tuple[Any, Any]:
@@ -206,13 +241,18 @@ def _tees(module: ModuleType) -> tuple[Any, Any]:
 
 
 def _is_llm_client(request: Any) -> bool:
-    return any(key.lower().startswith("x-stainless-") for key in request.headers)
+    """Whether a header is named ``x-stainless-*`` (any case): httpx keeps each name
+    lower-cased beside it, and lower-casing a decoded name makes no other ASCII prefix."""
+    entries = _entries(request.headers)
+    if entries is None:
+        return any(key.lower().startswith("x-stainless-") for key in request.headers)
+    return any(key.startswith(_STAINLESS) for _, key, _ in entries)
 
 
 def _request_of(request: Any, body: bytes) -> tuple[str, dict[str, Any]]:
     """(model name, canonical request): what identifies the call, without volatile headers;
     not yet redacted (:func:`~steplog.recorder.calls.stored` before it is kept)."""
-    parsed = _parse(body, request.headers.get("content-type", ""))
+    parsed = _parse(body, _content_type(request.headers))
     model = parsed.get("model") if isinstance(parsed, dict) else None
     query = f"?{request.url.query.decode()}" if request.url.query else ""
     canonical = {"method": request.method, "path": request.url.path + query, "body": parsed}
@@ -262,13 +302,9 @@ class _Capture:
         answer: dict[str, Any] | None = None
         input_tokens = output_tokens = 0
         if self.response is not None:
-            headers = self.response.headers
-            parsed = _parse(content, headers.get("content-type", ""))
-            answer = {
-                "status_code": self.response.status_code,
-                "headers": {k: headers[k] for k in KEPT_HEADERS if k in headers},
-                "body": parsed,
-            }
+            kept = _kept(self.response.headers)
+            parsed = _parse(content, kept.get("content-type", ""))
+            answer = {"status_code": self.response.status_code, "headers": kept, "body": parsed}
             input_tokens, output_tokens = _tokens(parsed)
         latency = round((time.perf_counter() - self.started) * 1000, 3)
         failure = None if error is None else stored(f"{type(error).__name__}: {error}")

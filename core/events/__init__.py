@@ -26,6 +26,7 @@ from ._base import (
     catalogue,
     describe_validation_error,
     unvalidated,
+    unvalidated_exact,
     unvalidated_names,
 )
 from ._calls import (
@@ -86,5 +87,6 @@ __all__ = [
     "catalogue",
     "describe_validation_error",
     "unvalidated",
+    "unvalidated_exact",
     "unvalidated_names",
 ]

@@ -133,7 +133,12 @@ class Catalogue:
 E = TypeVar("E", bound=Event)
 
 _FIELDS: dict[type[Event], frozenset[str]] = {}
-_set_slot = object.__setattr__
+_new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+"""pydantic's own slots of every model, set through their descriptors (no lookup by name)."""
 
 
 def unvalidated(event_type: type[E], fields: JsonDict) -> E:
@@ -155,11 +160,26 @@ def unvalidated(event_type: type[E], fields: JsonDict) -> E:
         names = _FIELDS[event_type] = _flat_fields(event_type)
     if fields.keys() != names:
         return event_type.model_validate(fields)
-    event = object.__new__(event_type)
-    _set_slot(event, "__dict__", fields)
-    _set_slot(event, "__pydantic_fields_set__", set(names))
-    _set_slot(event, "__pydantic_extra__", None)
-    _set_slot(event, "__pydantic_private__", None)
+    return _built(event_type, fields, names)
+
+
+def unvalidated_exact(event_type: type[E], fields: JsonDict) -> E:
+    """:func:`unvalidated` for a caller whose ``fields`` is a literal naming every field of
+    ``event_type`` (the SDK's own call and step events, :mod:`steplog.recorder.built`, whose
+    tests hold each to the validated event): the names are not compared again. An event
+    :func:`unvalidated` would validate (a nested model; its first use) is validated."""
+    names = _FIELDS.get(event_type)
+    if not names:
+        return unvalidated(event_type, fields)
+    return _built(event_type, fields, names)
+
+
+def _built(event_type: type[E], fields: JsonDict, names: frozenset[str]) -> E:
+    event = _new(event_type)
+    _set_dict(event, fields)
+    _set_fields_set(event, set(names))
+    _set_extra(event, None)
+    _set_private(event, None)
     return event
 
 

@@ -13,10 +13,12 @@ otherwise it is validated, with validation's errors and the clamping of measured
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from .._limits import MAX_COUNT, MAX_INDEX, MAX_MEASURE
-from ..events import ModelCalled, StepCompleted, StepStarted, ToolCalled, unvalidated
+from ..events import ModelCalled, StepCompleted, StepStarted, ToolCalled, unvalidated_exact
+
+_STR_ONLY: Final = frozenset({str})
 
 
 def model_called(
@@ -54,7 +56,7 @@ def model_called(
         and type(latency_ms) is float
         and 0.0 <= latency_ms <= MAX_MEASURE  # NaN fails both comparisons
     ):
-        return unvalidated(
+        return unvalidated_exact(
             ModelCalled,
             {  # every field, in the model's order: the stored JSON is the validated one's
                 "step_index": step_index,
@@ -114,7 +116,7 @@ def tool_called(
         and type(latency_ms) is float
         and 0.0 <= latency_ms <= MAX_MEASURE
     ):
-        return unvalidated(
+        return unvalidated_exact(
             ToolCalled,
             {
                 "step_index": step_index,
@@ -155,7 +157,7 @@ def step_started(step: str, step_index: int, role: str | None) -> StepStarted:
         and 0 <= step_index <= MAX_INDEX
         and (role is None or type(role) is str)
     ):
-        return unvalidated(
+        return unvalidated_exact(
             StepStarted,
             {"step": step, "step_index": step_index, "attempt": 1, "input": {}, "role": role},
         )
@@ -177,10 +179,10 @@ def step_completed(
         and type(attempt) is int
         and 1 <= attempt <= MAX_INDEX
         and type(output) is dict
-        and all(type(key) is str for key in output)
+        and _STR_ONLY.issuperset(map(type, output))  # every key a plain str
         and (output_summary is None or type(output_summary) is str)
     ):
-        return unvalidated(
+        return unvalidated_exact(
             StepCompleted,
             {
                 "step": step,

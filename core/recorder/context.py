@@ -188,70 +188,98 @@ def replaying_anywhere() -> bool:
     return _active_replays > 0
 
 
-@contextmanager
-def step(name: str, *, role: str | None = None) -> Iterator[RecordedStep]:
+def step(name: str, *, role: str | None = None) -> StepScope:
     """Record one step of the current run; its events commit together when it ends.
 
     ``role`` names the agent of a multi-agent run acting in this step (recorded on
     ``StepStarted``): per-agent blame (``steplog attribute --by-agent``) forks the run with one
     agent at a time on another model version.
     """
-    run = require_run("step")
-    outer = _current_step.get()
-    if outer is not None:
-        raise RuntimeError(
-            f"steplog.step({name!r}) inside step {outer.name!r}: steps do not nest; end the "
-            "outer step first"
-        )
-    index = run.steps_started
-    run.steps_started += 1
-    current = RecordedStep(run=run, name=name, index=index, role=role)
-    run.recorder.record(step_started(name, index, role))
-    token = _current_step.set(current)
-    try:
-        yield current
-        run.close_open_calls(index, all_steps=False)
-        served = run.serving(index)
-        if served is not None:
-            served.step_ended(index)  # fewer calls than recorded: diverged at this step
-    except BaseException as exc:
-        run.failed_step = current
-        recorder = run.recorder
-        error_type, message = type(exc).__name__, run.redactor.text(str(exc))
-        recorder.record(
-            StepAttemptFailed(
-                step=name,
-                step_index=index,
-                attempt=current.attempt,
-                error_type=error_type,
-                message=message,
-                retryable=False,
+    return StepScope(name, role)
+
+
+class StepScope:
+    """``with step(...) as s``: the step starts on entering (``s`` is its
+    :class:`RecordedStep`) and is recorded as completed, or failed with the exception that
+    ends it (which propagates), on leaving. A class rather than a generator context manager:
+    every recorded step passes through it."""
+
+    __slots__ = ("current", "name", "role", "token")
+
+    def __init__(self, name: str, role: str | None) -> None:
+        self.name, self.role = name, role
+
+    def __enter__(self) -> RecordedStep:
+        name, role = self.name, self.role
+        run = require_run("step")
+        outer = _current_step.get()
+        if outer is not None:
+            raise RuntimeError(
+                f"steplog.step({name!r}) inside step {outer.name!r}: steps do not nest; end "
+                "the outer step first"
             )
-        )
-        recorder.record(
-            StepFailed(
-                step=name,
-                step_index=index,
-                attempts=current.attempt,
-                error_type=error_type,
-                message=message,
+        index = run.steps_started
+        run.steps_started += 1
+        current = self.current = RecordedStep(run=run, name=name, index=index, role=role)
+        run.recorder.record(step_started(name, index, role))
+        self.token = _current_step.set(current)
+        return current
+
+    def __exit__(self, kind: Any, error: BaseException | None, trace: Any) -> None:
+        current = self.current
+        try:
+            if error is not None:
+                _step_failed(current, error)
+                return
+            run, index = current.run, current.index
+            try:
+                run.close_open_calls(index, all_steps=False)
+                served = run.serving(index)
+                if served is not None:
+                    served.step_ended(index)  # fewer calls than recorded: diverged at this step
+            except BaseException as exc:
+                _step_failed(current, exc)
+                raise
+            run.recorder.record(
+                step_completed(
+                    current.name,
+                    index,
+                    current.attempt,
+                    run.redactor.fresh(as_object(current.output)),
+                    None if current.summary is None else run.redactor.text(current.summary),
+                )
             )
+            run.recorder.flush()
+        finally:
+            _current_step.reset(self.token)
+
+
+def _step_failed(current: RecordedStep, exc: BaseException) -> None:
+    """Record the step ended by ``exc``: its attempt and the step failed, committed now."""
+    run = current.run
+    run.failed_step = current
+    recorder = run.recorder
+    error_type, message = type(exc).__name__, run.redactor.text(str(exc))
+    recorder.record(
+        StepAttemptFailed(
+            step=current.name,
+            step_index=current.index,
+            attempt=current.attempt,
+            error_type=error_type,
+            message=message,
+            retryable=False,
         )
-        recorder.flush()
-        raise
-    else:
-        run.recorder.record(
-            step_completed(
-                name,
-                index,
-                current.attempt,
-                run.redactor.fresh(as_object(current.output)),
-                None if current.summary is None else run.redactor.text(current.summary),
-            )
+    )
+    recorder.record(
+        StepFailed(
+            step=current.name,
+            step_index=current.index,
+            attempts=current.attempt,
+            error_type=error_type,
+            message=message,
         )
-        run.recorder.flush()
-    finally:
-        _current_step.reset(token)
+    )
+    recorder.flush()
 
 
 def current_step() -> RecordedStep | None:

@@ -25,9 +25,15 @@ from uuid6 import UUID
 _VERSION_AND_VARIANT = (7 << 76) | (0b10 << 62)
 _RAND_B = (1 << 62) - 1
 _COUNTER_MAX = 0xFFF
-_SET = object.__setattr__
+_ONE = 1 << 64
+"""One step of the counter in ``rand_a``."""
 _NEW = object.__new__
+_SET_INT = uuid.UUID.__dict__["int"].__set__
+_SET_SAFE = uuid.UUID.__dict__["is_safe"].__set__
+"""``uuid.UUID``'s slots, set through their descriptors (it refuses ``setattr``)."""
 _UNKNOWN = uuid.SafeUUID.unknown
+_WORDS: dict[int, struct.Struct] = {}
+"""``count + 1`` big-endian 64-bit words, by count (a flush makes a handful of sizes)."""
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -41,7 +47,10 @@ def new_ids(count: int) -> list[uuid.UUID]:
         return []
     if count > _COUNTER_MAX + 1:  # the counter holds 4,096 ids per millisecond
         return new_ids(_COUNTER_MAX + 1) + new_ids(count - _COUNTER_MAX - 1)
-    words = struct.unpack(f">{count + 1}Q", os.urandom(8 * (count + 1)))
+    unpack = _WORDS.get(count)
+    if unpack is None:
+        unpack = _WORDS[count] = struct.Struct(f">{count + 1}Q")
+    words = unpack.unpack(os.urandom(8 * (count + 1)))
     now = time.time_ns() // 1_000_000
     with _lock:
         if now > _last_ms:
@@ -52,12 +61,13 @@ def new_ids(count: int) -> list[uuid.UUID]:
         if counter + count > _COUNTER_MAX + 1:  # rare: more ids in one millisecond than 4096
             ms, counter = ms + 1, 0
         _last_ms, _counter = ms, counter + count - 1
-    base = (ms << 80) | _VERSION_AND_VARIANT
+    high = (ms << 80) | _VERSION_AND_VARIANT | (counter << 64)
     ids: list[uuid.UUID] = []
     append = ids.append
-    for offset, word in enumerate(words[:count], counter):
+    for word in words[:count]:
         new = _NEW(UUID)
-        _SET(new, "int", base | (offset << 64) | (word & _RAND_B))
-        _SET(new, "is_safe", _UNKNOWN)
+        _SET_INT(new, high | (word & _RAND_B))
+        _SET_SAFE(new, _UNKNOWN)
         append(new)
+        high += _ONE
     return ids

@@ -47,6 +47,8 @@ class Redactor:
     """No kind is anchored (bar ``(?:^|\\s)``): :meth:`fresh` may scan a value's strings joined."""
     _plain_keys: set[str] = field(init=False, repr=False)
     """Mapping keys known not to name a secret (:meth:`fresh`'s walk: one set lookup a key)."""
+    _unchanged: set[str] = field(init=False, repr=False)
+    """Strings of base64 runs known to hold no secret (:meth:`_clean`: one set lookup each)."""
     _gate: Callable[[bytes], list[int]] = field(init=False, repr=False)
     _base64_only: list[int] = field(init=False, repr=False)
     """What the set finds in a text whose only candidates are base64 runs."""
@@ -57,6 +59,7 @@ class Redactor:
         joinable = not any(anchored(kind.pattern) for kind in self.kinds)
         object.__setattr__(self, "_joinable", joinable)
         object.__setattr__(self, "_plain_keys", set())
+        object.__setattr__(self, "_unchanged", set())
         object.__setattr__(self, "_gate", self.scanner.gate_match)
         object.__setattr__(self, "_base64_only", [self.scanner.base64_index])
         secret_key = compile_pattern(SECRET_KEY, where="the secret key names")
@@ -218,9 +221,17 @@ class Redactor:
         # Only base64 runs (a URL path of 20 letters is one): no kind is in any string, so a
         # string changes only if a run in it decodes to a secret -- which its own scan says
         # (a run lies within one string: the newline is not base64). Strings shorter than a
-        # run hold none.
-        redact = self.scanner.redact
-        return all(redact(text) is text for text in strings if len(text) >= MIN_RUN)
+        # run hold none; strings its own scan left unchanged before are remembered (the same
+        # path on every call of a client: ``/v1/chat/completions`` is a run).
+        redact, unchanged = self.scanner.redact, self._unchanged
+        for text in strings:
+            if len(text) < MIN_RUN or text in unchanged:
+                continue
+            if redact(text) is not text:
+                return False
+            if len(text) <= MAX_CACHED_KEY and len(unchanged) < MAX_CACHED_KEYS:
+                unchanged.add(text)
+        return True
 
     def _plain_key(self, key: str) -> bool:
         """Whether ``key`` names no secret (remembered, as :attr:`_key` remembers keys)."""
