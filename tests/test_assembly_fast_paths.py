@@ -5,7 +5,7 @@ gave (the replaced code kept here as the reference), over generated input:
 * a trace's events made in one loop (``stable_new_events``) are those the mapper made one by
   one: ``stable_event_ids``' ids, each time converted by ``datetime.fromtimestamp``;
 * a PostgreSQL round's payloads, held in jsonb's binary form and sent as ``bytea``, are the bytes
-  psycopg's jsonb dumper sent;
+  psycopg's jsonb dumper sent, and its event ids, held as 16 bytes, those its uuid dumper sent;
 * a round's events prepared as one batch and queued run by run (``premap``, ``RoundMap.queue``)
   are the rows of one ``prepare_batch`` and one ``RoundRows.add`` per trace, in any order the
   transaction stores them, also when an event is refused (each trace alone then).
@@ -14,13 +14,16 @@ gave (the replaced code kept here as the reference), over generated input:
 from __future__ import annotations
 
 import random
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from psycopg.dbapi20 import BinaryBinaryDumper
 from psycopg.types.json import JsonbBinaryDumper
 from psycopg.types.string import BytesBinaryDumper
+from psycopg.types.uuid import UUIDBinaryDumper
 
 from steplog.errors import SteplogError
 from steplog.events import StepStarted, catalogue
@@ -129,6 +132,27 @@ def test_postgresql_round_payloads_are_the_bytes_psycopg_sent(texts: list[str]) 
     bytea = BytesBinaryDumper(bytes)
     sent = [bytes(bytea.dump(payload)) for payload in rows.payloads]  # type: ignore[arg-type]
     assert sent == [_jsonb_as_psycopg_dumped(payload) for payload in batch.payloads]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.uuids(), min_size=1, max_size=4), blobs=st.lists(st.binary(max_size=40)))
+def test_postgresql_round_ids_and_bytes_are_what_psycopg_sent(
+    ids: list[uuid.UUID], blobs: list[bytes]
+) -> None:
+    """Issue 38, third round: a PostgreSQL round's event ids are queued as the uuid's 16 bytes
+    and sent by the compiled ``bytea`` dumper (``copy_rows`` registers it for ``bytes``): the
+    bytes psycopg's uuid dumper sent for the ``UUID`` objects queued before, and those its
+    ``Binary`` dumper (the one it picks for ``bytea``) sends for any bytes."""
+    events = [NewEvent(StepStarted(step="s", step_index=i), event_id=e) for i, e in enumerate(ids)]
+    batch = prepare_batch(events, catalogue, 100_000)
+    rows = RoundRows(sqlite=False)
+    rows.add("run", 0, batch, NOW)
+    bytea = BytesBinaryDumper(bytes)
+    sent = [bytes(bytea.dump(event_id)) for event_id in rows.ids]
+    assert sent == [bytes(UUIDBinaryDumper(uuid.UUID).dump(e)) for e in ids]  # type: ignore[arg-type]
+    assert [bytes(bytea.dump(blob)) for blob in blobs] == [
+        bytes(BinaryBinaryDumper(bytes).dump(blob)) for blob in blobs
+    ]
 
 
 # --- a round's events as one batch ----------------------------------------------------------

@@ -138,7 +138,8 @@ def test_sqlite_datetime_edges(moment: datetime) -> None:
 
 def test_round_rows_are_the_rows_of_each_batch() -> None:
     """An assembly round's columns (:class:`RoundRows`) give, from any position, the rows the
-    per-batch formats give: SQLite's (:func:`batch_rows`) and the ``COPY`` columns."""
+    per-batch formats give: SQLite's (:func:`batch_rows`) and the ``COPY`` columns (PostgreSQL's
+    ids and payloads in their binary forms)."""
     at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone(timedelta(hours=2)))
     now = datetime(2026, 5, 6, 7, 8, 9, 10, tzinfo=UTC)
     first = prepare_batch([NewEvent(step(0)), NewEvent(step(1), recorded_at=at)], catalogue, LIMIT)
@@ -162,7 +163,7 @@ def test_round_rows_are_the_rows_of_each_batch() -> None:
     assert list(pg.rows(1)) == [
         (
             1,
-            first.ids[0],
+            first.ids[0].bytes,  # the uuid's binary form (sent as bytea)
             "a",
             0,
             "StepStarted",
@@ -172,7 +173,7 @@ def test_round_rows_are_the_rows_of_each_batch() -> None:
         ),
         (
             2,
-            first.ids[1],
+            first.ids[1].bytes,
             "a",
             1,
             "StepStarted",
@@ -182,7 +183,7 @@ def test_round_rows_are_the_rows_of_each_batch() -> None:
         ),
         (
             3,
-            second.ids[0],
+            second.ids[0].bytes,
             "b",
             7,
             "StepStarted",

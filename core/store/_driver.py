@@ -64,11 +64,17 @@ def copy_rows(
 ) -> None:
     """PostgreSQL: ``COPY ... FROM STDIN (FORMAT BINARY)`` of ``rows``, whose columns have the
     PostgreSQL ``types``; a value already serialized as JSON text is sent as it is to a
-    ``json``/``jsonb`` column."""
+    ``json``/``jsonb`` column, and ``bytes`` as they are to a ``bytea`` one (binary ``COPY``
+    carries no types: bytes in a ``bytea`` slot are read as the column's binary form)."""
     from psycopg.types.json import set_json_dumps
+    from psycopg.types.string import BytesBinaryDumper
 
     with driver_cursor(conn, statement) as cursor:
         set_json_dumps(_json_as_is, context=cursor)
+        # ``bytea`` by psycopg's own bytes dumper, compiled in its C build: the one it looks up
+        # for the type is ``dbapi20.Binary``'s, a Python method called per value (the same
+        # bytes sent; 0.85 -> 0.55 us a row of the events' COPY)
+        cursor.adapters.register_dumper(bytes, BytesBinaryDumper)
         with cursor.copy(statement) as copy:
             copy.set_types(list(types))
             for row in rows:

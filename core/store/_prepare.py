@@ -339,10 +339,10 @@ class RoundRows:
 
     The columns are those of :data:`~._sqlite_write.SQLITE_INSERT` after the position, as that
     statement takes them on SQLite (ids as hex, times as text: :func:`sqlite_rows`' format) or
-    as the binary ``COPY`` of the events table takes them on PostgreSQL (``UUID``, aware
-    ``datetime``, the payload in jsonb's binary form: send it as ``bytea``, which the driver
-    passes through as it is). An event without a recorded time gets the ``now`` of the
-    :meth:`add` that queued it.
+    as the binary ``COPY`` of the events table takes them on PostgreSQL (the id's 16 bytes and
+    the payload in jsonb's binary form, both ``bytes`` to send as ``bytea``, which the driver
+    passes through as they are; an aware ``datetime``). An event without a recorded time gets
+    the ``now`` of the :meth:`add` that queued it.
     """
 
     __slots__ = (
@@ -397,7 +397,9 @@ class RoundRows:
     def _add_events(self, batch: PreparedBatch, now: datetime) -> None:
         """The columns of ``batch`` other than the run and seq (queued by the caller)."""
         sqlite = self.sqlite
-        self.ids += batch.hexes if sqlite else batch.ids
+        # PostgreSQL: the uuid's 16 bytes, its binary form (sent as ``bytea`` by psycopg's C
+        # dumper; its ``UUID`` dumper is a Python method per row)
+        self.ids += batch.hexes if sqlite else map(bytes.fromhex, batch.hexes)
         self.types += batch.types
         self.versions += batch.versions
         stamp = self._stamp if self._now is now else self._stamp_of(now)

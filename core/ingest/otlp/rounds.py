@@ -67,11 +67,12 @@ _COPY_EVENTS = (
     "COPY events (position, event_id, run_id, seq, type, schema_version, recorded_at, payload) "
     "FROM STDIN (FORMAT BINARY)"
 )
-_COPY_TYPES = ["int8", "uuid", "varchar", "int4", "varchar", "int4", "timestamptz", "bytea"]
+_COPY_TYPES = ["int8", "bytea", "varchar", "int4", "varchar", "int4", "timestamptz", "bytea"]
 """Binary COPY: the server receives uuids, integers and times as they are stored instead of
-parsing their text. The payload column is jsonb: :class:`RoundRows` holds each payload in
-jsonb's binary form already (version byte, JSON text), which the driver's ``bytea`` dumper
-sends as it is (binary COPY carries no types: the server reads it as the column's jsonb)."""
+parsing their text. Binary COPY carries no types, so :class:`RoundRows` holds the event id
+and the payload in their columns' binary forms already, sent as they are by the driver's
+``bytea`` dumper: the uuid's 16 bytes (read by the server as the column's uuid) and jsonb's
+version byte before the JSON text (read as the column's jsonb)."""
 
 
 @dataclass(slots=True)
