@@ -249,7 +249,10 @@ def _is_llm_client(request: Any) -> bool:
     entries = _entries(request.headers)
     if entries is None:
         return any(key.lower().startswith("x-stainless-") for key in request.headers)
-    return any(key.startswith(_STAINLESS) for _, key, _ in entries)
+    for _, key, _ in entries:  # noqa: SIM110 (a loop: no generator to resume per header)
+        if key.startswith(_STAINLESS):
+            return True
+    return False
 
 
 def _request_of(request: Any, body: bytes) -> tuple[str, dict[str, Any]]:
