@@ -1,10 +1,11 @@
 """The httpx capture reads headers from httpx's own entries: the same answers as its public API.
 
-Recognising an LLM client (an ``x-stainless-*`` header), the content type and the headers a
-recorded response keeps are read in one pass over ``Headers._list`` (raw name, lower-cased
-name, value) instead of one decoding scan per question. These tests hold each to the public
-API on arbitrary header lists (any bytes in names and values, repeated names, every case, and
-non-ASCII names whose Unicode lower case comes near ``x-stainless-``), in httpx and httpx2.
+Recognising an LLM client (an ``x-stainless-*`` header), the content type (and whether a
+request's names JSON, read without decoding) and the headers a recorded response keeps are
+read in one pass over ``Headers._list`` (raw name, lower-cased name, value) instead of one
+decoding scan per question. These tests hold each to the public API on arbitrary header lists
+(any bytes in names and values, repeated names, every case, and non-ASCII names whose Unicode
+lower case comes near ``x-stainless-``), in httpx and httpx2.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from steplog.capture.httpx_capture import (
     _content_type,
     _http_modules,
     _is_llm_client,
+    _json_typed,
     _kept,
 )
 
@@ -47,7 +49,9 @@ def names() -> st.SearchStrategy[bytes]:
 
 def values() -> st.SearchStrategy[bytes]:
     return st.one_of(
-        st.sampled_from([b"application/json", b"text/event-stream; charset=utf-8", b""]),
+        st.sampled_from(
+            [b"application/json", b"text/event-stream; charset=utf-8", b"", b"a/x+json", b"JSON"]
+        ),
         st.binary(max_size=12),
         st.text(max_size=8).map(lambda text: text.encode("utf-8")),
     )
@@ -71,6 +75,7 @@ def test_headers_read_in_one_pass_answer_as_httpx_does(
     headers = module.Headers(items)
     assert _kept(headers) == {name: headers[name] for name in KEPT_HEADERS if name in headers}
     assert _content_type(headers) == headers.get("content-type", "")
+    assert _json_typed(headers) == ("json" in headers.get("content-type", ""))
     request = SimpleNamespace(headers=headers)
     assert _is_llm_client(request) == public_is_llm_client(headers)
 
@@ -103,5 +108,6 @@ def test_headers_kept_otherwise_are_read_through_the_public_api() -> None:
     plain = Plain(headers)
     assert _kept(plain) == {"content-type": "application/json", "x-request-id": "r1"}
     assert _content_type(plain) == "application/json"
+    assert _json_typed(plain)
     assert not _is_llm_client(SimpleNamespace(headers=plain))
     assert _is_llm_client(SimpleNamespace(headers=Plain({"X-Stainless-Lang": "python"})))

@@ -103,7 +103,8 @@ class _Hook:
         started, step_index = time.perf_counter(), current_step_index()
         try:
             response = self.original_sync(client, request)
-            if _streaming(response):  # recorded when the stream ends: the caller still streams
+            kept = _kept(response.headers)
+            if _event_stream(kept):  # recorded when the stream ends: the caller still streams
                 response.stream = self.tee_sync(
                     response.stream, _Capture(run, request, body, response, started, step_index)
                 )
@@ -112,7 +113,7 @@ class _Hook:
         except Exception as exc:
             _Capture(run, request, body, None, started, step_index).done(b"", exc)
             raise
-        _Capture(run, request, body, response, started, step_index).done(response.content)
+        _Capture(run, request, body, response, started, step_index, kept).done(response.content)
         return response
 
     async def send_async(self, client: Any, request: Any) -> Any:
@@ -129,7 +130,8 @@ class _Hook:
         started, step_index = time.perf_counter(), current_step_index()
         try:
             response = await self.original_async(client, request)
-            if _streaming(response):
+            kept = _kept(response.headers)
+            if _event_stream(kept):
                 response.stream = self.tee_async(
                     response.stream, _Capture(run, request, body, response, started, step_index)
                 )
@@ -138,7 +140,7 @@ class _Hook:
         except Exception as exc:
             _Capture(run, request, body, None, started, step_index).done(b"", exc)
             raise
-        _Capture(run, request, body, response, started, step_index).done(response.content)
+        _Capture(run, request, body, response, started, step_index, kept).done(response.content)
         return response
 
 
@@ -152,8 +154,9 @@ def _refuse_outside_replay(request: Any) -> None:
         )
 
 
-def _streaming(response: Any) -> bool:
-    return _content_type(response.headers).startswith("text/event-stream")
+def _event_stream(kept: dict[str, str]) -> bool:
+    """Whether a response whose kept headers are ``kept`` (:func:`_kept`) streams events."""
+    return kept.get("content-type", "").startswith("text/event-stream")
 
 
 def _entries(headers: Any) -> list[tuple[bytes, bytes, bytes]] | None:
@@ -246,24 +249,42 @@ def _is_llm_client(request: Any) -> bool:
     entries = _entries(request.headers)
     if entries is None:
         return any(key.lower().startswith("x-stainless-") for key in request.headers)
-    return any(key.startswith(_STAINLESS) for _, key, _ in entries)
+    for _, key, _ in entries:  # noqa: SIM110 (a loop: no generator to resume per header)
+        if key.startswith(_STAINLESS):
+            return True
+    return False
 
 
 def _request_of(request: Any, body: bytes) -> tuple[str, dict[str, Any]]:
     """(model name, canonical request): what identifies the call, without volatile headers;
     not yet redacted (:func:`~steplog.recorder.calls.stored` before it is kept)."""
-    parsed = _parse(body, _content_type(request.headers))
-    model = parsed.get("model") if isinstance(parsed, dict) else None
-    query = f"?{request.url.query.decode()}" if request.url.query else ""
-    canonical = {"method": request.method, "path": request.url.path + query, "body": parsed}
-    return str(model or request.url.host or "http"), canonical
+    parsed = _parse(body, _json_typed(request.headers))
+    model = parsed.get("model") if type(parsed) is dict else None
+    url = request.url
+    query = url.query
+    path = f"{url.path}?{query.decode()}" if query else url.path
+    canonical = {"method": request.method, "path": path, "body": parsed}
+    return str(model or url.host or "http"), canonical
 
 
-def _parse(body: bytes, content_type: str) -> Any:
+def _json_typed(headers: Any) -> bool:
+    """``"json" in headers.get("content-type", "")``, read from httpx's entries without
+    decoding or joining them (the encodings httpx decodes headers with keep ASCII as it is,
+    and the ``", "`` joining repeated values makes no ``json`` across two)."""
+    entries = _entries(headers)
+    if entries is None:
+        return "json" in _content_type(headers)
+    for _, key, value in entries:  # noqa: SIM110 (a loop: no generator to resume)
+        if key == b"content-type" and b"json" in value:
+            return True
+    return False
+
+
+def _parse(body: bytes, json_typed: bool) -> Any:
     if not body:
         return None
     text = body.decode("utf-8", errors="replace")
-    if "json" in content_type:
+    if json_typed:
         try:
             return json.loads(text)
         except ValueError:
@@ -282,9 +303,12 @@ class _Capture:
         response: Any,
         started: float,
         step_index: int | None,
+        kept: dict[str, str] | None = None,
     ) -> None:
         self.run, self.request, self.body, self.response = run, request, body, response
         self.started, self.step_index = started, step_index
+        self.kept = kept
+        """The response's kept headers once it was read whole (read when recorded else)."""
         self.recorded = False
 
     def streaming(self, chunks: list[bytes]) -> None:
@@ -302,8 +326,8 @@ class _Capture:
         answer: dict[str, Any] | None = None
         input_tokens = output_tokens = 0
         if self.response is not None:
-            kept = _kept(self.response.headers)
-            parsed = _parse(content, kept.get("content-type", ""))
+            kept = self.kept if self.kept is not None else _kept(self.response.headers)
+            parsed = _parse(content, "json" in kept.get("content-type", ""))
             answer = {"status_code": self.response.status_code, "headers": kept, "body": parsed}
             input_tokens, output_tokens = _tokens(parsed)
         latency = round((time.perf_counter() - self.started) * 1000, 3)
@@ -356,6 +380,31 @@ def _served(module: ModuleType, run: RecordedRun, request: Any, body: bytes) -> 
 
 def _tokens(body: Any) -> tuple[int, int]:
     """(input, output) tokens of a JSON body or of every event of a server-sent stream."""
+    if type(body) is dict:  # one payload: its counts read directly (as _all_tokens reads them)
+        message = body.get("message")
+        usage = body.get("usage") or (message.get("usage") if isinstance(message, dict) else None)
+        if not isinstance(usage, dict):
+            return 0, 0
+        return (
+            _count(usage, "input_tokens", "prompt_tokens"),
+            _count(usage, "output_tokens", "completion_tokens"),
+        )
+    return _all_tokens(body)
+
+
+def _count(usage: dict[Any, Any], name: str, other: str) -> int:
+    """``usage[name]`` if an int, else ``usage[other]`` if an int, else 0; never below 0
+    (``max(0, value)``, which keeps ``True`` as ``_all_tokens`` does)."""
+    value = usage.get(name)
+    if not isinstance(value, int):
+        value = usage.get(other)
+        if not isinstance(value, int):
+            return 0
+    return max(0, value)
+
+
+def _all_tokens(body: Any) -> tuple[int, int]:
+    """:func:`_tokens` of any body: the largest count of each name over its payloads."""
     found: dict[str, int] = {}
     payloads = [body] if isinstance(body, dict) else []
     if isinstance(body, str):
